@@ -1,0 +1,177 @@
+"""Loaders for the shared datasets, local files by path, and ``irds:<id>`` (ir_datasets).
+
+``name_or_path`` accepts a shared collection name (``scifact``), a catalog name (``debian``,
+``movies``), a folder with ``docs.jsonl`` (and optionally ``queries.tsv``, ``qrels.txt``), a
+JSONL/JSONL.gz file, or ``irds:<dataset id>`` when the optional ``ir_datasets`` extra is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from limelight.data.collection import Collection
+from limelight.data.formats import read_jsonl, read_jsonl_docs, read_queries_tsv, read_trec_qrels
+from limelight.data.ids import IdMap
+from limelight.data.qrels import Qrels
+from limelight.data.queries import Queries
+from limelight.errors import LimelightError
+
+SHARED_COLLECTIONS = ("cranfield", "med", "cacm", "npl", "scifact", "adi")
+CATALOGS = ("debian", "movies")
+
+# Catalog field roles (CtrlQGen): narrow fields name the entity, broad fields describe its kind.
+CATALOG_SCHEMAS: dict[str, dict[str, tuple[str, ...]]] = {
+    "debian": {"id": ("name",), "narrow": ("name", "summary"), "broad": ("section", "tags"),
+               "broad_ft": ("description",),
+               "text": ("name", "summary", "section", "tags", "description")},
+    "movies": {"id": ("Title",), "narrow": ("Title", "Director", "Distributor"),
+               "broad": ("Major Genre", "Creative Type", "Source", "MPAA Rating"), "broad_ft": (),
+               "text": ("Title", "Director", "Distributor", "Major Genre", "Creative Type",
+                        "Source", "MPAA Rating")},
+}
+
+
+def data_root() -> Path:
+    """The shared data folder: ``$LIMELIGHT_DATA``, else ``../shared/data`` beside the repo or cwd."""
+    env = os.environ.get("LIMELIGHT_DATA")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for base in [Path.cwd(), *Path.cwd().parents, *here.parents]:
+        cand = base / "shared" / "data"
+        if cand.is_dir():
+            return cand
+        cand = base.parent / "shared" / "data"
+        if cand.is_dir():
+            return cand
+    raise LimelightError("shared data folder not found: set LIMELIGHT_DATA to the data directory")
+
+
+@dataclass
+class Dataset:
+    """A collection with its optional queries and qrels."""
+
+    collection: Collection
+    queries: Queries | None = None
+    qrels: Qrels | None = None
+    name: str = "dataset"
+
+
+def load_dataset(name_or_path: str | os.PathLike) -> Dataset:
+    """Collection, queries and qrels for a shared collection name, folder or ``irds:`` id."""
+    s = str(name_or_path)
+    if s.startswith("irds:"):
+        return load_irds(s[5:])
+    if s in CATALOGS:
+        return Dataset(load_catalog(s), name=s)
+    folder = data_root() / "collections" / s if s in SHARED_COLLECTIONS else Path(s)
+    if folder.is_file():
+        return Dataset(load_collection(folder), name=folder.stem)
+    if not (folder / "docs.jsonl").exists():
+        raise LimelightError(f"{s}: not a collection (expected a shared name "
+                             f"{', '.join(SHARED_COLLECTIONS + CATALOGS)}, a folder with docs.jsonl, "
+                             f"a JSONL file or irds:<id>)")
+    coll = read_jsonl_docs(folder / "docs.jsonl", name=folder.name)
+    queries = read_queries_tsv(folder / "queries.tsv", name=folder.name) if (folder / "queries.tsv").exists() else None
+    qrels = (read_trec_qrels(folder / "qrels.txt", name=folder.name, doc_map=coll.ids)
+             if (folder / "qrels.txt").exists() else None)
+    return Dataset(coll, queries, qrels, folder.name)
+
+
+def load_collection(name_or_path: str | os.PathLike) -> Collection:
+    """Just the documents of ``name_or_path`` (see module docstring)."""
+    s = str(name_or_path)
+    if s in CATALOGS:
+        return load_catalog(s)
+    p = Path(s)
+    if p.is_file():
+        if p.name.startswith("catalog.jsonl") or p.suffix == ".json":
+            return load_catalog(p)
+        return read_jsonl_docs(p, name=p.stem.split(".")[0])
+    return load_dataset(s).collection
+
+
+def load_catalog(name_or_path: str | os.PathLike) -> Collection:
+    """The Debian catalog (JSONL.gz) or the movies catalog (JSON array) as a Collection whose
+    ``texts`` join every searchable field; all metadata stays in ``fields``."""
+    s = str(name_or_path)
+    if s == "debian":
+        path = data_root() / "catalogs" / "debian" / "catalog.jsonl.gz"
+    elif s == "movies":
+        path = data_root() / "catalogs" / "movies" / "movies.json"
+    else:
+        path = Path(s)
+    if path.suffix == ".json":
+        try:
+            recs = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise LimelightError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+        # films have no id; titles repeat, so the id is the position in the file
+        for i, r in enumerate(recs):
+            r.setdefault("id", f"movie{i:05d}")
+        schema = CATALOG_SCHEMAS["movies"]
+        coll = Collection.from_records(recs, schema["text"], "id", "movies")
+    else:
+        recs = read_jsonl(path)
+        schema = CATALOG_SCHEMAS["debian"]
+        coll = Collection.from_records(recs, schema["text"], "id", "debian")
+    return coll
+
+
+def load_queries(path: str | os.PathLike) -> Queries:
+    """Queries from a TSV file (``id<TAB>text``) or the query log format."""
+    return read_queries_tsv(path)
+
+
+def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True) -> Queries:
+    """The shared query log (``source<TAB>qid<TAB>query``).
+
+    With ``distinct`` (default), queries are normalised (lowercased, whitespace collapsed) and
+    de-duplicated: each distinct text becomes one query whose weight o_q is the number of log
+    entries that share it; ids are ``q<first position>``, the sources of the first entry kept.
+    """
+    path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
+    log = read_queries_tsv(path, name="querylog")
+    if not distinct:
+        return log
+    norm = np.asarray([" ".join(t.lower().split()) for t in log.texts.tolist()], dtype=object)
+    uniq, first, counts = np.unique(norm, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    first, counts, uniq = first[order], counts[order], uniq[order]
+    ids = IdMap([f"q{i}" for i in first.tolist()], kind="query")
+    fields = {"source": log.fields["source"][first], "log_id": log.ids.strings[first]} if "source" in log.fields else {}
+    return Queries(ids, uniq.astype(object), counts.astype(np.float64), fields=fields, name="querylog")
+
+
+def load_irds(dataset_id: str) -> Dataset:
+    """Load an ir_datasets dataset (needs the ``irds`` extra and, usually, the network)."""
+    try:
+        import ir_datasets
+    except ImportError:
+        raise LimelightError("irds: ids need the optional extra: pip install 'limelight[irds]'") from None
+    try:
+        ds = ir_datasets.load(dataset_id)
+    except KeyError:
+        raise LimelightError(f"unknown ir_datasets id {dataset_id!r}") from None
+    coll = queries = qrels = None
+    if ds.has_docs():
+        recs = [d._asdict() for d in ds.docs_iter()]
+        idf = "doc_id"
+        tf = tuple(k for k in ("title", "text", "body") if recs and k in recs[0])
+        coll = Collection.from_records(recs, tf, idf, dataset_id)
+    if ds.has_queries():
+        qs = list(ds.queries_iter())
+        queries = Queries.from_lists([q.query_id for q in qs],
+                                     [getattr(q, "text", None) or q[1] for q in qs], name=dataset_id)
+    if ds.has_qrels():
+        rows = list(ds.qrels_iter())
+        qrels = Qrels.from_arrays([r.query_id for r in rows], [r.doc_id for r in rows],
+                                  [r.relevance for r in rows], dataset_id)
+    if coll is None:
+        raise LimelightError(f"ir_datasets {dataset_id!r} has no documents")
+    return Dataset(coll, queries, qrels, dataset_id)

@@ -1,0 +1,107 @@
+"""``Queries``: query ids and texts, with optional weights o_q and intent labels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from limelight.data.ids import IdMap
+from limelight.errors import LimelightError
+
+
+@dataclass(eq=False)
+class Queries:
+    """A query set. ``weights`` (o_q, default 1) weight a query in retrievability; ``intents``
+    label it (e.g. ``narrow``/``broad``); ``fields`` hold any other per-query columns."""
+
+    ids: IdMap
+    texts: np.ndarray  # object array of str
+    weights: np.ndarray = field(default=None)  # float64
+    intents: np.ndarray | None = None  # object array or None
+    fields: dict[str, np.ndarray] = field(default_factory=dict)
+    name: str = "queries"
+
+    def __post_init__(self):
+        self.texts = np.asarray(self.texts, dtype=object)
+        if len(self.texts) != len(self.ids):
+            raise ValueError("ids and texts differ in length")
+        if self.weights is None:
+            self.weights = np.ones(len(self.ids), dtype=np.float64)
+        else:
+            self.weights = np.asarray(self.weights, dtype=np.float64)
+            bad = ~np.isfinite(self.weights) | (self.weights < 0)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise LimelightError(
+                    f"query {self.ids[i]!r}: weight must be a finite number ≥ 0, got {self.weights[i]}")
+
+    @classmethod
+    def from_lists(cls, ids: Iterable[str], texts: Iterable[str], weights=None, intents=None,
+                   name: str = "queries") -> Queries:
+        return cls(IdMap(list(ids), kind="query"), np.asarray(list(texts), dtype=object),
+                   None if weights is None else np.asarray(weights, dtype=np.float64),
+                   None if intents is None else np.asarray(list(intents), dtype=object), name=name)
+
+    @classmethod
+    def from_dict(cls, queries: Mapping[str, str], name: str = "queries") -> Queries:
+        return cls.from_lists(list(queries.keys()), list(queries.values()), name=name)
+
+    @classmethod
+    def from_pandas(cls, df: pd.DataFrame, name: str = "queries") -> Queries:
+        """From ``query_id, text`` (ir_datasets) or ``qid, query`` (PyTerrier) columns, with
+        optional ``weight`` and ``intent``."""
+        qcol = "query_id" if "query_id" in df.columns else "qid"
+        tcol = "text" if "text" in df.columns else "query"
+        extra = {c: df[c].to_numpy(object) for c in df.columns
+                 if c not in (qcol, tcol, "weight", "intent")}
+        return cls(IdMap(df[qcol].astype(str).tolist(), kind="query"),
+                   df[tcol].astype(str).to_numpy(object),
+                   df["weight"].to_numpy(np.float64) if "weight" in df.columns else None,
+                   df["intent"].to_numpy(object) if "intent" in df.columns else None,
+                   extra, name)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"Queries({self.name!r}, n={len(self)})"
+
+    def __getitem__(self, qid: str) -> str:
+        return self.texts[self.ids.lookup(qid)]
+
+    def to_pandas(self) -> pd.DataFrame:
+        df = pd.DataFrame({"query_id": self.ids.strings, "text": self.texts, "weight": self.weights})
+        if self.intents is not None:
+            df["intent"] = self.intents
+        for k, v in self.fields.items():
+            df[k] = v
+        return df
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(zip(self.ids, self.texts.tolist(), strict=True))
+
+    def take(self, idx: np.ndarray) -> Queries:
+        """The queries at positions ``idx`` (a new, re-interned query set)."""
+        idx = np.asarray(idx)
+        return Queries(IdMap(self.ids.strings[idx], kind="query"), self.texts[idx],
+                       self.weights[idx], None if self.intents is None else self.intents[idx],
+                       {k: v[idx] for k, v in self.fields.items()}, self.name)
+
+    def head(self, n: int) -> Queries:
+        return self.take(np.arange(min(n, len(self))))
+
+    def sample(self, n: int, seed: int = 0) -> Queries:
+        """``n`` queries drawn without replacement (seeded), in original order."""
+        if n >= len(self):
+            return self
+        rng = np.random.default_rng(seed)
+        return self.take(np.sort(rng.choice(len(self), size=n, replace=False)))
+
+    def check_nonempty(self) -> None:
+        """Raise naming the first query whose text is empty or blank."""
+        for i, t in enumerate(self.texts.tolist()):
+            if not isinstance(t, str) or not t.strip():
+                raise LimelightError(f"query {self.ids[i]!r} is empty")
