@@ -1,0 +1,60 @@
+"""The ``limelight`` command line: a thin layer that parses, calls the library and prints.
+
+User errors (``LimelightError``) print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from limelight.errors import LimelightError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="limelight: who search puts in the limelight, for whom, and how to change it.")
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print a one-line error and exit non-zero."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+# ---- command registration: each capability module adds its commands here ----------------------
+def _register_all() -> None:
+    from limelight import commands_core
+
+    commands_core.register(app)
+    # further capability modules register below (one line each)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Entry point: runs the app, turning user errors into one-line messages."""
+    try:
+        app(standalone_mode=False)
+    except LimelightError as e:
+        typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()
