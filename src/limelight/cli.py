@@ -11,8 +11,13 @@ import typer
 
 from limelight.errors import LimelightError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="limelight: who search puts in the limelight, for whom, and how to change it.")
+
+
+@app.callback()
+def _root() -> None:
+    """limelight: who search puts in the limelight, for whom, and how to change it."""
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -33,27 +38,15 @@ _register_all()
 
 
 def main() -> None:
-    """Entry point: runs the app, turning user errors into one-line messages."""
+    """Entry point: runs the app, turning user errors into one-line messages (exit status 2)."""
     try:
-        app(standalone_mode=False)
+        app()
     except LimelightError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        sys.exit(130)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
 
 
 if __name__ == "__main__":
