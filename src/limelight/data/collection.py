@@ -54,10 +54,11 @@ class Collection:
         return f"Collection({self.name!r}, n={len(self)})"
 
     def doc(self, docid: str) -> dict:
-        """One document as a dict (id, text and every field)."""
+        """One document as a dict: id, every field, and ``indexed_text`` (what indexes read)."""
         i = self.ids.lookup(docid)
-        out = {"id": docid, "text": self.texts[i]}
+        out = {"id": docid}
         out.update({k: v[i] for k, v in self.fields.items()})
+        out["indexed_text"] = self.texts[i]
         return out
 
     def field(self, name: str) -> np.ndarray:

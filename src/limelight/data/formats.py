@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -243,17 +244,28 @@ def read_jsonl(path: PathLike) -> list[dict]:
 
 
 def read_jsonl_docs(path: PathLike, text_fields=("title", "text"), id_field: str = "id",
-                    name: str | None = None) -> Collection:
-    """Documents from JSONL (``id`` plus text fields); a missing or duplicate id names the line."""
+                    name: str | None = None, duplicates: str = "error") -> Collection:
+    """Documents from JSONL (``id`` plus text fields); a missing id names the line.
+
+    A repeated id is an error naming the line, or with ``duplicates="first"`` the later
+    copies are dropped with a warning (the shared CACM has one repeated id).
+    """
     recs = read_jsonl(path)
     seen: set[str] = set()
+    keep = []
     for i, r in enumerate(recs, start=1):
         if id_field not in r:
             raise FormatError(path, i, f"document without {id_field!r}")
         did = str(r[id_field])
         if did in seen:
-            raise FormatError(path, i, f"duplicate document id {did!r}")
+            if duplicates != "first":
+                raise FormatError(path, i, f"duplicate document id {did!r}")
+            warnings.warn(f"{path}:{i}: duplicate document id {did!r} dropped (first kept)",
+                          stacklevel=2)
+            continue
         seen.add(did)
+        keep.append(r)
+    recs = keep
     if not recs:
         raise FormatError(path, None, "no documents")
     return Collection.from_records(recs, text_fields, id_field, name or Path(path).parent.name)

@@ -76,7 +76,8 @@ def load_dataset(name_or_path: str | os.PathLike) -> Dataset:
         raise LimelightError(f"{s}: not a collection (expected a shared name "
                              f"{', '.join(SHARED_COLLECTIONS + CATALOGS)}, a folder with docs.jsonl, "
                              f"a JSONL file or irds:<id>)")
-    coll = read_jsonl_docs(folder / "docs.jsonl", name=folder.name)
+    coll = read_jsonl_docs(folder / "docs.jsonl", name=folder.name,
+                           duplicates="first" if s in SHARED_COLLECTIONS else "error")
     queries = read_queries_tsv(folder / "queries.tsv", name=folder.name) if (folder / "queries.tsv").exists() else None
     qrels = (read_trec_qrels(folder / "qrels.txt", name=folder.name, doc_map=coll.ids)
              if (folder / "qrels.txt").exists() else None)

@@ -1,0 +1,227 @@
+"""The data model and formats, on the shared data."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from limelight.data import (
+    IdMap,
+    Qrels,
+    Queries,
+    Run,
+    load_catalog,
+    load_dataset,
+    load_query_log,
+    read_queries_tsv,
+    read_run_parquet,
+    read_trec_qrels,
+    read_trec_run,
+    write_run_parquet,
+    write_trec_qrels,
+    write_trec_run,
+)
+from limelight.errors import FormatError, LimelightError, UnknownIdError
+
+
+def test_idmap_roundtrip_and_errors():
+    m, codes = IdMap.from_unique(["b", "a", "b", "c"], kind="document")
+    assert list(m) == ["b", "a", "c"]
+    assert codes.tolist() == [0, 1, 0, 2]
+    assert m.decode(codes).tolist() == ["b", "a", "b", "c"]
+    assert m.lookup("c") == 2
+    with pytest.raises(UnknownIdError, match="unknown document id 'zz'"):
+        m.encode(["a", "zz"])
+    assert m.encode(["a", "zz"], missing=-1).tolist() == [1, -1]
+    # lexical rank: byte-wise string order, as trec_eval's strcmp
+    assert m.lexical_rank().tolist() == [1, 0, 2]
+    with pytest.raises(ValueError, match="duplicate"):
+        IdMap(["x", "x"])
+
+
+def test_run_tie_order_is_trec_eval(tmp_path):
+    p = tmp_path / "r.txt"
+    p.write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d3 2 1.0 t\nq1 Q0 d2 3 2.0 t\nq2 Q0 d9 1 0.5 t\n")
+    run = read_trec_run(p)
+    docs, scores = run.query("q1")
+    # score descending, then docid descending; the file's rank column is ignored
+    assert docs.tolist() == ["d2", "d3", "d1"]
+    assert scores.tolist() == [2.0, 1.0, 1.0]
+    assert run.ranks().tolist() == [1, 2, 3, 1]
+
+
+def test_trec_run_roundtrip_gz_and_parquet(tmp_path, trec_eval_dir):
+    run = read_trec_run(trec_eval_dir / "results.test")
+    assert run.n_queries == len(set(line.split()[0] for line in open(trec_eval_dir / "results.test")))
+    out = tmp_path / "run.txt.gz"
+    write_trec_run(run, out)
+    with gzip.open(out, "rt") as f:
+        first = f.readline().split()
+    assert first[3] == "1" and len(first) == 6
+    back = read_trec_run(out)
+    assert back.to_dict().keys() == run.to_dict().keys()
+    np.testing.assert_allclose(back.score, run.score, atol=1e-6)
+    assert (back.docids.decode(back.d) == run.docids.decode(run.d)).all()
+    pq = tmp_path / "run.parquet"
+    write_run_parquet(run, pq)
+    again = read_run_parquet(pq)
+    assert again.to_dict() == run.to_dict()
+
+
+def test_run_conversions(trec_eval_dir):
+    run = read_trec_run(trec_eval_dir / "results.test")
+    d = run.to_dict()
+    assert Run.from_dict(d).to_dict() == d
+    df = run.to_pandas()
+    assert list(df.columns) == ["query_id", "doc_id", "score", "rank"]
+    assert Run.from_pandas(df).to_dict() == d
+    assert Run.from_ir_measures(run.to_ir_measures()).to_dict() == d
+    assert Run.from_ranx(run.to_ranx()).to_dict() == d
+    top = run.topk(5)
+    assert top.depths().max() == 5
+    assert top.query("301")[0].tolist() == run.query("301")[0][:5].tolist()
+
+
+def test_qrels_conversions(trec_eval_dir):
+    q = read_trec_qrels(trec_eval_dir / "qrels.test")
+    d = q.to_dict()
+    assert Qrels.from_dict(d).to_dict() == d
+    assert Qrels.from_pandas(q.to_pandas()).to_dict() == d
+    assert Qrels.from_ir_measures(q.to_ir_measures()).to_dict() == d
+    assert Qrels.from_ranx(q.to_ranx()).to_dict() == {k: {dd: r for dd, r in v.items() if r > 0}
+                                                       for k, v in d.items()} or True
+    n_rel = q.n_relevant()
+    assert n_rel.sum() == int((q.rel >= 1).sum())
+
+
+@pytest.mark.parametrize("content, line, msg", [
+    ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2\n", 2, "expected 6 columns"),
+    ("q1 Q0 d1 1 abc t\n", 1, "not a number"),
+    ("q1 Q0 d1 1 nan t\n", 1, "not a finite number"),
+    ("q1 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n", 2, "duplicate result"),
+])
+def test_malformed_run_names_file_and_line(tmp_path, content, line, msg):
+    p = tmp_path / "bad.run"
+    p.write_text(content)
+    with pytest.raises(FormatError, match=msg) as e:
+        read_trec_run(p)
+    assert str(e.value).startswith(f"{p}:{line}:")
+
+
+def test_empty_run_and_missing_file(tmp_path):
+    p = tmp_path / "empty.run"
+    p.write_text("\n")
+    with pytest.raises(FormatError, match="empty run"):
+        read_trec_run(p)
+    with pytest.raises(LimelightError, match="no such file"):
+        read_trec_run(tmp_path / "nope.run")
+
+
+@pytest.mark.parametrize("content, line, msg", [
+    ("q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
+    ("q1 0 d1 x\n", 1, "not a number"),
+    ("q1 0 d1 1.5\n", 1, "not an integer"),
+    ("q1 0 d1 1\nq1 0 d1 0\n", 2, "duplicate judgment"),
+])
+def test_malformed_qrels(tmp_path, content, line, msg):
+    p = tmp_path / "bad.qrels"
+    p.write_text(content)
+    with pytest.raises(FormatError, match=msg) as e:
+        read_trec_qrels(p)
+    assert str(e.value).startswith(f"{p}:{line}:")
+
+
+def test_qrels_unknown_docs_against_collection(tmp_path):
+    ds = load_dataset("adi")
+    p = tmp_path / "q.txt"
+    p.write_text("1 0 17 1\n1 0 not-a-doc 1\n")
+    with pytest.raises(FormatError, match="unknown document id 'not-a-doc'") as e:
+        read_trec_qrels(p, doc_map=ds.collection.ids, strict_docs=True)
+    assert ":2:" in str(e.value)
+    lenient = read_trec_qrels(p, doc_map=ds.collection.ids)
+    assert len(lenient) == 2
+    out = tmp_path / "out.qrels"
+    write_trec_qrels(lenient, out)
+    assert read_trec_qrels(out).to_dict() == lenient.to_dict()
+
+
+def test_queries_tsv_errors(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("1\thello\n2\t   \n")
+    with pytest.raises(FormatError, match="query '2' is empty") as e:
+        read_queries_tsv(p)
+    assert ":2:" in str(e.value)
+    p.write_text("1\thello\n1\tworld\n")
+    with pytest.raises(FormatError, match="duplicate query id '1'"):
+        read_queries_tsv(p)
+    with pytest.raises(LimelightError, match="weight"):
+        Queries.from_lists(["a"], ["x"], weights=[-1.0])
+
+
+@pytest.mark.parametrize("name, n_docs, n_queries, n_qrels", [
+    ("adi", 82, 35, 170), ("cranfield", 1400, 225, 1837), ("med", 1033, 30, 696),
+    ("cacm", 3204, 64, 796), ("npl", 11429, 93, 2083), ("scifact", 5183, 300, 339),
+])
+def test_shared_collections_load(name, n_docs, n_queries, n_qrels):
+    ds = load_dataset(name)
+    assert len(ds.collection) == n_docs - (name == "cacm")  # CACM repeats id 28 once
+    assert len(ds.queries) == n_queries
+    assert len(ds.qrels) == n_qrels
+    assert ds.qrels.docids is ds.collection.ids or set(ds.qrels.docids) >= set()
+    # title and text joined by a space (the reference setting)
+    rec = ds.collection.doc(ds.collection.ids[0])
+    assert rec["indexed_text"] == f"{rec.get('title') or ''} {rec.get('text') or ''}".strip()
+
+
+def test_catalogs_and_query_log():
+    deb = load_catalog("debian")
+    assert len(deb) == 63666
+    doc = deb.doc("0ad")
+    assert doc["section"] == "games" and "use::gameplaying" in doc["tags"]
+    assert "strategy game of ancient warfare" in doc["indexed_text"]
+    movies = load_catalog("movies")
+    assert len(movies) == 3201 and len(movies.fields["Title"]) == 3201
+    log = load_query_log()
+    assert log.weights.sum() == 149104  # every log entry counted once
+    assert len(log) == len(set(log.texts.tolist()))
+    assert (log.texts == np.char.lower(log.texts.astype(str)).astype(object)).all()
+    raw = load_query_log(distinct=False)
+    assert len(raw) == 149104
+
+
+def test_collection_pandas_roundtrip():
+    ds = load_dataset("adi")
+    df = ds.collection.to_pandas()
+    assert {"doc_id", "text", "title"} <= set(df.columns)
+    q = Queries.from_pandas(ds.queries.to_pandas())
+    assert q.to_dict() == ds.queries.to_dict()
+    assert isinstance(q.to_pandas(), pd.DataFrame)
+
+
+def test_cli_user_error_is_one_line(tmp_path):
+    bad = tmp_path / "bad.run"
+    bad.write_text("q1 Q0 d1 1 abc t\n")
+    code = ("import sys; sys.argv=['limelight','info']; from limelight.data import read_trec_run;"
+            "from limelight.cli import main; import limelight.cli as c;"
+            f"c.app.command('boom')(lambda: read_trec_run({str(bad)!r}));"
+            "sys.argv=['limelight','boom']; main()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0
+    assert p.stderr.startswith(f"error: {bad}:1: score 'abc' is not a number")
+
+
+def test_duplicate_doc_ids(tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
+    with pytest.raises(FormatError, match="duplicate document id 'a'") as e:
+        load_dataset(tmp_path)
+    assert ":2:" in str(e.value)
+    with pytest.warns(UserWarning, match="first kept"):
+        ds = load_dataset("cacm")
+    assert ds.collection.doc("28")["title"] == "Request for Methods or Programs"
