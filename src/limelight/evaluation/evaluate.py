@@ -1,0 +1,119 @@
+"""Evaluate runs: per-query and aggregate values of measures.
+
+The query set is the qrels' queries with at least one relevant document (grade ≥ 1); a query
+missing from a run is an empty ranking and scores 0 on every trec_eval measure (trec_eval
+``-c``); queries only in the run are ignored with a warning. The relevance-position array is
+built once per (run, threshold) and shared by every measure.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from limelight.data.ids import IdMap
+from limelight.data.qrels import Qrels
+from limelight.data.run import Run
+from limelight.errors import LimelightError
+from limelight.evaluation.kernels import compute
+from limelight.evaluation.measures import Measure, parse_measures
+from limelight.evaluation.relpos import QrelsIndex, RelPositions, default_n_docs, relevance_positions
+
+
+@dataclass
+class EvalResult:
+    """Values of several measures for one run: ``per_query[m]`` aligned with ``qids``."""
+
+    name: str
+    qids: IdMap
+    per_query: dict[Measure, np.ndarray]
+    positions: dict[int, RelPositions] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> dict[Measure, float]:
+        """Mean over the query set (trec_eval's ``all`` line)."""
+        return {m: float(v.mean()) if len(v) else 0.0 for m, v in self.per_query.items()}
+
+    def __getitem__(self, measure: str | Measure) -> float:
+        return self.aggregate[parse_measures(measure)[0]]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per query, one column per measure (named as the measure prints)."""
+        return pd.DataFrame({str(m): v for m, v in self.per_query.items()},
+                            index=pd.Index(self.qids.strings, name="query_id"))
+
+
+class Evaluator:
+    """Evaluates runs against one qrels with a fixed list of measures and corpus size.
+
+    >>> ev = Evaluator(qrels, "AP nDCG@10 R@1000 LexiRecall")  # doctest: +SKIP
+    >>> ev.evaluate(run).aggregate                              # doctest: +SKIP
+    """
+
+    def __init__(self, qrels: Qrels, measures: str | Iterable[str | Measure],
+                 n_docs: int | None = None):
+        self.qrels = qrels
+        self.index = QrelsIndex(qrels)
+        if len(self.index.qids) == 0:
+            raise LimelightError(f"{qrels.name}: no query has a relevant document (grade ≥ 1)")
+        self.measures = parse_measures(measures)
+        self.n_docs = n_docs
+
+    @property
+    def qids(self) -> IdMap:
+        return self.index.qids
+
+    def thresholds(self) -> list[int]:
+        return sorted({1 if m.name == "nDCG" else m.threshold for m in self.measures})
+
+    def positions(self, run: Run, threshold: int = 1, n_docs: int | None = None) -> RelPositions:
+        n = n_docs if n_docs is not None else self.n_docs
+        if n is None:
+            n = default_n_docs(self.qrels, [run])
+        return relevance_positions(run, self.index, threshold, n)
+
+    def evaluate(self, run: Run, n_docs: int | None = None, warn: bool = True) -> EvalResult:
+        """Per-query values of every measure for ``run``."""
+        n = n_docs if n_docs is not None else self.n_docs
+        if n is None:
+            n = default_n_docs(self.qrels, [run])
+        rps = {t: relevance_positions(run, self.index, t, n) for t in self.thresholds()}
+        extra = next(iter(rps.values())).extra_queries
+        if extra and warn:
+            warnings.warn(f"{run.name}: {len(extra)} queries not in the qrels are ignored "
+                          f"(e.g. {extra[0]!r})", stacklevel=2)
+        per_query = {}
+        for m in self.measures:
+            rp = rps[1 if m.name == "nDCG" else m.threshold]
+            per_query[m] = compute(m, rp)
+        return EvalResult(run.name, self.qids, per_query, rps)
+
+    def evaluate_many(self, runs: Sequence[Run], warn: bool = True) -> list[EvalResult]:
+        """Evaluate several runs with one corpus size (so TSE and metric lexirecall compare)."""
+        n = self.n_docs if self.n_docs is not None else default_n_docs(self.qrels, runs)
+        return [self.evaluate(r, n, warn) for r in runs]
+
+
+def evaluate(run: Run | Sequence[Run], qrels: Qrels, measures: str | Iterable[str | Measure],
+             n_docs: int | None = None) -> EvalResult | list[EvalResult]:
+    """Evaluate one run (→ ``EvalResult``) or several (→ list, one shared corpus size)."""
+    ev = Evaluator(qrels, measures, n_docs)
+    if isinstance(run, Run):
+        return ev.evaluate(run)
+    return ev.evaluate_many(list(run))
+
+
+def unique_names(runs: Sequence[Run]) -> list[str]:
+    """Run names made unique (``name``, ``name#2``...) for tables and JSON keys."""
+    out: list[str] = []
+    for r in runs:
+        name, i = r.name, 2
+        while name in out:
+            name = f"{r.name}#{i}"
+            i += 1
+        out.append(name)
+    return out
