@@ -32,6 +32,7 @@ def _register_all() -> None:
 
     commands_core.register(app)
     # further capability modules register below (one line each)
+    from limelight.exposure.cli import register as _rx; _rx(app)  # noqa: E702
 
 
 _register_all()

@@ -1,0 +1,188 @@
+"""CLI commands: ``limelight exposure compute|doc|query`` and ``limelight retrievability``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from limelight.data.queries import Queries
+from limelight.errors import LimelightError
+
+
+def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float = 0.9,
+                   b: float = 0.4, threads: int | None = None):
+    """``(retriever, fingerprint)`` over an index directory written by ``limelight index``.
+
+    The fingerprint hashes the index's metadata files, the model and its settings, so that an
+    exposure store computed over another index (or with other settings) is recognised.
+    """
+    from limelight.retrieval.index_dir import open_retriever as _open
+    from limelight.retrieval.index_dir import read_meta
+
+    read_meta(index_dir)  # a clear error when it is not an index
+    retriever = _open(index_dir, model, k1=k1, b=b, threads=threads)
+    h = hashlib.sha256()
+    root = Path(index_dir)
+    for p in sorted([root / "meta.json", *root.glob("bm25/*.json"), *root.glob("dense/*.json")]):
+        if p.is_file():
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    settings = {"model": model} if model == "dense" else {"model": model, "k1": k1, "b": b}
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    return retriever, h.hexdigest()[:32], settings
+
+
+def load_queries_file(path: str | os.PathLike) -> Queries:
+    """Queries from a TSV ``id<TAB>text`` file, or the query log (header ``source qid query``),
+    which is normalised and de-duplicated with weight o_q = number of occurrences."""
+    from limelight._io import open_text
+    from limelight.data.formats import read_queries_tsv
+    from limelight.data.loaders import load_query_log
+
+    p = Path(path)
+    if not p.is_file():
+        raise LimelightError(f"{p}: no such query file")
+    with open_text(p) as f:
+        first = f.readline()
+    if [c.strip().lower() for c in first.split("\t")] == ["source", "qid", "query"]:
+        return load_query_log(p)
+    return read_queries_tsv(p)
+
+
+def _progress():
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
+
+
+def _print_rows(rows: list[dict], json_out: bool, title: str) -> None:
+    if json_out:
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    if not rows:
+        Console().print(f"{title}: none")
+        return
+    t = Table(title=title)
+    for c in rows[0]:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.values()))
+    Console().print(t)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``exposure`` (compute, doc, query) and ``retrievability`` to ``app``."""
+    exposure_app = typer.Typer(help="Exact exposure: every query's top-n, stored once.",
+                               no_args_is_help=True)
+
+    @exposure_app.command("compute")
+    def compute(
+        index: Path = typer.Option(..., help="index directory (limelight index)"),
+        queries: str = typer.Option(..., help="TSV id<TAB>text, or the query log file"),
+        out: Path = typer.Option(..., help="store directory to create (or resume)"),
+        model: str = typer.Option("bm25", help="bm25 or dense"),
+        depth: int = typer.Option(100, help="n: documents kept per query"),
+        shard_size: int = typer.Option(8192, help="queries per Parquet shard"),
+        k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+        threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
+        art_indexes: bool = typer.Option(False, "--art-indexes",
+                                         help="also build DuckDB ART indexes on exposure(d), exposure(q)"),
+        json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    ) -> None:
+        """Compute every query's top-n into DIR/shards/ and DIR/exposure.duckdb (resumable)."""
+        import time
+
+        from limelight.exposure.exact import compute_exposure, validate_queries
+
+        if model not in ("bm25", "dense"):
+            raise LimelightError(f"unknown model {model!r} (bm25 or dense)")
+        qs = load_queries_file(queries)
+        validate_queries(qs)
+        retriever, fp, settings = open_retriever(index, model, k1=k1, b=b, threads=threads)
+        t0 = time.perf_counter()
+        with _progress() as prog:
+            task = prog.add_task(f"exposure ({model}, top {depth})", total=len(qs))
+
+            def progress(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
+
+            st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
+                                  fingerprint=fp, settings={**settings, "index": str(index)},
+                                  progress=progress, art_indexes=art_indexes)
+        res = st.retrievability(c=depth)
+        summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
+                   "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),
+                   f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
+        typer.echo(json.dumps(summary) if json_out else
+                   "\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+    @exposure_app.command("doc")
+    def doc(
+        docid: str = typer.Argument(..., help="document id"),
+        store: Path = typer.Option(..., help="exposure store directory"),
+        json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """The queries that expose a document, by rank (1-based)."""
+        from limelight.exposure.exact import ExposureStore
+
+        _print_rows(ExposureStore.open(store).exposing_queries(docid), json_out,
+                    f"queries exposing {docid}")
+
+    @exposure_app.command("query")
+    def query(
+        qid: str = typer.Argument(..., help="query id"),
+        store: Path = typer.Option(..., help="exposure store directory"),
+        json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """The documents a query exposes, by rank (1-based)."""
+        from limelight.exposure.exact import ExposureStore
+
+        _print_rows(ExposureStore.open(store).exposed_documents(qid), json_out,
+                    f"documents exposed by {qid}")
+
+    app.add_typer(exposure_app, name="exposure")
+
+    @app.command("retrievability")
+    def retrievability_cmd(
+        store: Path = typer.Option(None, help="exposure store directory"),
+        run: Path = typer.Option(None, help="TREC run (its rank column is used, 1-based)"),
+        docs: Path = typer.Option(None, help="with --run: every document id (one per line, or docs.jsonl)"),
+        c: int = typer.Option(100, "--c", help="cutoff c"),
+        beta: float = typer.Option(None, "--beta", help="gravity β (f = 1/k^β); default cumulative"),
+        out: Path = typer.Option(None, help="write docid<TAB>r for every document"),
+        json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """Retrievability r(d) over every document, its Gini and the retrievable fraction."""
+        from limelight.exposure.exact import ExposureStore
+        from limelight.exposure.retrievability import analyse, ranks_from_trec_run, read_doc_ids
+
+        if (store is None) == (run is None):
+            raise LimelightError("give exactly one of --store or --run")
+        if store is not None:
+            if docs is not None:
+                raise LimelightError("--docs goes with --run (a store knows its documents)")
+            res = ExposureStore.open(store).retrievability(c=c, beta=beta)
+        else:
+            doc_ids = read_doc_ids(docs) if docs is not None else None
+            ranks, dmap, _ = ranks_from_trec_run(run, doc_ids)
+            res = analyse(ranks, dmap, None, c, beta)
+            res.extra["documents"] = "listed in --docs" if docs else "retrieved by the run only"
+        if out is not None:
+            res.write_tsv(out)
+        d = res.to_dict()
+        typer.echo(json.dumps(d) if json_out else "\n".join(f"{k}: {v}" for k, v in d.items()))

@@ -1,0 +1,510 @@
+"""Exact exposure: every (query, document, rank, score) of every query's top-n, stored once.
+
+``compute_exposure`` runs a retriever over a query collection in batches, streams each shard of
+queries to a Parquet file (int32 codes, written atomically in a background thread while the next
+shard is retrieved), and finally loads all shards into an embedded DuckDB database in one
+statement per table. A store directory looks like::
+
+    DIR/manifest.json     format, retriever fingerprint and settings, query/doc fingerprints
+    DIR/queries.parquet   q, qid, text, weight          (the query set, o_q = weight)
+    DIR/documents.parquet d, docid                      (every document of the collection)
+    DIR/shards/part-NNNNN.parquet   q int32, d int32, rank int16 (1-based), score float32
+    DIR/exposure.duckdb   tables queries (+ n_retrieved, threshold), documents, exposure
+
+Interrupting the job loses at most the shards being written; running it again with the same
+retriever and queries skips the finished shards. A store computed with another retriever, depth
+or query set is an ``IndexMismatchError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from limelight._io import atomic_path
+from limelight.data.ids import IdMap
+from limelight.data.queries import Queries
+from limelight.data.run import Run
+from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
+from limelight.exposure.retrievability import Retrievability, analyse_pairs, rank_matrix
+
+FORMAT = "limelight-exposure/1"
+DB_NAME = "exposure.duckdb"
+SHARD_GLOB = "part-*.parquet"
+
+# ---- fingerprints -------------------------------------------------------------------------------
+
+
+def _sha(parts: Sequence[bytes]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.hexdigest()[:32]
+
+
+def ids_fingerprint(ids: IdMap) -> str:
+    """A fingerprint of an ordered id set."""
+    return _sha(["\x1f".join(ids.strings.tolist()).encode("utf-8")])
+
+
+def queries_fingerprint(queries: Queries) -> str:
+    """A fingerprint of a query set: ids, texts and weights, in order."""
+    return _sha([
+        "\x1f".join(queries.ids.strings.tolist()).encode("utf-8"),
+        "\x1f".join(queries.texts.tolist()).encode("utf-8"),
+        np.ascontiguousarray(queries.weights, dtype="<f8").tobytes(),
+    ])
+
+
+def retriever_fingerprint(retriever, doc_ids: IdMap) -> str:
+    """A retriever's ``fingerprint`` attribute (or method) when it has one; otherwise its class,
+    name, simple settings (numbers, strings) and the fingerprint of its documents."""
+    fp = getattr(retriever, "fingerprint", None)
+    if callable(fp):
+        fp = fp()
+    if isinstance(fp, str) and fp:
+        return fp
+    settings = {}
+    with contextlib.suppress(TypeError):
+        settings = {k: v for k, v in sorted(vars(retriever).items())
+                    if not k.startswith("_") and isinstance(v, int | float | str | bool)}
+    cls = type(retriever)
+    desc = json.dumps({"class": f"{cls.__module__}.{cls.__qualname__}",
+                       "name": str(getattr(retriever, "name", "")), "settings": settings,
+                       "docs": ids_fingerprint(doc_ids)}, sort_keys=True, default=str)
+    return _sha([desc.encode("utf-8")])
+
+
+# ---- input validation ---------------------------------------------------------------------------
+
+
+def validate_queries(queries: Queries) -> None:
+    """Raise a one-line ``LimelightError`` for an empty query set, an empty query text or a
+    weight that is missing, negative or not finite (duplicate ids cannot exist in an IdMap)."""
+    if len(queries) == 0:
+        raise LimelightError("the query set is empty")
+    queries.check_nonempty()
+    w = np.asarray(queries.weights, dtype=np.float64)
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise LimelightError(f"query {queries.ids[i]!r}: weight must be a finite number ≥ 0, got {w[i]}")
+
+
+# ---- shards -------------------------------------------------------------------------------------
+
+
+def _rank_type(depth: int) -> pa.DataType:
+    return pa.int16() if depth < 32767 else pa.int32()
+
+
+def _shard_table(q: np.ndarray, d: np.ndarray, rank: np.ndarray, score: np.ndarray,
+                 depth: int) -> pa.Table:
+    rt = _rank_type(depth)
+    return pa.table({
+        "q": pa.array(np.ascontiguousarray(q, dtype=np.int32)),
+        "d": pa.array(np.ascontiguousarray(d, dtype=np.int32)),
+        "rank": pa.array(np.ascontiguousarray(rank, dtype=rt.to_pandas_dtype())),
+        "score": pa.array(np.ascontiguousarray(score, dtype=np.float32)),
+    })
+
+
+def _rows_from_topk(docs: np.ndarray, scores: np.ndarray, q0: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (q, d, 1-based rank, score) of padded top-k arrays whose first row is query ``q0``."""
+    docs = np.asarray(docs)
+    n, k = docs.shape
+    mask = docs >= 0
+    if mask.all():
+        q = np.repeat(np.arange(q0, q0 + n, dtype=np.int32), k)
+        rank = np.tile(np.arange(1, k + 1, dtype=np.int32), n)
+        return q, docs.reshape(-1), rank, np.asarray(scores, dtype=np.float32).reshape(-1)
+    rank = np.cumsum(mask, axis=1, dtype=np.int32)
+    q = np.broadcast_to(np.arange(q0, q0 + n, dtype=np.int32)[:, None], (n, k))
+    return q[mask], docs[mask], rank[mask], np.asarray(scores, dtype=np.float32)[mask]
+
+
+def _rows_from_run(run: Run, sub: Queries, doc_ids: IdMap, q0: int, depth: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of a ``Run`` returned by a callable for the queries ``sub`` (first one is ``q0``)."""
+    if not isinstance(run, Run):
+        raise LimelightError(f"the retriever callable returned {type(run).__name__}, not a Run")
+    run = run.with_doc_map(doc_ids).topk(depth)
+    qpos = sub.ids.encode(run.qids.strings, missing=-1)[run.q]
+    if (qpos < 0).any():
+        bad = run.qids[int(run.q[np.flatnonzero(qpos < 0)[0]])]
+        raise UnknownIdError("query", bad, "the retriever's run")
+    return (qpos + q0).astype(np.int32), run.d, run.ranks(), run.score.astype(np.float32)
+
+
+class _ShardWriter:
+    """Writes shards atomically in a background thread (pyarrow releases the GIL)."""
+
+    def __init__(self, folder: Path, depth: int):
+        self.folder, self.depth = folder, depth
+        self.q: queue.Queue = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.t = threading.Thread(target=self._loop, name="limelight-shard-writer", daemon=True)
+        self.t.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue
+            path, rows = item
+            try:
+                table = _shard_table(*rows, self.depth)
+                with atomic_path(path) as tmp:
+                    pq.write_table(table, tmp, compression="snappy")
+            except BaseException as e:  # reported to the main thread
+                self.error = e
+
+    def put(self, path: Path, rows) -> None:
+        if self.error is not None:
+            raise self.error
+        self.q.put((path, rows))
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.t.join()
+        if self.error is not None:
+            raise self.error
+
+
+def shard_path(store: Path, i: int) -> Path:
+    return store / "shards" / f"part-{i:05d}.parquet"
+
+
+# ---- the store -----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class ExposureStore:
+    """An exposure store directory: the query set, the documents, and every exposure pair."""
+
+    path: Path
+    manifest: dict
+    queries: Queries
+    doc_ids: IdMap
+    _ranks: sp.csr_matrix | None = field(default=None, repr=False)
+    _pairs: tuple | None = field(default=None, repr=False)
+
+    # -- opening --
+    @classmethod
+    def open(cls, path: str | os.PathLike, require_complete: bool = True) -> ExposureStore:
+        """Open a store written by ``compute_exposure``."""
+        path = Path(path)
+        man = path / "manifest.json"
+        if not man.exists():
+            raise LimelightError(f"{path}: not an exposure store (no manifest.json; create one with "
+                                 "`limelight exposure compute`)")
+        try:
+            manifest = json.loads(man.read_text())
+        except json.JSONDecodeError as e:
+            raise IndexMismatchError(f"{man}: corrupt manifest ({e.msg})") from None
+        if manifest.get("format") != FORMAT:
+            raise IndexMismatchError(f"{man}: unsupported store format {manifest.get('format')!r}")
+        if require_complete and not (manifest.get("complete") and (path / DB_NAME).exists()):
+            raise LimelightError(f"{path}: the exposure job has not finished (run `limelight "
+                                 "exposure compute` again with the same arguments to resume)")
+        qt = pq.read_table(path / "queries.parquet")
+        queries = Queries(IdMap(qt.column("qid").to_pylist(), kind="query"),
+                          np.asarray(qt.column("text").to_pylist(), dtype=object),
+                          qt.column("weight").to_numpy(), name=manifest.get("queries_name", "queries"))
+        dt = pq.read_table(path / "documents.parquet")
+        docs = IdMap(dt.column("docid").to_pylist(), kind="document")
+        return cls(path, manifest, queries, docs)
+
+    @property
+    def depth(self) -> int:
+        return int(self.manifest["depth"])
+
+    @property
+    def n_shards(self) -> int:
+        return int(self.manifest["n_shards"])
+
+    def shard_files(self) -> list[Path]:
+        return [shard_path(self.path, i) for i in range(self.n_shards)]
+
+    # -- in-memory views --
+    def pairs(self) -> pa.Table:
+        """Every exposure pair (q, d, rank, score) read from the shards (columnar)."""
+        tables = [pq.read_table(p) for p in self.shard_files()]
+        return pa.concat_tables(tables) if tables else _shard_table(
+            np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), self.depth)
+
+    def pair_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every exposure pair as numpy arrays ``(q, d, rank, score)`` in query order."""
+        if self._pairs is None:
+            t = self.pairs()
+            self._pairs = tuple(t.column(c).to_numpy() for c in ("q", "d", "rank", "score"))
+        return self._pairs  # type: ignore[return-value]
+
+    def ranks(self) -> sp.csr_matrix:
+        """Documents × queries sparse matrix of 1-based ranks (0 = not in the query's top-n)."""
+        if self._ranks is None:
+            q, d, rank, _ = self.pair_arrays()
+            self._ranks = rank_matrix(q, d, rank, len(self.doc_ids), len(self.queries))
+        return self._ranks
+
+    def retrievability(self, c: int = 100, beta: float | None = None,
+                       weights: np.ndarray | None = None) -> Retrievability:
+        """r(d) over every document with the stored o_q (or ``weights``), Gini and coverage."""
+        if c > self.depth:
+            raise LimelightError(f"cutoff c={c} exceeds the store's depth {self.depth}")
+        q, d, rank, _ = self.pair_arrays()
+        w = self.queries.weights if weights is None else weights
+        return analyse_pairs(q, d, rank, self.doc_ids, w, c, beta)
+
+    def n_exposing(self, c: int | None = None) -> np.ndarray:
+        """Number of queries that expose each document (within rank ``c``, default the depth)."""
+        _, d, rank, _ = self.pair_arrays()
+        keep = slice(None) if c is None else rank <= c
+        return np.bincount(d[keep], minlength=len(self.doc_ids))
+
+    # -- database --
+    def connect(self, read_only: bool = True):
+        """A DuckDB connection to ``exposure.duckdb``."""
+        import duckdb
+
+        return duckdb.connect(str(self.path / DB_NAME), read_only=read_only)
+
+    def exposing_queries(self, docid: str) -> list[dict]:
+        """The queries whose top-n contains ``docid``: ``{"qid", "query", "rank", "score"}``
+        sorted by rank (1-based), then query id."""
+        d = self.doc_ids.lookup(docid)
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT qu.qid, qu.text, e.rank, e.score FROM exposure e JOIN queries qu USING (q) "
+                "WHERE e.d = ? ORDER BY e.rank, qu.qid", [d]).fetchall()
+        return [{"qid": a, "query": b, "rank": int(c), "score": float(s)} for a, b, c, s in rows]
+
+    def exposed_documents(self, qid: str) -> list[dict]:
+        """What query ``qid`` exposes: ``{"docid", "rank", "score"}`` sorted by rank."""
+        q = self.queries.ids.lookup(qid)
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT do.docid, e.rank, e.score FROM exposure e JOIN documents do USING (d) "
+                "WHERE e.q = ? ORDER BY e.rank", [q]).fetchall()
+        return [{"docid": a, "rank": int(r), "score": float(s)} for a, r, s in rows]
+
+    def thresholds(self) -> np.ndarray:
+        """Each query's score at rank n (NaN when it retrieved fewer than n documents)."""
+        with self.connect() as con:
+            t = con.execute("SELECT threshold FROM queries ORDER BY q").fetchnumpy()["threshold"]
+        return np.asarray(np.ma.filled(np.ma.asarray(t, dtype=np.float64), np.nan))
+
+
+def _load_database(store: Path, depth: int, art_indexes: bool = False) -> None:
+    """Build ``exposure.duckdb`` from the Parquet files (one statement per table), atomically."""
+    import duckdb
+
+    final = store / DB_NAME
+    with atomic_path(final) as tmp:
+        tmp.unlink()  # DuckDB creates the file itself
+        con = duckdb.connect(str(tmp))
+        try:
+            glob = str(store / "shards" / SHARD_GLOB)
+            con.execute(f"CREATE TABLE documents AS SELECT d, docid FROM read_parquet('{store / 'documents.parquet'}') ORDER BY d")
+            # clustered by document: DuckDB's per-row-group min/max (zone maps) make the lookup
+            # "which queries expose d" read one or two row groups; ART indexes on 7.7M rows cost
+            # seconds (see docs/results-exposure.md), so they are optional
+            con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}') "
+                        "ORDER BY d, rank, q")
+            con.execute(
+                f"CREATE TABLE queries AS SELECT qu.q, qu.qid, qu.text, qu.weight, "
+                f"coalesce(e.n_retrieved, 0)::INTEGER AS n_retrieved, e.threshold "
+                f"FROM read_parquet('{store / 'queries.parquet'}') qu LEFT JOIN "
+                f"(SELECT q, count(*) AS n_retrieved, max(score) FILTER (WHERE rank = {int(depth)}) "
+                f"AS threshold FROM exposure GROUP BY q) e USING (q) ORDER BY qu.q")
+            con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
+            con.execute("CREATE UNIQUE INDEX queries_qid ON queries (qid)")
+            con.execute("CREATE UNIQUE INDEX documents_d ON documents (d)")
+            con.execute("CREATE UNIQUE INDEX documents_docid ON documents (docid)")
+            if art_indexes:
+                con.execute("CREATE INDEX exposure_d ON exposure (d)")
+                con.execute("CREATE INDEX exposure_q ON exposure (q)")
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        wal = Path(str(tmp) + ".wal")
+        if wal.exists():
+            wal.unlink()
+
+
+def _write_manifest(store: Path, manifest: dict) -> None:
+    with atomic_path(store / "manifest.json") as tmp:
+        tmp.write_text(json.dumps(manifest, indent=1))
+
+
+def compute_exposure(
+    retriever,
+    queries: Queries,
+    out: str | os.PathLike,
+    depth: int = 100,
+    doc_ids: IdMap | None = None,
+    shard_size: int = 8192,
+    batch_size: int | None = None,
+    fingerprint: str | None = None,
+    settings: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    load: bool = True,
+    art_indexes: bool = False,
+) -> ExposureStore:
+    """Compute (or resume) the exact exposure of ``queries`` under ``retriever`` into ``out``.
+
+    ``retriever`` is anything with ``search_batch(texts, k) -> (docs, scores)`` (padded ``-1``)
+    and ``doc_ids``, or a callable ``f(queries, k) -> Run`` (then ``doc_ids`` is required).
+    ``progress(done, total)`` is called with numbers of queries. ``art_indexes`` adds DuckDB ART
+    indexes on ``exposure(d)`` and ``exposure(q)`` (the table is always clustered by document). ``fingerprint`` identifies the
+    retriever (default: ``retriever_fingerprint``); ``settings`` are recorded in the manifest.
+    """
+    if depth < 1:
+        raise LimelightError(f"depth must be ≥ 1, got {depth}")
+    if shard_size < 1:
+        raise LimelightError(f"shard size must be ≥ 1, got {shard_size}")
+    validate_queries(queries)
+    has_batch = hasattr(retriever, "search_batch")
+    if not has_batch and not callable(retriever):
+        raise LimelightError("retriever must have search_batch(texts, k) or be a callable returning a Run")
+    doc_ids = doc_ids if doc_ids is not None else getattr(retriever, "doc_ids", None)
+    if doc_ids is None:
+        raise LimelightError("doc_ids is required for a retriever without doc_ids")
+    if len(doc_ids) == 0:
+        raise LimelightError("the collection has no documents")
+    store = Path(out)
+    nq = len(queries)
+    n_shards = (nq + shard_size - 1) // shard_size
+    manifest = {
+        "format": FORMAT,
+        "retriever": fingerprint or retriever_fingerprint(retriever, doc_ids),
+        "settings": settings or {"retriever": str(getattr(retriever, "name", type(retriever).__name__))},
+        "depth": int(depth),
+        "shard_size": int(shard_size),
+        "n_shards": int(n_shards),
+        "n_queries": nq,
+        "n_docs": len(doc_ids),
+        "queries": queries_fingerprint(queries),
+        "queries_name": queries.name,
+        "documents": ids_fingerprint(doc_ids),
+    }
+    keys = ("format", "retriever", "depth", "shard_size", "n_queries", "n_docs", "queries", "documents")
+    man_path = store / "manifest.json"
+    if man_path.exists():
+        try:
+            old = json.loads(man_path.read_text())
+        except json.JSONDecodeError:
+            raise IndexMismatchError(f"{man_path}: corrupt manifest; remove {store} to start over") from None
+        diff = [k for k in keys if old.get(k) != manifest[k]]
+        if diff:
+            what = {"retriever": "another index or retriever", "queries": "another query set",
+                    "n_queries": "another query set", "documents": "another collection",
+                    "n_docs": "another collection", "depth": "another depth",
+                    "shard_size": "another shard size", "format": "another format"}[diff[0]]
+            raise IndexMismatchError(f"{store}: this exposure store was computed with {what} "
+                                     f"({', '.join(diff)} differ); use another --out or remove it")
+        if old.get("complete") and (store / DB_NAME).exists():
+            if progress:
+                progress(nq, nq)
+            return ExposureStore.open(store)
+    else:
+        if store.exists() and any(store.iterdir()):
+            raise LimelightError(f"{store}: exists and is not an exposure store; use an empty or new directory")
+        store.mkdir(parents=True, exist_ok=True)
+        # the query set and documents first, so that a partial store is self-describing
+        with atomic_path(store / "queries.parquet") as tmp:
+            pq.write_table(pa.table({
+                "q": pa.array(np.arange(nq, dtype=np.int32)),
+                "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
+                "text": pa.array(queries.texts.tolist(), pa.string()),
+                "weight": pa.array(np.asarray(queries.weights, dtype=np.float64)),
+            }), tmp)
+        with atomic_path(store / "documents.parquet") as tmp:
+            pq.write_table(pa.table({"d": pa.array(np.arange(len(doc_ids), dtype=np.int32)),
+                                     "docid": pa.array(doc_ids.strings.tolist(), pa.string())}), tmp)
+        _write_manifest(store, {**manifest, "complete": False})
+    shards = store / "shards"
+    shards.mkdir(exist_ok=True)
+    for stale in shards.glob(".*.tmp"):  # left by a job killed mid-write
+        stale.unlink(missing_ok=True)
+    todo = [i for i in range(n_shards) if not shard_path(store, i).exists()]
+    done = nq - sum(min(shard_size, nq - i * shard_size) for i in todo)
+    if progress:
+        progress(done, nq)
+    texts = queries.texts
+    bs = batch_size or shard_size
+    timings = {"retrieve_s": 0.0}
+    writer = _ShardWriter(shards, depth)
+    kept: dict[int, tuple] = {}
+    try:
+        for i in todo:
+            s, e = i * shard_size, min(nq, (i + 1) * shard_size)
+            parts = []
+            for b in range(s, e, bs):
+                be = min(e, b + bs)
+                t0 = time.perf_counter()
+                if has_batch:
+                    docs, scores = retriever.search_batch(texts[b:be].tolist(), depth)
+                    docs = np.asarray(docs)
+                    if docs.shape[0] != be - b:
+                        raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
+                    if docs.shape[1] > depth:
+                        docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
+                    if docs.size and int(docs.max()) >= len(doc_ids):
+                        raise LimelightError("retriever returned a document code outside its collection")
+                    parts.append(_rows_from_topk(docs, scores, b))
+                else:
+                    sub = queries.take(np.arange(b, be))
+                    parts.append(_rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth))
+                timings["retrieve_s"] += time.perf_counter() - t0
+                if progress:
+                    done += be - b
+                    progress(done, nq)
+            rows = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
+            writer.put(shard_path(store, i), rows)
+            kept[i] = rows
+    finally:
+        writer.close()
+    t0 = time.perf_counter()
+    if load:
+        _load_database(store, depth, art_indexes)
+        _write_manifest(store, {**manifest, "complete": True})
+    timings["load_s"] = time.perf_counter() - t0
+    st = ExposureStore.open(store, require_complete=load)
+    if len(kept) == n_shards:  # computed in this call: keep the pairs in memory for analysis
+        st._pairs = tuple(np.concatenate([kept[i][j] for i in range(n_shards)]) for j in range(4))
+    st.manifest["timings"] = timings
+    return st
+
+
+def exposure_from_run(run: Run, queries: Queries, doc_ids: IdMap, out: str | os.PathLike,
+                      depth: int | None = None, shard_size: int = 8192) -> ExposureStore:
+    """A store from an existing ``Run`` (e.g. read from a TREC file) over ``doc_ids``."""
+    depth = depth or int(run.depths().max(initial=1))
+    by_q = run
+
+    def fn(sub: Queries, k: int) -> Run:
+        codes = by_q.qids.encode(sub.ids.strings, missing=-1)
+        keep = np.isin(by_q.q, codes[codes >= 0])
+        return Run.from_codes(by_q.qids, by_q.docids, by_q.q[keep], by_q.d[keep], by_q.score[keep],
+                              by_q.name, sort=False)
+
+    return compute_exposure(fn, queries, out, depth=depth, doc_ids=doc_ids, shard_size=shard_size,
+                            fingerprint=f"run:{run.name}:{len(run)}")

@@ -1,0 +1,382 @@
+"""Retrievability (Azzopardi & Vinay 2008) and its inequality, as CtrlQGen §4.3 computes them.
+
+r(d) = Σ_q o_q · f(k_dq, c) over **every document of the collection** (documents no query
+retrieves have r = 0), with the cumulative f = 1[k ≤ c] or the gravity f = 1[k ≤ c] / k^β
+(k the 1-based rank). The Gini coefficient is CtrlQGen's (Gastwirth 1972) over r sorted
+ascending: G = Σ_i (2i − N − 1) r_i / (N Σ_j r_j).
+
+Everything works on one sparse documents × queries matrix of 1-based ranks (0 = not
+retrieved), so no computation loops over queries in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from limelight.data.ids import IdMap
+from limelight.errors import FormatError, LimelightError
+
+# ---- the rank matrix ------------------------------------------------------------------------
+
+
+def rank_matrix(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_docs: int,
+                n_queries: int) -> sp.csr_matrix:
+    """Documents × queries CSR matrix of 1-based ranks from parallel (q, d, rank) arrays.
+
+    A (query, document) pair may occur once only; ranks must be ≥ 1.
+    """
+    q = np.asarray(q, dtype=np.int64)
+    d = np.asarray(d, dtype=np.int64)
+    rank = np.asarray(rank)
+    if len(rank) and int(rank.min()) < 1:
+        raise LimelightError("ranks must be 1-based (≥ 1)")
+    m = sp.coo_matrix((rank.astype(np.int32), (d, q)), shape=(n_docs, n_queries)).tocsr()
+    if m.nnz != len(rank):  # coo→csr sums duplicates
+        raise LimelightError("a (query, document) pair occurs more than once")
+    m.sort_indices()
+    return m
+
+
+def _f_values(rank: np.ndarray, c: int, beta: float | None) -> np.ndarray:
+    """f(k, c) for 1-based ranks: cumulative (beta None or 0) or gravity 1/k^β, 0 beyond c."""
+    k = rank.astype(np.float64)
+    f = (rank <= c).astype(np.float64)
+    if beta:
+        f /= np.power(k, beta)
+    return f
+
+
+def _check_weights(weights: np.ndarray, n_queries: int) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n_queries,):
+        raise LimelightError(f"expected {n_queries} query weights, got {w.shape[0] if w.ndim else 'a scalar'}")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        raise LimelightError(f"query weight #{int(np.flatnonzero(bad)[0])} must be a finite number ≥ 0")
+    return w
+
+
+def f_matrix(ranks: sp.csr_matrix, c: int = 100, beta: float | None = None) -> sp.csr_matrix:
+    """The matrix f(k_dq, c) with the same sparsity as ``ranks`` (explicit zeros dropped)."""
+    if c < 1:
+        raise LimelightError(f"cutoff c must be ≥ 1, got {c}")
+    if beta is not None and (not np.isfinite(beta) or beta < 0):
+        raise LimelightError(f"gravity β must be a finite number ≥ 0, got {beta}")
+    m = sp.csr_matrix((_f_values(ranks.data, c, beta), ranks.indices, ranks.indptr), shape=ranks.shape)
+    m.eliminate_zeros()
+    return m
+
+
+def retrievability_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_docs: int,
+                              weights: np.ndarray, c: int = 100,
+                              beta: float | None = None) -> np.ndarray:
+    """r(d) from parallel (q, d, 1-based rank) arrays in one ``bincount`` (no matrix built)."""
+    if c < 1:
+        raise LimelightError(f"cutoff c must be ≥ 1, got {c}")
+    if beta is not None and (not np.isfinite(beta) or beta < 0):
+        raise LimelightError(f"gravity β must be a finite number ≥ 0, got {beta}")
+    w = np.asarray(weights, dtype=np.float64)
+    contrib = w[q] * _f_values(np.asarray(rank), c, beta)
+    return np.bincount(d, weights=contrib, minlength=n_docs).astype(np.float64)
+
+
+def retrievability(ranks: sp.csr_matrix, weights: np.ndarray | None = None, c: int = 100,
+                   beta: float | None = None) -> np.ndarray:
+    """r(d) = Σ_q o_q f(k_dq, c) for every row (document) of ``ranks``."""
+    w = np.ones(ranks.shape[1]) if weights is None else _check_weights(weights, ranks.shape[1])
+    return np.asarray(f_matrix(ranks, c, beta) @ w, dtype=np.float64)
+
+
+# ---- inequality -----------------------------------------------------------------------------
+
+
+def gini(r: np.ndarray) -> float:
+    """CtrlQGen's Gini: Σ_i (2i − N − 1) r_(i) / (N Σ_j r_j), r sorted ascending, i 1-based.
+
+    0 when every value is equal (including all zero); 1 − 1/N when one value holds everything.
+    """
+    r = np.asarray(r, dtype=np.float64).ravel()
+    n = len(r)
+    if n == 0:
+        raise LimelightError("Gini of an empty set of documents")
+    if (r < 0).any() or not np.isfinite(r).all():
+        raise LimelightError("retrievability scores must be finite and ≥ 0")
+    total = r.sum()
+    if total == 0:
+        return 0.0
+    s = np.sort(r)
+    i = np.arange(1, n + 1, dtype=np.float64)
+    return float(np.dot(2 * i - n - 1, s) / (n * total))
+
+
+def gini_columns(r: np.ndarray) -> np.ndarray:
+    """The Gini of each column of a (documents × samples) array."""
+    n = r.shape[0]
+    s = np.sort(r, axis=0)
+    coef = 2 * np.arange(1, n + 1, dtype=np.float64) - n - 1
+    tot = s.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = (coef @ s) / (n * tot)
+    return np.where(tot > 0, g, 0.0)
+
+
+def lorenz(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lorenz curve: (cumulative share of documents, cumulative share of retrievability), both
+    starting at 0 and ending at 1, documents sorted by r ascending."""
+    s = np.sort(np.asarray(r, dtype=np.float64).ravel())
+    n = len(s)
+    x = np.arange(n + 1, dtype=np.float64) / max(n, 1)
+    y = np.concatenate([[0.0], np.cumsum(s)])
+    y = y / y[-1] if y[-1] > 0 else x.copy()
+    return x, y
+
+
+def retrievable_fraction(r: np.ndarray) -> float:
+    """The fraction of documents with r(d) > 0."""
+    r = np.asarray(r)
+    return float((r > 0).mean()) if len(r) else 0.0
+
+
+# ---- a summary ------------------------------------------------------------------------------
+
+
+@dataclass
+class Retrievability:
+    """r(d) of every document and its summaries.
+
+    ``gini`` covers every document of the collection; ``gini_retrieved_only`` only documents
+    that some query retrieves at any depth (what tools that see only a run file report).
+    """
+
+    r: np.ndarray
+    doc_ids: IdMap
+    c: int
+    beta: float | None
+    gini: float
+    gini_retrieved_only: float
+    retrievable_fraction: float
+    n_docs: int
+    n_queries: int
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = {"gini": self.gini, "retrievable_fraction": self.retrievable_fraction,
+               "n_docs": self.n_docs, "n_queries": self.n_queries, "c": self.c,
+               "beta": self.beta, "gini_retrieved_only": self.gini_retrieved_only}
+        out.update(self.extra)
+        return out
+
+    def to_pandas(self) -> pd.DataFrame:
+        return pd.DataFrame({"doc_id": self.doc_ids.strings, "r": self.r})
+
+    def write_tsv(self, path: str | os.PathLike) -> None:
+        """``docid<TAB>r`` for every document (atomically)."""
+        from limelight._io import atomic_path
+
+        with atomic_path(path) as tmp:
+            self.to_pandas().to_csv(tmp, sep="\t", header=False, index=False, float_format="%.10g")
+
+
+def summarise(r: np.ndarray, retrieved: np.ndarray, doc_ids: IdMap, n_queries: int, c: int,
+              beta: float | None) -> Retrievability:
+    """A ``Retrievability`` from r(d) and the mask of documents retrieved at any depth."""
+    if len(r) != len(doc_ids):
+        raise LimelightError(f"{len(r)} retrievability scores for {len(doc_ids)} documents")
+    return Retrievability(r, doc_ids, int(c), beta, gini(r),
+                          gini(r[retrieved]) if retrieved.any() else 0.0,
+                          retrievable_fraction(r), len(r), int(n_queries))
+
+
+def analyse(ranks: sp.csr_matrix, doc_ids: IdMap, weights: np.ndarray | None = None,
+            c: int = 100, beta: float | None = None) -> Retrievability:
+    """r(d), Gini (all documents and retrieved-only) and the retrievable fraction."""
+    if ranks.shape[0] != len(doc_ids):
+        raise LimelightError(f"rank matrix has {ranks.shape[0]} documents, doc ids {len(doc_ids)}")
+    r = retrievability(ranks, weights, c, beta)
+    return summarise(r, np.diff(ranks.indptr) > 0, doc_ids, ranks.shape[1], c, beta)
+
+
+def analyse_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, doc_ids: IdMap,
+                  weights: np.ndarray, c: int = 100, beta: float | None = None) -> Retrievability:
+    """``analyse`` from parallel (q, d, rank) arrays (one ``bincount``, no matrix)."""
+    w = _check_weights(weights, len(weights))
+    r = retrievability_from_pairs(q, d, rank, len(doc_ids), w, c, beta)
+    retrieved = np.bincount(d, minlength=len(doc_ids)) > 0
+    return summarise(r, retrieved, doc_ids, len(w), c, beta)
+
+
+# ---- bootstrap --------------------------------------------------------------------------------
+
+
+def _resampled_weights(rng: np.random.Generator, w: np.ndarray, b: int) -> np.ndarray:
+    """(n_queries × b) weights: o_q times how often q is drawn in a resample of the queries."""
+    nq = len(w)
+    counts = rng.multinomial(nq, np.full(nq, 1.0 / nq), size=b).T.astype(np.float64)
+    return counts * w[:, None]
+
+
+def bootstrap_gini(ranks: sp.csr_matrix, weights: np.ndarray | None = None, c: int = 100,
+                   beta: float | None = None, n_boot: int = 1000, alpha: float = 0.05,
+                   seed: int = 0, chunk: int = 50) -> dict:
+    """Percentile bootstrap CI of the Gini, resampling queries with replacement.
+
+    Returns ``{"gini", "low", "high", "samples"}``.
+    """
+    w = np.ones(ranks.shape[1]) if weights is None else _check_weights(weights, ranks.shape[1])
+    f = f_matrix(ranks, c, beta)
+    rng = np.random.default_rng(seed)
+    samples = np.empty(n_boot)
+    for s in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - s)
+        samples[s:s + b] = gini_columns(np.asarray(f @ _resampled_weights(rng, w, b)))
+    lo, hi = np.quantile(samples, [alpha / 2, 1 - alpha / 2])
+    return {"gini": gini(f @ w), "low": float(lo), "high": float(hi), "samples": samples}
+
+
+def paired_bootstrap_gini(ranks_a: sp.csr_matrix, ranks_b: sp.csr_matrix,
+                          weights: np.ndarray | None = None, c: int = 100,
+                          beta: float | None = None, n_boot: int = 1000, alpha: float = 0.05,
+                          seed: int = 0, chunk: int = 50) -> dict:
+    """Paired bootstrap test of Gini(A) − Gini(B) for two systems on the same queries.
+
+    Both systems are evaluated on the same resamples of the queries. The p-value is two-sided,
+    from the bootstrap distribution shifted to the null (difference 0):
+    p = (1 + #{|δ*_b − δ̂| ≥ |δ̂|}) / (B + 1). Returns ``{"gini_a", "gini_b", "diff", "low",
+    "high", "p_value", "samples"}``.
+    """
+    if ranks_a.shape[1] != ranks_b.shape[1]:
+        raise LimelightError("the two systems were run on different numbers of queries")
+    nq = ranks_a.shape[1]
+    w = np.ones(nq) if weights is None else _check_weights(weights, nq)
+    fa, fb = f_matrix(ranks_a, c, beta), f_matrix(ranks_b, c, beta)
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(n_boot)
+    for s in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - s)
+        wb = _resampled_weights(rng, w, b)
+        diffs[s:s + b] = gini_columns(np.asarray(fa @ wb)) - gini_columns(np.asarray(fb @ wb))
+    ga, gb = gini(fa @ w), gini(fb @ w)
+    obs = ga - gb
+    lo, hi = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
+    p = (1 + int(np.sum(np.abs(diffs - obs) >= abs(obs)))) / (n_boot + 1)
+    return {"gini_a": ga, "gini_b": gb, "diff": obs, "low": float(lo), "high": float(hi),
+            "p_value": float(p), "samples": diffs}
+
+
+# ---- groups -----------------------------------------------------------------------------------
+
+
+def _as_labels(v) -> list[str]:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return []
+    if isinstance(v, str):
+        s = v.strip()
+        if s.startswith("["):
+            try:
+                return [str(x) for x in json.loads(s)]
+            except json.JSONDecodeError:
+                pass
+        return [s] if s else []
+    if isinstance(v, list | tuple | np.ndarray):
+        return [str(x) for x in v]
+    return [str(v)]
+
+
+def group_retrievability(r: np.ndarray, values: Sequence | np.ndarray) -> pd.DataFrame:
+    """Retrievability per group of a document field (``section``, a genre, or list-valued
+    ``tags``: a document counts in each of its groups; documents without a value are skipped).
+
+    Columns: ``group, n_docs, r_sum, r_mean, r_share`` (of the total r over all documents),
+    ``retrievable_fraction``; sorted by ``r_mean`` descending.
+    """
+    r = np.asarray(r, dtype=np.float64)
+    if len(values) != len(r):
+        raise LimelightError(f"field has {len(values)} values for {len(r)} documents")
+    labels = [_as_labels(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
+    lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
+    doc = np.repeat(np.arange(len(r)), lens)
+    grp = [g for x in labels for g in x]
+    df = pd.DataFrame({"group": grp, "r": r[doc], "hit": r[doc] > 0})
+    total = r.sum()
+    out = df.groupby("group", sort=False).agg(n_docs=("r", "size"), r_sum=("r", "sum"),
+                                              r_mean=("r", "mean"),
+                                              retrievable_fraction=("hit", "mean")).reset_index()
+    out["r_share"] = out["r_sum"] / total if total > 0 else 0.0
+    out = out[["group", "n_docs", "r_sum", "r_mean", "r_share", "retrievable_fraction"]]
+    return out.sort_values(["r_mean", "group"], ascending=[False, True], ignore_index=True)
+
+
+# ---- from a TREC run file ---------------------------------------------------------------------
+
+
+def read_doc_ids(path: str | os.PathLike) -> IdMap:
+    """Document ids from a file of ids (one per line) or a ``docs.jsonl`` (field ``id``)."""
+    from limelight._io import open_text
+
+    p = Path(path)
+    ids: list[str] = []
+    with open_text(p) as f:
+        for lineno, line in enumerate(f, 1):
+            s = line.strip()
+            if not s:
+                continue
+            if s.startswith("{"):
+                try:
+                    rec = json.loads(s)
+                except json.JSONDecodeError as e:
+                    raise FormatError(p, lineno, f"invalid JSON ({e.msg})") from None
+                key = next((k for k in ("id", "doc_id", "docno", "_id") if k in rec), None)
+                if key is None:
+                    raise FormatError(p, lineno, "no id field (id, doc_id, docno or _id)")
+                s = str(rec[key])
+            ids.append(s)
+    if not ids:
+        raise FormatError(p, None, "no document ids")
+    try:
+        return IdMap(ids, kind="document")
+    except ValueError as e:
+        raise FormatError(p, None, str(e)) from None
+
+
+def ranks_from_trec_run(path: str | os.PathLike, doc_ids: IdMap | None = None
+                        ) -> tuple[sp.csr_matrix, IdMap, IdMap]:
+    """The rank matrix of a TREC run using the file's rank column (1-based, as Azzopardi's
+    retrievability scripts read it). With ``doc_ids`` the rows are those documents (a run
+    document not among them is an error); otherwise the documents the run retrieves.
+
+    Returns ``(ranks, doc_ids, query_ids)``.
+    """
+    from limelight.data.formats import read_trec_run_ranks
+
+    df = read_trec_run_ranks(path)
+    if len(df) == 0:
+        raise FormatError(path, None, "empty run: no result lines")
+    qmap, q = IdMap.from_unique(df["query_id"].to_numpy(object), kind="query")
+    if doc_ids is None:
+        doc_ids, d = IdMap.from_unique(df["doc_id"].to_numpy(object), kind="document")
+    else:
+        d = doc_ids.encode(df["doc_id"].tolist(), missing=-1)
+        if (d < 0).any():
+            i = int(np.flatnonzero(d < 0)[0])
+            raise FormatError(path, None, f"unknown document id {df['doc_id'].iloc[i]!r} "
+                              "(not in the --docs list)")
+    rank = df["rank"].to_numpy(np.int64)
+    if (rank < 1).any():
+        i = int(np.flatnonzero(rank < 1)[0])
+        raise FormatError(path, None, f"rank {rank[i]} is not 1-based (this command reads the "
+                          "file's rank column)")
+    key = q.astype(np.int64) * len(doc_ids) + d
+    if len(np.unique(key)) != len(key):
+        _, first = np.unique(key, return_index=True)
+        i = int(np.setdiff1d(np.arange(len(key)), first)[0])
+        raise FormatError(path, None, f"duplicate result for query {df['query_id'].iloc[i]!r}, "
+                          f"document {df['doc_id'].iloc[i]!r}")
+    return rank_matrix(q, d, rank, len(doc_ids), len(qmap)), doc_ids, qmap
