@@ -1,0 +1,132 @@
+"""Library calls behind ``limelight evaluate`` and ``limelight compare``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from limelight.data.qrels import Qrels
+from limelight.data.run import Run
+from limelight.errors import LimelightError
+from limelight.evaluation.evaluate import EvalResult, Evaluator, unique_names
+from limelight.evaluation.measures import Measure, parse_measure
+from limelight.evaluation.preferences import metric_preference_matrix, pairwise, preference_matrix
+from limelight.evaluation.relpos import default_n_docs, stack_positions
+from limelight.evaluation.stats import (
+    PairOutcome,
+    discriminative_power,
+    holm,
+    holm_matrix,
+    mc4,
+    paired_t,
+    sign_test,
+    sign_test_matrix,
+    win_tie_loss,
+    wilcoxon,
+)
+
+
+@dataclass
+class RunTable:
+    """Runs × measures, with p-values of each run against the first (Holm-corrected over the
+    runs, per measure): a paired t-test or Wilcoxon for metrics, the sign test of per-query
+    preferences for LexiRecall and LexiPrecision."""
+
+    names: list[str]
+    measures: list[Measure]
+    results: list[EvalResult]
+    p_vs_first: dict[Measure, np.ndarray]  # (k,), NaN for the first run
+
+    def aggregate(self) -> dict[str, dict[str, float]]:
+        return {n: {str(m): r.aggregate[m] for m in self.measures}
+                for n, r in zip(self.names, self.results, strict=True)}
+
+    def per_query(self) -> dict[str, dict[str, dict[str, float]]]:
+        out = {}
+        for n, r in zip(self.names, self.results, strict=True):
+            qids = r.qids.strings.tolist()
+            out[n] = {str(m): dict(zip(qids, r.per_query[m].tolist(), strict=True)) | {"all": r.aggregate[m]}
+                      for m in self.measures}
+        return out
+
+
+def _lexi_kind(m: Measure) -> str:
+    return "recall" if m.name == "LexiRecall" else "precision"
+
+
+def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[str | Measure],
+                  n_docs: int | None = None, test: str = "t", warn: bool = True) -> RunTable:
+    """Evaluate ``runs`` and test each against the first."""
+    if not runs:
+        raise LimelightError("no runs given")
+    if test not in ("t", "wilcoxon"):
+        raise LimelightError(f"--test must be t or wilcoxon, got {test!r}")
+    ev = Evaluator(qrels, measures, n_docs)
+    n = n_docs if n_docs is not None else default_n_docs(qrels, runs)
+    results = [ev.evaluate(r, n, warn) for r in runs]
+    pvals: dict[Measure, np.ndarray] = {}
+    for m in ev.measures:
+        p = np.full(len(runs), np.nan)
+        if len(runs) > 1:
+            raw = []
+            for r in results[1:]:
+                if m.is_preference:
+                    t = m.threshold
+                    pr = pairwise(results[0].positions[t].pos, r.positions[t].pos, _lexi_kind(m))
+                    raw.append(sign_test(int((pr < 0).sum()), int((pr > 0).sum())))
+                else:
+                    fn = paired_t if test == "t" else wilcoxon
+                    raw.append(fn(r.per_query[m], results[0].per_query[m]))
+            p[1:] = holm(raw)
+        pvals[m] = p
+    return RunTable(unique_names(runs), ev.measures, results, pvals)
+
+
+@dataclass
+class Comparison:
+    """All-pairs comparison of runs under one preference (or metric)."""
+
+    names: list[str]
+    preference: Measure
+    prefs: np.ndarray  # (k, k, nq) int8
+    pairs: list[PairOutcome]
+    p_holm: np.ndarray  # (k, k) Holm-corrected sign-test p-values
+    order: list[int]  # MC4
+    stationary: np.ndarray
+
+    def to_dict(self) -> dict:
+        k = len(self.names)
+        return {
+            "preference": str(self.preference),
+            "runs": self.names,
+            "n_queries": int(self.prefs.shape[2]),
+            "pairs": [{"a": self.names[o.a], "b": self.names[o.b], "wins": o.wins, "ties": o.ties,
+                       "losses": o.losses, "p_value": o.p_value,
+                       "p_holm": float(self.p_holm[o.a, o.b])} for o in self.pairs],
+            "mc4": [self.names[i] for i in self.order],
+            "discriminative_power": discriminative_power(self.p_holm) if k > 1 else 0.0,
+        }
+
+
+def compare_runs(runs: Sequence[Run], qrels: Qrels, preference: str | Measure = "LexiRecall",
+                 n_docs: int | None = None, warn: bool = True) -> Comparison:
+    """Per-query preferences between every pair of runs, win/tie/loss with sign tests
+    (Holm-corrected over pairs), and the MC4 ordering. ``preference`` is ``LexiRecall``,
+    ``LexiPrecision`` or any metric (then the sign of the per-query difference)."""
+    if len(runs) < 2:
+        raise LimelightError("compare needs at least two runs")
+    m = parse_measure(preference)
+    ev = Evaluator(qrels, [m], n_docs)
+    n = n_docs if n_docs is not None else default_n_docs(qrels, runs)
+    results = [ev.evaluate(r, n, warn) for r in runs]
+    if m.is_preference:
+        stack = stack_positions([r.positions[m.threshold] for r in results])
+        prefs = preference_matrix(stack, _lexi_kind(m))
+    else:
+        prefs = metric_preference_matrix(np.stack([r.per_query[m] for r in results]))
+    pairs = win_tie_loss(prefs)
+    p_holm = holm_matrix(sign_test_matrix(prefs))
+    order, pi = mc4(prefs)
+    return Comparison(unique_names(runs), m, prefs, pairs, p_holm, order, pi)
