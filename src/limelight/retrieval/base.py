@@ -33,6 +33,13 @@ class Stage:
     def __rshift__(self, other: Stage) -> Stage:
         return Then(self, other)
 
+    def __or__(self, other: Stage) -> Stage:
+        """``a | b``: reciprocal rank fusion (k=60) of both stages' runs; ``a | b | c`` fuses
+        all three at once (see ``limelight.retrieval.fusion``)."""
+        from limelight.retrieval.fusion import rrf_or
+
+        return rrf_or(self, other)
+
 
 class Cutoff(Stage):
     def __init__(self, inner: Stage, k: int):

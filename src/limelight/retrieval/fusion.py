@@ -1,0 +1,309 @@
+"""Rank and score fusion of runs: RRF, CombSUM, CombMNZ and min-max linear interpolation.
+
+Every function takes columnar ``Run`` objects and works on whole arrays (no loop over queries):
+the fused run holds, for each query of any input run, the union of the documents the runs
+retrieved for it. A run that lacks a query (or a document) contributes nothing to it.
+
+* ``rrf(*runs, k=60)``: ``sum_r w_r / (k + rank_r(d))`` (Cormack et al. 2009), ranks 1-based as
+  the runs order documents (score descending, ties by docid descending).
+* ``combsum(*runs, norm='min-max')``: ``sum_r w_r * norm_r(s_r(d))``.
+* ``combmnz(*runs, norm='min-max')``: CombSUM times the number of runs that retrieved ``d``.
+* ``linear(a, b, alpha=0.5)``: ``alpha * mm(s_a) + (1 - alpha) * mm(s_b)`` with per-query min-max
+  normalisation, the interpolation of Chen et al. (ECIR 2022, Sect. 6).
+
+Min-max maps each query's scores to ``(s - min) / (max - min)``, 0 when all scores are equal
+(as ranx does). ``depth`` cuts each input run to its top ``depth`` documents before fusing.
+
+The same methods are pipeline stages (``RRF(bm25 % 100, dense % 100)``, or ``bm25 | dense``),
+and ``Hybrid`` is the BM25 + dense RRF retriever of ``limelight retrieve --model hybrid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from limelight.data.ids import IdMap
+from limelight.data.queries import Queries
+from limelight.data.run import Run
+from limelight.errors import IndexMismatchError, LimelightError
+from limelight.retrieval.base import Retriever, Stage
+
+NORMS = ("min-max", "none")
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _flatten(items: tuple) -> list:
+    if len(items) == 1 and isinstance(items[0], list | tuple):
+        return list(items[0])
+    return list(items)
+
+
+def _union_map(maps: list[IdMap]) -> IdMap:
+    out = maps[0]
+    for m in maps[1:]:
+        if m is not out and m != out:
+            out = out.union(m)
+    return out
+
+
+def _recode(codes: np.ndarray, src: IdMap, dst: IdMap) -> np.ndarray:
+    if src is dst or (len(src) <= len(dst) and np.array_equal(src.strings, dst.strings[:len(src)])):
+        return codes  # same map, or dst extends src (union keeps existing codes)
+    return dst.encode(src.strings)[codes]
+
+
+def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
+    if weights is None:
+        return np.ones(n, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,):
+        raise LimelightError(f"fusion: {len(w)} weights for {n} runs")
+    return w
+
+
+def minmax_scores(run: Run) -> np.ndarray:
+    """Each row's score min-max normalised within its query (0 where max == min)."""
+    if len(run) == 0:
+        return np.zeros(0, dtype=np.float64)
+    depths = run.depths()
+    has = depths > 0
+    first = run.offsets[:-1]
+    last = run.offsets[1:] - 1
+    # rows are ordered by score descending within a query, so the extremes are at the ends;
+    # use min/max of both ends anyway, in case a run was built with sort=False out of order
+    hi = np.zeros(run.n_queries)
+    lo = np.zeros(run.n_queries)
+    hi[has] = np.maximum(run.score[first[has]], run.score[last[has]])
+    lo[has] = np.minimum(run.score[first[has]], run.score[last[has]])
+    span = (hi - lo)[run.q]
+    out = np.zeros(len(run), dtype=np.float64)
+    ok = span > 0
+    out[ok] = (run.score[ok] - lo[run.q][ok]) / span[ok]
+    return out
+
+
+def _fuse(runs: list[Run], values: list[np.ndarray], mnz: bool, name: str) -> Run:
+    """Sum ``values`` (one array per run, aligned with its rows) per (query, document) over the
+    union of the runs' queries and documents; ``mnz`` multiplies by the number of runs."""
+    if not runs:
+        raise LimelightError("fusion needs at least one run")
+    qmap = _union_map([r.qids for r in runs])
+    dmap = _union_map([r.docids for r in runs])
+    q = np.concatenate([_recode(r.q, r.qids, qmap) for r in runs]).astype(np.int64)
+    d = np.concatenate([_recode(r.d, r.docids, dmap) for r in runs]).astype(np.int64)
+    v = np.concatenate(values).astype(np.float64)
+    nd = max(len(dmap), 1)
+    key = q * nd + d
+    uniq, inv = np.unique(key, return_inverse=True)
+    score = np.bincount(inv, weights=v, minlength=len(uniq))
+    if mnz:
+        score *= np.bincount(inv, minlength=len(uniq))
+    return Run.from_codes(qmap, dmap, (uniq // nd).astype(np.int32), (uniq % nd).astype(np.int32),
+                          score, name)
+
+
+def _cut(runs: list[Run], depth: int | None) -> list[Run]:
+    if depth is None:
+        return runs
+    return [r if (r.depths() <= depth).all() else r.topk(int(depth)) for r in runs]
+
+
+def _name(method: str, runs: list[Run]) -> str:
+    return f"{method}({','.join(r.name for r in runs)})"
+
+
+def _norm_values(run: Run, norm: str | None) -> np.ndarray:
+    if norm in (None, "none"):
+        return run.score
+    if norm == "min-max":
+        return minmax_scores(run)
+    raise LimelightError(f"unknown score normalisation {norm!r} (min-max or none)")
+
+
+# ---- functions --------------------------------------------------------------------------------
+def rrf(*runs: Run | Sequence[Run], k: float = 60, depth: int | None = None,
+        weights: Sequence[float] | None = None, name: str | None = None) -> Run:
+    """Reciprocal rank fusion: ``score(q, d) = sum_r w_r / (k + rank_r(q, d))``."""
+    rs = _cut(_flatten(runs), depth)
+    w = _weights(weights, len(rs))
+    vals = [wi / (k + r.ranks().astype(np.float64)) for r, wi in zip(rs, w, strict=True)]
+    return _fuse(rs, vals, False, name or _name("rrf", rs))
+
+
+def combsum(*runs: Run | Sequence[Run], norm: str | None = "min-max", depth: int | None = None,
+            weights: Sequence[float] | None = None, name: str | None = None) -> Run:
+    """CombSUM: the (weighted) sum of each run's per-query normalised scores."""
+    rs = _cut(_flatten(runs), depth)
+    w = _weights(weights, len(rs))
+    vals = [wi * _norm_values(r, norm) for r, wi in zip(rs, w, strict=True)]
+    return _fuse(rs, vals, False, name or _name("combsum", rs))
+
+
+def combmnz(*runs: Run | Sequence[Run], norm: str | None = "min-max", depth: int | None = None,
+            weights: Sequence[float] | None = None, name: str | None = None) -> Run:
+    """CombMNZ: CombSUM times the number of runs that retrieved the document."""
+    rs = _cut(_flatten(runs), depth)
+    w = _weights(weights, len(rs))
+    vals = [wi * _norm_values(r, norm) for r, wi in zip(rs, w, strict=True)]
+    return _fuse(rs, vals, True, name or _name("combmnz", rs))
+
+
+def linear(a: Run, b: Run, alpha: float = 0.5, norm: str | None = "min-max",
+           depth: int | None = None, name: str | None = None) -> Run:
+    """Linear interpolation ``alpha * norm(a) + (1 - alpha) * norm(b)`` (min-max by default);
+    a document missing from one run gets 0 from it."""
+    if not 0.0 <= alpha <= 1.0:
+        raise LimelightError(f"alpha must lie in [0, 1], got {alpha}")
+    return combsum(a, b, norm=norm, depth=depth, weights=(alpha, 1.0 - alpha),
+                   name=name or f"linear{alpha:g}({a.name},{b.name})")
+
+
+FUSIONS = {"rrf": rrf, "combsum": combsum, "combmnz": combmnz}
+
+
+def fuse(runs: Sequence[Run], method: str = "rrf", **params) -> Run:
+    """Fuse ``runs`` with ``method`` (``rrf``, ``combsum``, ``combmnz`` or ``linear``)."""
+    if method == "linear":
+        if len(runs) != 2:
+            raise LimelightError("linear fusion takes exactly two runs")
+        return linear(runs[0], runs[1], **params)
+    if method not in FUSIONS:
+        raise LimelightError(f"unknown fusion method {method!r} (rrf, combsum, combmnz, linear)")
+    return FUSIONS[method](*runs, **params)
+
+
+# ---- pipeline stages --------------------------------------------------------------------------
+class Fusion(Stage):
+    """A stage that runs several stages on the same queries and fuses their runs."""
+
+    method: str = "rrf"
+
+    def __init__(self, *stages: Stage | Sequence[Stage], **params):
+        self.stages: list[Stage] = _flatten(stages)
+        if len(self.stages) < 1:
+            raise LimelightError(f"{self.method} needs at least one stage")
+        self.params = params
+        self.name = f"{self.method}({','.join(s.name for s in self.stages)})"
+
+    def transform(self, queries: Queries, run: Run | None = None) -> Run:
+        runs = [s.transform(queries, run) for s in self.stages]
+        return fuse(runs, self.method, name=self.name, **self.params)
+
+
+class RRF(Fusion):
+    """``RRF(a, b, ..., k=60, depth=None, weights=None)``; also ``a | b``."""
+
+    method = "rrf"
+
+    def __init__(self, *stages: Stage | Sequence[Stage], k: float = 60, depth: int | None = None,
+                 weights: Sequence[float] | None = None):
+        super().__init__(*stages, k=k, depth=depth, weights=weights)
+        self._from_or = False
+
+    def __or__(self, other: Stage) -> Stage:
+        if self._from_or:  # a | b | c fuses the three at once, not rrf(rrf(a, b), c)
+            out = RRF(*self.stages, other, **self.params)
+            out._from_or = True
+            return out
+        return super().__or__(other)
+
+
+class CombSUM(Fusion):
+    """``CombSUM(a, b, ..., norm='min-max', depth=None, weights=None)``."""
+
+    method = "combsum"
+
+    def __init__(self, *stages: Stage | Sequence[Stage], norm: str | None = "min-max",
+                 depth: int | None = None, weights: Sequence[float] | None = None):
+        super().__init__(*stages, norm=norm, depth=depth, weights=weights)
+
+
+class CombMNZ(Fusion):
+    """``CombMNZ(a, b, ..., norm='min-max', depth=None, weights=None)``."""
+
+    method = "combmnz"
+
+    def __init__(self, *stages: Stage | Sequence[Stage], norm: str | None = "min-max",
+                 depth: int | None = None, weights: Sequence[float] | None = None):
+        super().__init__(*stages, norm=norm, depth=depth, weights=weights)
+
+
+class Linear(Fusion):
+    """``Linear(a, b, alpha=0.5, norm='min-max', depth=None)``: ``alpha`` weighs ``a``."""
+
+    method = "linear"
+
+    def __init__(self, a: Stage, b: Stage, alpha: float = 0.5, norm: str | None = "min-max",
+                 depth: int | None = None):
+        if not 0.0 <= alpha <= 1.0:
+            raise LimelightError(f"alpha must lie in [0, 1], got {alpha}")
+        super().__init__(a, b, alpha=alpha, norm=norm, depth=depth)
+
+
+def rrf_or(left: Stage, right: Stage) -> RRF:
+    """``left | right``: RRF (k=60) of the two stages (``a | b | c`` fuses all three)."""
+    out = RRF(left, right)
+    out._from_or = True
+    return out
+
+
+# ---- padded top-k arrays, and the hybrid retriever ---------------------------------------------
+def rrf_topk(doc_arrays: Sequence[np.ndarray], n_docs: int, k: int, rrf_k: float = 60,
+             tie_rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """RRF of padded ``(n, k_i)`` top-k doc arrays (``-1`` = none, column ``j`` = rank ``j+1``):
+    the fused top ``k`` as ``(docs int32, scores float32)`` ``(n, k)`` arrays. Ties are broken by
+    ``tie_rank[doc]`` descending (pass ``IdMap.lexical_rank()`` for trec_eval's order)."""
+    n = doc_arrays[0].shape[0]
+    rows, docs, vals = [], [], []
+    for a in doc_arrays:
+        a = np.asarray(a)
+        r = np.broadcast_to(np.arange(n)[:, None], a.shape)
+        rank = np.broadcast_to(np.arange(1, a.shape[1] + 1, dtype=np.float64)[None, :], a.shape)
+        keep = a >= 0
+        rows.append(r[keep])
+        docs.append(a[keep].astype(np.int64))
+        vals.append(1.0 / (rrf_k + rank[keep]))
+    row = np.concatenate(rows).astype(np.int64)
+    doc = np.concatenate(docs)
+    key = row * max(n_docs, 1) + doc
+    uniq, inv = np.unique(key, return_inverse=True)
+    score = np.bincount(inv, weights=np.concatenate(vals), minlength=len(uniq))
+    urow, udoc = uniq // max(n_docs, 1), uniq % max(n_docs, 1)
+    tie = tie_rank[udoc] if tie_rank is not None else udoc
+    order = np.lexsort((-tie, -score, urow))
+    urow, udoc, score = urow[order], udoc[order], score[order]
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(urow, minlength=n), out=starts[1:])
+    pos = np.arange(len(urow)) - starts[urow]
+    keep = pos < k
+    out_d = np.full((n, k), -1, dtype=np.int32)
+    out_s = np.full((n, k), -np.inf, dtype=np.float32)
+    out_d[urow[keep], pos[keep]] = udoc[keep]
+    out_s[urow[keep], pos[keep]] = score[keep]
+    return out_d, out_s
+
+
+class Hybrid(Retriever):
+    """RRF (``k=60``) of a lexical and a dense retriever's top ``depth`` (Chen et al., ECIR 2022).
+
+    Both retrievers must index the same collection (same document ids, same order).
+    """
+
+    def __init__(self, lexical: Retriever, dense: Retriever, k: float = 60, depth: int = 100,
+                 name: str = "hybrid"):
+        if not (lexical.doc_ids is dense.doc_ids or lexical.doc_ids == dense.doc_ids):
+            raise IndexMismatchError(f"hybrid: {lexical.name} and {dense.name} index different "
+                                     f"collections ({len(lexical.doc_ids)} vs {len(dense.doc_ids)} documents)")
+        self.lexical, self.dense = lexical, dense
+        self.doc_ids = lexical.doc_ids
+        self.rrf_k, self.depth, self.name = k, int(depth), name
+
+    def search_batch(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` of the RRF of both retrievers' top ``max(depth, k)``."""
+        depth = max(self.depth, int(k))
+        d1, _ = self.lexical.search_batch(texts, depth)
+        d2, _ = self.dense.search_batch(texts, depth)
+        return rrf_topk([d1, d2], len(self.doc_ids), int(k), self.rrf_k,
+                        self.doc_ids.lexical_rank())
