@@ -1,0 +1,466 @@
+"""BM25 (Lucene variant), exactly as bm25s 0.3.16 computes it with ``method="lucene"``.
+
+For a term ``t`` with document frequency ``df`` in a collection of ``N`` documents, and a
+document ``d`` of length ``|d|`` (tokens after analysis) where ``t`` occurs ``tf`` times::
+
+    idf(t)    = ln(1 + (N - df + 0.5) / (df + 0.5))                  (stored as float32)
+    w(t, d)   = idf(t) · tf / (k1 · (1 - b + b · |d| / avgdl) + tf)   (float64, then float32)
+    s(q, d)   = Σ_{t ∈ q} qtf(t, q) · w(t, d)                          (float32)
+
+A term repeated in the query counts once per occurrence (bm25s adds its weight once per token).
+
+The index (``BM25Index``) stores term frequencies and document lengths, not weights, so ``k1`` and
+``b`` are chosen when a ``BM25`` retriever is made; the weights are recomputed (vectorized) and
+cached per ``(k1, b)``. Layout of an index directory::
+
+    meta.json     format, analyzer config, k1/b defaults, N, avgdl, vocabulary, doc ids
+    indptr.npy    int64 (V + 1,)  CSC offsets: postings of term t are [indptr[t], indptr[t+1])
+    docs.npy      int32 (P,)      document code of each posting (ascending within a term)
+    tf.npy        int32 (P,)      term frequency of each posting
+    doc_len.npy   int32 (N,)      document lengths in tokens
+
+Search semantics (``search_batch``, ``search_vectors``): the result rows hold the documents that
+share at least one term with the query, best first (score descending, ties by the lower document
+code), at most ``k``; rows are padded with doc ``-1`` and score ``0``. A query that is empty or has
+no term of the vocabulary retrieves no documents (a row of ``-1``); it never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from limelight._io import atomic_dir
+from limelight.analysis import DEFAULT_PATTERN, Analyzer
+from limelight.data.collection import Collection
+from limelight.data.ids import IdMap
+from limelight.errors import IndexMismatchError, LimelightError
+from limelight.retrieval import _bm25_kernels as _k
+from limelight.retrieval.base import Retriever
+
+FORMAT = "limelight-bm25/1"
+DEFAULT_K1 = 0.9
+DEFAULT_B = 0.4
+
+# name, dtype, what its length must equal (a key of ``_shape_of``)
+_ARRAYS: tuple[tuple[str, np.dtype, str], ...] = (
+    ("indptr", np.dtype(np.int64), "n_terms+1"),
+    ("docs", np.dtype(np.int32), "n_postings"),
+    ("tf", np.dtype(np.int32), "n_postings"),
+    ("doc_len", np.dtype(np.int32), "n_docs"),
+)
+
+
+class BM25Index:
+    """An inverted index with term frequencies and document lengths (see the module docstring).
+
+    Attributes: ``analyzer``, ``vocabulary`` (an ``IdMap`` of terms, sorted), ``doc_ids``
+    (``IdMap`` of documents), ``indptr``/``docs``/``tf`` (CSC postings), ``doc_len``,
+    ``n_docs`` (N), ``avgdl``, ``k1``/``b`` (defaults for retrievers).
+    """
+
+    def __init__(self, analyzer: Analyzer, vocabulary: IdMap, doc_ids: IdMap, indptr: np.ndarray,
+                 docs: np.ndarray, tf: np.ndarray, doc_len: np.ndarray,
+                 k1: float = DEFAULT_K1, b: float = DEFAULT_B, name: str = "collection"):
+        self.analyzer = analyzer
+        self.vocabulary = vocabulary
+        self.doc_ids = doc_ids
+        self.indptr = indptr
+        self.docs = docs
+        self.tf = tf
+        self.doc_len = doc_len
+        self.k1 = float(k1)
+        self.b = float(b)
+        self.name = name
+        self.n_docs = len(doc_ids)
+        # bm25s: numpy mean of the int lengths (float64)
+        self.avgdl = float(np.asarray(doc_len, dtype=np.int64).mean()) if self.n_docs else 0.0
+        self._weights: dict[tuple[float, float], np.ndarray] = {}
+        self._idf: np.ndarray | None = None
+
+    # ---- construction --------------------------------------------------------------------
+    @classmethod
+    def build(cls, collection: Collection, analyzer: Analyzer | None = None,
+              show_progress: bool = False, k1: float = DEFAULT_K1,
+              b: float = DEFAULT_B) -> BM25Index:
+        """Analyze and index ``collection`` (``analyzer`` defaults to ``Analyzer()``)."""
+        analyzer = analyzer or Analyzer()
+        texts = collection.texts.tolist()
+        n = len(texts)
+        if show_progress:
+            from rich.progress import track
+
+            chunk = max(1, n // 50)
+            parts = []
+            for i in track(range(0, n, chunk), description=f"BM25: analyzing {collection.name}"):
+                parts.append(analyze_flat(analyzer, texts[i:i + chunk]))
+            rows, codes, terms = _merge_parts(parts, chunk)
+        else:
+            rows, codes, terms = analyze_flat(analyzer, texts)
+        vocabulary, indptr, docs, tf, doc_len = _invert(n, rows, codes, terms)
+        return cls(analyzer, vocabulary, collection.ids, indptr, docs, tf, doc_len, k1, b,
+                   collection.name)
+
+    # ---- persistence ---------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the index into directory ``path`` atomically (replacing it if present)."""
+        path = Path(path)
+        with atomic_dir(path) as tmp:
+            for name, dtype, _ in _ARRAYS:
+                np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(self, name), dtype=dtype))
+            meta = {"format": FORMAT, "name": self.name, "analyzer": self.analyzer.config(),
+                    "k1": self.k1, "b": self.b, "n_docs": self.n_docs, "avgdl": self.avgdl,
+                    "n_terms": len(self.vocabulary), "n_postings": int(len(self.docs)),
+                    "vocabulary": self.vocabulary.strings.tolist(),
+                    "doc_ids": self.doc_ids.strings.tolist()}
+            (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, mmap: bool = True,
+             analyzer: Analyzer | None = None) -> BM25Index:
+        """Open an index directory. Arrays are memory-mapped read-only with ``mmap``. When
+        ``analyzer`` is given it must equal the one the index was built with
+        (``IndexMismatchError`` otherwise). Missing, truncated or inconsistent files raise
+        ``IndexMismatchError`` naming the file."""
+        path = Path(path)
+        mp = path / "meta.json"
+        if not mp.is_file():
+            raise LimelightError(f"{mp}: missing (not a BM25 index directory)")
+        try:
+            meta = json.loads(mp.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise IndexMismatchError(f"{mp}: corrupt index metadata ({e})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            got = meta.get("format") if isinstance(meta, dict) else None
+            raise IndexMismatchError(f"{mp}: unsupported index format {got!r} (expected {FORMAT!r})")
+        need = ("analyzer", "k1", "b", "n_docs", "n_terms", "n_postings", "vocabulary", "doc_ids")
+        missing = [k for k in need if k not in meta]
+        if missing:
+            raise IndexMismatchError(f"{mp}: corrupt index metadata (missing {', '.join(missing)})")
+        if analyzer is not None:
+            analyzer.check_same(meta["analyzer"], str(path))
+        else:
+            try:
+                analyzer = Analyzer.from_config(meta["analyzer"])
+            except (TypeError, AttributeError, ValueError) as e:
+                raise IndexMismatchError(f"{mp}: corrupt analyzer config ({e})") from None
+        sizes = {"n_terms+1": int(meta["n_terms"]) + 1, "n_postings": int(meta["n_postings"]),
+                 "n_docs": int(meta["n_docs"])}
+        if len(meta["vocabulary"]) != meta["n_terms"] or len(meta["doc_ids"]) != meta["n_docs"]:
+            raise IndexMismatchError(f"{mp}: corrupt index metadata (vocabulary or doc ids size)")
+        arrays = {}
+        for name, dtype, size_key in _ARRAYS:
+            arrays[name] = _load_array(path / f"{name}.npy", dtype, sizes[size_key], mmap)
+        ip, docs = arrays["indptr"], arrays["docs"]
+        if ip[0] != 0 or ip[-1] != len(docs) or (len(ip) > 1 and np.any(np.diff(ip) < 0)):
+            raise IndexMismatchError(f"{path / 'indptr.npy'}: corrupt postings offsets")
+        if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= sizes["n_docs"]):
+            raise IndexMismatchError(f"{path / 'docs.npy'}: document code out of range")
+        try:
+            vocabulary = IdMap(meta["vocabulary"], kind="term")
+            doc_ids = IdMap(meta["doc_ids"], kind="document")
+        except ValueError as e:
+            raise IndexMismatchError(f"{mp}: corrupt index metadata ({e})") from None
+        return cls(analyzer, vocabulary, doc_ids, ip, docs, arrays["tf"], arrays["doc_len"],
+                   meta["k1"], meta["b"], meta.get("name", "collection"))
+
+    # ---- statistics ----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return (f"BM25Index({self.name!r}, docs={self.n_docs}, terms={len(self.vocabulary)}, "
+                f"postings={len(self.docs)})")
+
+    @property
+    def n_terms(self) -> int:
+        """Vocabulary size V."""
+        return len(self.vocabulary)
+
+    @property
+    def df(self) -> np.ndarray:
+        """Document frequency of each term (int64, in vocabulary order)."""
+        return np.diff(np.asarray(self.indptr))
+
+    @property
+    def idf(self) -> np.ndarray:
+        """bm25s's Lucene idf of each term, float32: ``ln(1 + (N - df + 0.5) / (df + 0.5))``."""
+        if self._idf is None:
+            df = self.df.astype(np.float64)
+            self._idf = np.log(1.0 + (self.n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+        return self._idf
+
+    def weights(self, k1: float, b: float) -> np.ndarray:
+        """The BM25 weight of every posting for ``(k1, b)`` (float32, cached)."""
+        key = (float(k1), float(b))
+        w = self._weights.get(key)
+        if w is None:
+            if len(self._weights) >= 4:
+                self._weights.pop(next(iter(self._weights)))
+            term = np.repeat(np.arange(self.n_terms, dtype=np.int32), self.df)
+            tf = np.asarray(self.tf, dtype=np.float64)
+            dl = np.asarray(self.doc_len)[self.docs].astype(np.float64)
+            norm = key[0] * ((1.0 - key[1]) + key[1] * dl / self.avgdl)
+            w = (self.idf[term].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
+            self._weights[key] = w
+        return w
+
+
+class BM25(Retriever):
+    """BM25 retrieval over a ``BM25Index`` (``k1``/``b`` default to the index's, 0.9/0.4).
+
+    ``threads`` sets numba's thread count for the search kernels (``None``: all cores).
+    """
+
+    def __init__(self, index: BM25Index, k1: float | None = None, b: float | None = None,
+                 threads: int | None = None):
+        self.index = index
+        self.k1 = index.k1 if k1 is None else float(k1)
+        self.b = index.b if b is None else float(b)
+        if self.k1 < 0 or not 0.0 <= self.b <= 1.0:
+            raise LimelightError(f"BM25 parameters out of range: k1={self.k1} (≥ 0), b={self.b} (0..1)")
+        if threads is not None and threads < 1:
+            raise LimelightError(f"threads must be ≥ 1, got {threads}")
+        self.threads = threads
+        self.doc_ids = index.doc_ids
+        self.name = f"bm25(k1={self.k1:g},b={self.b:g})"
+        self._term_index: dict[str, int] | None = None
+        self._doc_rows: sp.csr_matrix | None = None
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The posting weights for this retriever's ``(k1, b)``."""
+        return self.index.weights(self.k1, self.b)
+
+    # ---- queries → vectors -----------------------------------------------------------------
+    def query_vectors(self, texts: Sequence[str]) -> sp.csr_matrix:
+        """Analyze query texts into a ``(n, V)`` CSR matrix of query term counts (float32);
+        terms outside the vocabulary are dropped (a term repeated in a query counts twice)."""
+        rows, codes, terms = analyze_flat(self.index.analyzer, texts)
+        return self._count_matrix(len(texts), rows, codes, terms)
+
+    def token_vectors(self, tokens: Sequence[Sequence[str]]) -> sp.csr_matrix:
+        """Already analyzed queries (lists of terms) → ``(n, V)`` CSR count matrix."""
+        rows, codes, terms = _intern(tokens)
+        return self._count_matrix(len(tokens), rows, codes, terms)
+
+    def _count_matrix(self, n: int, rows: np.ndarray, codes: np.ndarray,
+                      terms: list[str]) -> sp.csr_matrix:
+        get = self.index.vocabulary._index.get
+        lut = np.fromiter((get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
+        ids = lut[codes]
+        keep = ids >= 0
+        V = max(self.index.n_terms, 1)
+        key, counts = np.unique(rows[keep] * V + ids[keep], return_counts=True)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key // V, minlength=n), out=indptr[1:])
+        return sp.csr_matrix((counts.astype(np.float32), (key % V).astype(np.int32), indptr),
+                             shape=(n, self.index.n_terms))
+
+    # ---- search ------------------------------------------------------------------------------
+    def search_batch(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` for many query texts at once: ``(docs int32 (n, k), scores float32 (n, k))``;
+        rows best first (ties: lower doc code first), padded with ``-1``/``0``. Empty queries
+        and queries without a known term retrieve nothing."""
+        return self.search_vectors(self.query_vectors(texts), k)
+
+    def search_vectors(self, queries: sp.csr_matrix | sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` for weighted query vectors: a ``(n, V)`` sparse matrix over the vocabulary
+        whose entries multiply the term weights (``s(q, d) = Σ_t q[t] · w(t, d)``). Used by
+        reverse search (documents issued as weighted queries). Same output as ``search_batch``."""
+        k = _check_k(k)
+        qptr, qterms, qw = self._canonical(queries)
+        n_threads = self._threads()
+        w = self.weights
+        with _numba_threads(n_threads):
+            return _k.search_csr(qptr, qterms, qw, self.index.indptr, self.index.docs, w,
+                                 self.index.n_docs, k, n_threads * 8)
+
+    def score(self, texts: Sequence[str], docs: np.ndarray) -> np.ndarray:
+        """BM25 scores of given documents: ``docs`` is ``(n, m)`` int doc codes aligned with
+        ``texts`` (or ``(m,)``, the same documents for every query); ``-1`` scores 0."""
+        return self.score_vectors(self.query_vectors(texts), docs)
+
+    def score_vectors(self, queries: sp.csr_matrix | sp.csr_array, docs: np.ndarray) -> np.ndarray:
+        """Like ``score`` for weighted query vectors (see ``search_vectors``)."""
+        qptr, qterms, qw = self._canonical(queries)
+        n = len(qptr) - 1
+        docs = np.asarray(docs)
+        if docs.ndim == 1:
+            docs = np.broadcast_to(docs, (n, len(docs)))
+        if docs.ndim != 2 or docs.shape[0] != n:
+            raise LimelightError(f"docs must be shaped (n_queries={n}, m) or (m,), got {docs.shape}")
+        docs = np.ascontiguousarray(docs, dtype=np.int32)
+        if docs.size and int(docs.max()) >= self.index.n_docs:
+            raise LimelightError(f"document code {int(docs.max())} out of range (N={self.index.n_docs})")
+        with _numba_threads(self._threads()):
+            return _k.score_pairs(qptr, qterms, qw, self.index.indptr, self.index.docs,
+                                  self.weights, docs)
+
+    # ---- inspection ----------------------------------------------------------------------------
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """Postings of one (analyzed) vocabulary term: ``(doc codes int32, weights float32)``,
+        ascending doc codes; a term outside the vocabulary has none (empty arrays)."""
+        t = self.index.vocabulary.get(term)
+        if t < 0:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
+        lo, hi = int(self.index.indptr[t]), int(self.index.indptr[t + 1])
+        return np.asarray(self.index.docs[lo:hi]), self.weights[lo:hi]
+
+    def doc_matrix(self) -> sp.csr_matrix:
+        """The ``(N, V)`` document × term weight matrix in CSR (built once, then cached)."""
+        if self._doc_rows is None:
+            ix = self.index
+            csc = sp.csc_matrix((self.weights, np.asarray(ix.docs), np.asarray(ix.indptr)),
+                                shape=(ix.n_docs, ix.n_terms))
+            self._doc_rows = csc.tocsr()
+        return self._doc_rows
+
+    def doc_term_weights(self, docid: str) -> dict[str, float]:
+        """The BM25 weight of every term of document ``docid`` (``UnknownIdError`` if absent)."""
+        d = self.index.doc_ids.lookup(docid)
+        m = self.doc_matrix()
+        lo, hi = m.indptr[d], m.indptr[d + 1]
+        terms = self.index.vocabulary.decode(m.indices[lo:hi])
+        return dict(zip(terms.tolist(), m.data[lo:hi].tolist(), strict=True))
+
+    # ---- helpers ---------------------------------------------------------------------------------
+    def _threads(self) -> int:
+        cap = numba.config.NUMBA_NUM_THREADS
+        return max(1, min(self.threads or cap, cap))
+
+    def _canonical(self, queries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not sp.issparse(queries):
+            raise LimelightError("query vectors must be a scipy.sparse matrix (n_queries × n_terms)")
+        if queries.shape[1] != self.index.n_terms:
+            raise LimelightError(f"query vectors have {queries.shape[1]} columns, the vocabulary "
+                                 f"has {self.index.n_terms} terms")
+        q = sp.csr_matrix(queries, dtype=np.float32, copy=False)
+        if not q.has_canonical_format:
+            q = q.copy()
+            q.sum_duplicates()
+        if q.nnz and not np.all(q.data):
+            q = q.copy()
+            q.eliminate_zeros()
+        return (np.ascontiguousarray(q.indptr, dtype=np.int64),
+                np.ascontiguousarray(q.indices, dtype=np.int32),
+                np.ascontiguousarray(q.data, dtype=np.float32))
+
+
+class _numba_threads:
+    """Context manager: run numba kernels with ``n`` threads, restoring the previous count."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self) -> None:
+        self.prev = numba.get_num_threads()
+        numba.set_num_threads(self.n)
+
+    def __exit__(self, *exc) -> None:
+        numba.set_num_threads(self.prev)
+
+
+def _check_k(k: int) -> int:
+    k = int(k)
+    if k < 1:
+        raise LimelightError(f"k must be ≥ 1, got {k}")
+    return k
+
+
+def analyze_flat(analyzer: Analyzer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Analyze many texts at once: ``(rows, codes, terms)`` where token ``i`` (in text order) is
+    ``terms[codes[i]]`` and belongs to text ``rows[i]`` (stopwords removed, stems applied).
+
+    Same tokens as ``analyzer.tokenize_many(texts)``; with the default pattern, the texts are
+    joined with NUL separators and tokenized by one regex pass, and each distinct word is
+    analyzed once (much faster than one pass per text for a large query log)."""
+    texts = ["" if t is None else t for t in texts]
+    if analyzer.pattern != DEFAULT_PATTERN:
+        return _intern(analyzer.tokenize_many(texts))
+    joined = "\x00".join(texts)
+    if joined.count("\x00") != max(len(texts) - 1, 0):
+        return _intern(analyzer.tokenize_many(texts))
+    if analyzer.lowercase:
+        joined = joined.lower()
+    toks = _JOINED_RE.findall(joined)
+    words = list(dict.fromkeys(toks))
+    # each distinct word is already a lowercased regex token: only stopwords and stems remain
+    stop = analyzer._stop
+    kept = [w for w in words if w not in stop and w != "\x00"]
+    stems = analyzer._stem.stemWords(kept) if analyzer._stem is not None else kept
+    term_index: dict[str, int] = {}
+    word_code: dict[str, int] = dict.fromkeys(words, -1)
+    word_code["\x00"] = -2
+    for w, a in zip(kept, stems, strict=True):
+        word_code[w] = term_index.setdefault(a, len(term_index))
+    codes = np.fromiter(map(word_code.__getitem__, toks), dtype=np.int64, count=len(toks))
+    sep = codes == -2
+    rows = np.cumsum(sep)
+    keep = codes >= 0
+    return rows[keep], codes[keep], list(term_index)
+
+
+_JOINED_RE = re.compile(r"(?u)\b\w\w+\b|\x00")
+
+
+def _intern(tokens: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Token lists → ``(rows, codes, terms)`` as ``analyze_flat`` returns them."""
+    lens = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
+    intern: dict[str, int] = {}
+    setdefault = intern.setdefault
+    codes = np.fromiter((setdefault(w, len(intern)) for t in tokens for w in t), dtype=np.int64,
+                        count=int(lens.sum()))
+    return np.repeat(np.arange(len(tokens), dtype=np.int64), lens), codes, list(intern)
+
+
+def _invert(n: int, rows: np.ndarray, codes: np.ndarray,
+            terms: list[str]) -> tuple[IdMap, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Analyzed tokens of ``n`` documents → (sorted vocabulary, CSC indptr, posting docs,
+    posting tfs, doc lengths)."""
+    doc_len = np.bincount(rows, minlength=n).astype(np.int32)
+    words = np.asarray(terms, dtype=object)
+    V = len(words)
+    order = np.argsort(words, kind="stable") if V else np.zeros(0, dtype=np.int64)
+    rank = np.empty(V, dtype=np.int64)
+    rank[order] = np.arange(V)
+    m = max(n, 1)
+    key, tf = np.unique(rank[codes] * m + rows, return_counts=True)
+    indptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key // m, minlength=V), out=indptr[1:])
+    vocabulary = IdMap(words[order], kind="term")
+    return vocabulary, indptr, (key % m).astype(np.int32), tf.astype(np.int32), doc_len
+
+
+def _merge_parts(parts: list[tuple[np.ndarray, np.ndarray, list[str]]],
+                 chunk: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Concatenate ``analyze_flat`` results of consecutive chunks of ``chunk`` texts."""
+    index: dict[str, int] = {}
+    all_rows, all_codes = [], []
+    for i, (rows, codes, terms) in enumerate(parts):
+        lut = np.fromiter((index.setdefault(t, len(index)) for t in terms), dtype=np.int64,
+                          count=len(terms))
+        all_rows.append(rows + i * chunk)
+        all_codes.append(lut[codes])
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    return np.concatenate(all_rows), np.concatenate(all_codes), list(index)
+
+
+def _load_array(path: Path, dtype: np.dtype, size: int, mmap: bool) -> np.ndarray:
+    if not path.is_file():
+        raise IndexMismatchError(f"{path}: missing index array")
+    try:
+        a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        msg = " ".join(str(e).split())
+        raise IndexMismatchError(f"{path}: corrupt index array ({msg})") from None
+    if a.dtype != dtype or a.shape != (size,):
+        raise IndexMismatchError(f"{path}: expected {dtype} of shape ({size},), found "
+                                 f"{a.dtype} of shape {a.shape}")
+    return a
