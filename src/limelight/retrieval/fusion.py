@@ -250,15 +250,33 @@ def rrf_or(left: Stage, right: Stage) -> RRF:
 
 
 # ---- padded top-k arrays, and the hybrid retriever ---------------------------------------------
+def _trec_order(docs: np.ndarray, scores: np.ndarray, tie_rank: np.ndarray | None) -> np.ndarray:
+    """Reorder each row of a padded top-k array as a ``Run`` orders it: score descending, ties by
+    ``tie_rank[doc]`` descending, padding (``-1``) last."""
+    n, k = docs.shape
+    valid = docs >= 0
+    s = np.where(valid, scores.astype(np.float64), -np.inf).ravel()
+    safe = np.where(valid, docs, 0).ravel()
+    tie = (tie_rank[safe] if tie_rank is not None else safe).astype(np.float64)
+    tie[~valid.ravel()] = np.inf  # padding after every real document
+    order = np.lexsort((-tie, -s, np.repeat(np.arange(n), k)))
+    return docs.ravel()[order].reshape(n, k)
+
+
 def rrf_topk(doc_arrays: Sequence[np.ndarray], n_docs: int, k: int, rrf_k: float = 60,
-             tie_rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             tie_rank: np.ndarray | None = None,
+             score_arrays: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """RRF of padded ``(n, k_i)`` top-k doc arrays (``-1`` = none, column ``j`` = rank ``j+1``):
     the fused top ``k`` as ``(docs int32, scores float32)`` ``(n, k)`` arrays. Ties are broken by
-    ``tie_rank[doc]`` descending (pass ``IdMap.lexical_rank()`` for trec_eval's order)."""
+    ``tie_rank[doc]`` descending (pass ``IdMap.lexical_rank()`` for trec_eval's order). With
+    ``score_arrays``, each input row is first re-ordered by score with the same tie rule, so that
+    ranks equal those of the corresponding ``Run`` (a retriever may order its ties otherwise)."""
     n = doc_arrays[0].shape[0]
     rows, docs, vals = [], [], []
-    for a in doc_arrays:
+    for i, a in enumerate(doc_arrays):
         a = np.asarray(a)
+        if score_arrays is not None:
+            a = _trec_order(a, np.asarray(score_arrays[i]), tie_rank)
         r = np.broadcast_to(np.arange(n)[:, None], a.shape)
         rank = np.broadcast_to(np.arange(1, a.shape[1] + 1, dtype=np.float64)[None, :], a.shape)
         keep = a >= 0
@@ -303,7 +321,7 @@ class Hybrid(Retriever):
     def search_batch(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` of the RRF of both retrievers' top ``max(depth, k)``."""
         depth = max(self.depth, int(k))
-        d1, _ = self.lexical.search_batch(texts, depth)
-        d2, _ = self.dense.search_batch(texts, depth)
+        d1, s1 = self.lexical.search_batch(texts, depth)
+        d2, s2 = self.dense.search_batch(texts, depth)
         return rrf_topk([d1, d2], len(self.doc_ids), int(k), self.rrf_k,
-                        self.doc_ids.lexical_rank())
+                        self.doc_ids.lexical_rank(), [s1, s2])

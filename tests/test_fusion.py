@@ -1,0 +1,169 @@
+"""Fusion: hand-computed formulas, ranx's fusion on real runs, stages and the hybrid retriever."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import ranx
+
+from limelight.data import Run, load_dataset
+from limelight.errors import IndexMismatchError, LimelightError
+from limelight.retrieval.bm25 import BM25, BM25Index
+from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
+from limelight.retrieval.fusion import (
+    RRF,
+    CombMNZ,
+    CombSUM,
+    Hybrid,
+    Linear,
+    combmnz,
+    combsum,
+    fuse,
+    linear,
+    minmax_scores,
+    rrf,
+)
+
+A = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d1": 1.0, "d4": 0.5}}
+B = {"q1": {"d3": 10.0, "d5": 4.0}, "q3": {"d2": 7.0}}
+
+
+@pytest.fixture
+def ab():
+    return Run.from_dict(A, "a"), Run.from_dict(B, "b")
+
+
+def test_rrf_by_hand(ab):
+    out = rrf(*ab).to_dict()
+    f = lambda r: 1 / (60 + r)  # noqa: E731
+    expect = {"q1": {"d1": f(1), "d2": f(2), "d3": f(3) + f(1), "d5": f(2)},
+              "q2": {"d1": f(1), "d4": f(2)},  # b lacks q2: it contributes nothing
+              "q3": {"d2": f(1)}}
+    assert out.keys() == expect.keys()
+    for q in expect:
+        assert out[q] == pytest.approx(expect[q], rel=1e-12)
+    # ranked by fused score; ties (d2, d5 at 1/62) by docid descending
+    assert list(out["q1"]) == ["d3", "d1", "d5", "d2"]
+    # k, weights and depth
+    out = rrf(*ab, k=1, weights=[2.0, 1.0], depth=1).to_dict()
+    assert out["q1"] == pytest.approx({"d1": 2 / 2, "d3": 1 / 2})
+    assert rrf([ab[0], ab[1]]).to_dict() == rrf(*ab).to_dict()  # a list works too
+
+
+def test_combsum_combmnz_linear_by_hand(ab):
+    # min-max per query: a/q1 d1 1, d2 .5, d3 0; a/q2 d1 1, d4 0; b/q1 d3 1, d5 0; b/q3 d2 0
+    s = combsum(*ab).to_dict()
+    assert s["q1"] == pytest.approx({"d1": 1.0, "d2": 0.5, "d3": 1.0, "d5": 0.0})
+    assert s["q2"] == pytest.approx({"d1": 1.0, "d4": 0.0})
+    assert s["q3"] == pytest.approx({"d2": 0.0})  # a single score normalises to 0 (as ranx)
+    m = combmnz(*ab).to_dict()
+    assert m["q1"] == pytest.approx({"d1": 1.0, "d2": 0.5, "d3": 2.0, "d5": 0.0})
+    raw = combsum(*ab, norm=None).to_dict()
+    assert raw["q1"] == pytest.approx({"d1": 3.0, "d2": 2.0, "d3": 11.0, "d5": 4.0})
+    lin = linear(*ab, alpha=0.25).to_dict()
+    assert lin["q1"] == pytest.approx({"d1": 0.25, "d2": 0.125, "d3": 0.75, "d5": 0.0})
+    assert fuse(list(ab), "linear", alpha=0.25).to_dict() == lin
+    with pytest.raises(LimelightError):
+        linear(*ab, alpha=1.5)
+    with pytest.raises(LimelightError):
+        fuse(list(ab), "borda")
+    with pytest.raises(LimelightError):
+        combsum(*ab, norm="zscore")
+
+
+def test_minmax_is_per_query(ab):
+    a = ab[0]
+    np.testing.assert_allclose(minmax_scores(a), [1.0, 0.5, 0.0, 1.0, 0.0])
+
+
+def test_different_doc_maps_are_aligned():
+    a = Run.from_dict({"q": {"x": 2.0, "y": 1.0}})
+    b = Run.from_dict({"q": {"z": 5.0, "x": 1.0}})
+    assert a.docids != b.docids
+    out = rrf(a, b).to_dict()["q"]
+    assert out == pytest.approx({"x": 1 / 61 + 1 / 62, "z": 1 / 61, "y": 1 / 62})
+
+
+# ---- real runs -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def adi():
+    return load_dataset("adi")
+
+
+@pytest.fixture(scope="module")
+def bm25(adi):
+    return BM25(BM25Index.build(adi.collection))
+
+
+@pytest.fixture(scope="module")
+def dense(adi, tmp_path_factory):
+    enc = Encoder()
+    idx = DenseIndex.build(adi.collection, enc, cache_dir=tmp_path_factory.mktemp("emb"))
+    return DenseRetriever(idx, enc)
+
+
+@pytest.fixture(scope="module")
+def real_runs(adi, bm25, dense):
+    return bm25.retrieve(adi.queries, 50), dense.retrieve(adi.queries, 50)
+
+
+def _assert_same(ours: Run, theirs, rel=1e-9):
+    got, exp = ours.to_dict(), theirs.to_dict()
+    assert set(got) == set(exp)
+    for q in exp:
+        assert got[q].keys() == exp[q].keys()
+        for d, v in exp[q].items():
+            assert got[q][d] == pytest.approx(v, rel=rel, abs=1e-12)
+
+
+def _untie(run: Run) -> Run:
+    """The run with tied scores separated (by 1e-9 per rank) in the run's own order: ranx sorts
+    ties with an unstable argsort, so their ranks are arbitrary there."""
+    return Run.from_codes(run.qids, run.docids, run.q, run.d,
+                          run.score - 1e-9 * run.ranks(), run.name, sort=False)
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
+def test_against_ranx_on_real_runs(real_runs):
+    a, b = (_untie(r) for r in real_runs)
+    assert len(a) > 1000 and len(b) > 1000
+    ra, rb = a.to_ranx(), b.to_ranx()
+    _assert_same(rrf(a, b), ranx.fuse([ra, rb], method="rrf"))
+    _assert_same(rrf(a, b, k=10), ranx.fuse([ra, rb], method="rrf", params={"k": 10}))
+    _assert_same(combsum(a, b), ranx.fuse([ra, rb], method="sum"))
+    _assert_same(combmnz(a, b), ranx.fuse([ra, rb], method="mnz"))
+    _assert_same(linear(a, b, alpha=0.3),
+                 ranx.fuse([ra, rb], method="wsum", params={"weights": [0.3, 0.7]}))
+
+
+def test_stages_compose(adi, bm25, dense, real_runs):
+    a, b = real_runs
+    q = adi.queries
+    expect = rrf(a.topk(20), b.topk(20)).to_dict()
+    assert (bm25 % 20 | dense % 20)(q).to_dict() == expect
+    assert RRF([bm25 % 20, dense % 20])(q).to_dict() == expect
+    assert RRF(bm25, dense, depth=20)(q).to_dict() == rrf(bm25.retrieve(q), dense.retrieve(q),
+                                                          depth=20).to_dict()
+    three = bm25 % 20 | dense % 20 | bm25 % 5
+    assert isinstance(three, RRF) and len(three.stages) == 3
+    assert three(q).to_dict() == rrf(a.topk(20), b.topk(20), a.topk(5)).to_dict()
+    assert ((bm25 % 20 | dense % 20) % 10)(q).to_dict() == rrf(a.topk(20), b.topk(20)).topk(10).to_dict()
+    assert CombSUM(bm25 % 20, dense % 20)(q).to_dict() == combsum(a.topk(20), b.topk(20)).to_dict()
+    assert CombMNZ(bm25 % 20, dense % 20)(q).to_dict() == combmnz(a.topk(20), b.topk(20)).to_dict()
+    assert Linear(bm25 % 20, dense % 20, alpha=0.7)(q).to_dict() == \
+        linear(a.topk(20), b.topk(20), 0.7).to_dict()
+    assert (bm25 | dense).name.startswith("rrf(")
+
+
+def test_hybrid_retriever(adi, bm25, dense):
+    hyb = Hybrid(bm25, dense, depth=30)
+    q = adi.queries
+    run = hyb.retrieve(q, 10)
+    expect = rrf(bm25.retrieve(q, 30), dense.retrieve(q, 30)).topk(10)
+    _assert_same(run, expect, rel=1e-6)
+    assert [run.query(x)[0].tolist() for x in q.ids] == [expect.query(x)[0].tolist() for x in q.ids]
+    docs, scores = hyb.search_batch(["", "computer"], 5)
+    assert (docs[0] == -1).all() and (docs[1] >= 0).all()
+    other = BM25(BM25Index.build(adi.collection.head(10)))
+    with pytest.raises(IndexMismatchError):
+        Hybrid(other, dense)
