@@ -31,8 +31,10 @@ import numpy as np
 from limelight._io import atomic_dir, atomic_path
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
+from limelight.data.queries import Queries
+from limelight.data.run import Run
 from limelight.errors import FormatError, IndexMismatchError, LimelightError
-from limelight.retrieval.base import Retriever
+from limelight.retrieval.base import Retriever, Stage
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm", "default"}
@@ -504,3 +506,32 @@ class DenseRetriever(Retriever):
             docs[blank] = -1
             scores[blank] = -np.inf
         return docs, scores
+
+
+class DenseRescorer(Stage):
+    """Re-score an input run with dense similarity: ``bm25 % 100 >> DenseRescorer(dense)``.
+
+    Each (query, document) pair of the input run gets the inner product of the query's and the
+    document's embeddings (one vectorized product over all pairs); documents the dense index
+    lacks are dropped.
+    """
+
+    def __init__(self, retriever: DenseRetriever, name: str = "dense-rescore"):
+        self.retriever = retriever
+        self.name = name
+
+    def transform(self, queries: Queries, run: Run | None = None) -> Run:
+        if run is None:
+            raise LimelightError(f"{self.name} re-scores a run: put a first stage before it (a >> b)")
+        index = self.retriever.index
+        run = run.with_doc_map(index.doc_ids, drop_unknown=True)
+        qpos = queries.ids.encode(run.qids.strings.tolist(), missing=-1)
+        if (qpos[np.unique(run.q)] < 0).any():
+            missing = run.qids[int(np.flatnonzero(qpos < 0)[0])]
+            raise LimelightError(f"{self.name}: run query {missing!r} is not among the queries")
+        used = np.unique(run.q)
+        qv = np.zeros((run.n_queries, index.dim), dtype=np.float32)
+        qv[used] = self.retriever.encode_queries(queries.texts[qpos[used]].tolist())
+        emb = index.embeddings
+        score = np.einsum("ij,ij->i", qv[run.q], emb[run.d].astype(np.float32))
+        return Run.from_codes(run.qids, run.docids, run.q, run.d, score, self.name)

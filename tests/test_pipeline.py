@@ -1,0 +1,134 @@
+"""Pipeline operators (``%``, ``>>``, ``|``) on real retrievers, and the PyTerrier adapter's
+frame conversions and missing-dependency error (PyTerrier itself is not installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from limelight.data import Queries, Run, load_dataset
+from limelight.errors import FormatError, LimelightError
+from limelight.retrieval.base import Cutoff, Stage, Then
+from limelight.retrieval.bm25 import BM25, BM25Index
+from limelight.retrieval.dense import DenseIndex, DenseRescorer, DenseRetriever, Encoder
+from limelight.retrieval.fusion import RRF, rrf
+from limelight.retrieval.pyterrier import (
+    INSTALL_HINT,
+    queries_from_frame,
+    queries_to_frame,
+    run_from_frame,
+    run_to_frame,
+    to_pyterrier,
+)
+
+
+class Negate(Stage):
+    """A toy re-ranker: reverses the input ranking."""
+
+    name = "negate"
+
+    def transform(self, queries: Queries, run: Run | None = None) -> Run:
+        assert run is not None
+        return Run.from_codes(run.qids, run.docids, run.q, run.d, -run.score, self.name)
+
+
+@pytest.fixture(scope="module")
+def adi():
+    return load_dataset("adi")
+
+
+@pytest.fixture(scope="module")
+def bm25(adi):
+    return BM25(BM25Index.build(adi.collection))
+
+
+@pytest.fixture(scope="module")
+def dense(adi, tmp_path_factory):
+    enc = Encoder()
+    return DenseRetriever(DenseIndex.build(adi.collection, enc,
+                                           cache_dir=tmp_path_factory.mktemp("emb")), enc)
+
+
+def test_cutoff_and_then(adi, bm25):
+    q = adi.queries
+    full = bm25.retrieve(q)
+    cut = (bm25 % 5)(q)
+    assert isinstance(bm25 % 5, Cutoff) and (cut.depths() <= 5).all()
+    assert cut.to_dict() == full.topk(5).to_dict()
+    pipe = bm25 % 5 >> Negate()
+    assert isinstance(pipe, Then) and pipe.name == f"{bm25.name}%5>>negate"
+    out = pipe(q)
+    for qid in ["1", "7"]:
+        docs, _ = out.query(qid)
+        ref, _ = full.topk(5).query(qid)
+        assert set(docs) == set(ref)
+    # cut after re-ranking keeps the re-ranker's top
+    assert ((bm25 % 5 >> Negate()) % 2)(q).to_dict() == out.topk(2).to_dict()
+
+
+def test_dense_rescorer_pipeline(adi, bm25, dense):
+    q = adi.queries
+    out = (bm25 % 10 >> DenseRescorer(dense))(q)
+    first = bm25.retrieve(q, 10)
+    assert len(out) == len(first)
+    # the re-scored values are the dense inner products of the same pairs
+    qv = dense.encode_queries(q.texts.tolist())
+    d = out.with_doc_map(dense.doc_ids)
+    expect = np.einsum("ij,ij->i", qv[q.ids.encode(d.qids.decode(d.q))],
+                       dense.index.embeddings[d.d])
+    np.testing.assert_allclose(d.score, expect, atol=1e-5)
+    with pytest.raises(LimelightError, match="first stage"):
+        DenseRescorer(dense)(q)
+
+
+def test_fusion_of_pipelines(adi, bm25, dense):
+    q = adi.queries
+    hybrid = (bm25 % 20 >> DenseRescorer(dense)) | dense % 20
+    assert isinstance(hybrid, RRF)
+    expect = rrf((bm25 % 20 >> DenseRescorer(dense))(q), dense.retrieve(q, 20))
+    assert hybrid(q).to_dict() == expect.to_dict()
+
+
+# ---- PyTerrier frames ------------------------------------------------------------------------
+def test_pyterrier_missing_is_one_line_error(bm25):
+    assert importlib.util.find_spec("pyterrier") is None
+    with pytest.raises(LimelightError) as e:
+        to_pyterrier(bm25 % 10)
+    assert str(e.value) == INSTALL_HINT and "\n" not in str(e.value)
+
+
+def test_queries_frames_roundtrip(adi):
+    df = queries_to_frame(adi.queries)
+    assert list(df.columns) == ["qid", "query"] and len(df) == 35
+    back = queries_from_frame(df)
+    assert back.ids == adi.queries.ids and back.texts.tolist() == adi.queries.texts.tolist()
+    # a results frame (qid repeated) yields each query once
+    res = pd.DataFrame({"qid": ["1", "1", "2"], "query": ["a", "a", "b"], "docno": ["x", "y", "x"],
+                        "score": [1.0, 0.5, 2.0], "rank": [0, 1, 0]})
+    q = queries_from_frame(res)
+    assert list(q.ids) == ["1", "2"] and q.texts.tolist() == ["a", "b"]
+    with pytest.raises(FormatError, match="query"):
+        queries_from_frame(pd.DataFrame({"qid": ["1"]}))
+
+
+def test_run_frames_roundtrip(adi, bm25):
+    run = bm25.retrieve(adi.queries, 10)
+    df = run_to_frame(run, adi.queries)
+    assert list(df.columns) == ["qid", "query", "docno", "score", "rank"]
+    assert df.groupby("qid")["rank"].min().eq(0).all()  # PyTerrier ranks are 0-based
+    assert df["query"].iloc[0] == adi.queries[df["qid"].iloc[0]]
+    back = run_from_frame(df, name=run.name)
+    assert back.to_dict() == run.to_dict()
+    # the rank column is ignored: ranks come from scores
+    shuffled = df.sample(frac=1.0, random_state=0).assign(rank=0)
+    assert run_from_frame(shuffled).to_dict() == run.to_dict()
+    assert (run_to_frame(run, rank_base=1)["rank"] >= 1).all()
+    # a query kept with no result (docno NaN) stays, with no documents
+    empty = pd.DataFrame({"qid": ["1", "2"], "docno": ["d", None], "score": [1.0, np.nan]})
+    r = run_from_frame(empty)
+    assert r.n_queries == 2 and len(r) == 1
+    with pytest.raises(FormatError, match="docno"):
+        run_from_frame(pd.DataFrame({"qid": ["1"], "score": [1.0]}))
