@@ -241,40 +241,51 @@ class BM25(Retriever):
     def query_vectors(self, texts: Sequence[str]) -> sp.csr_matrix:
         """Analyze query texts into a ``(n, V)`` CSR matrix of query term counts (float32);
         terms outside the vocabulary are dropped (a term repeated in a query counts twice)."""
+        qptr, qterms, qw = self._encode(texts)
+        m = sp.csr_matrix((qw, qterms, qptr), shape=(len(qptr) - 1, self.index.n_terms))
+        m.sum_duplicates()
+        return m
+
+    def _encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Raw query CSR (``qptr``, ``qterms``, weights 1): every known token in query order,
+        repeats kept, as bm25s adds a repeated token's weight once per occurrence."""
         rows, codes, terms = analyze_flat(self.index.analyzer, texts)
-        return self._count_matrix(len(texts), rows, codes, terms)
+        get = self.index.vocabulary._index.get
+        lut = np.fromiter((get(t, -1) for t in terms), dtype=np.int32, count=len(terms))
+        ids = lut[codes]
+        keep = ids >= 0
+        qptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows[keep], minlength=len(texts)), out=qptr[1:])
+        qterms = np.ascontiguousarray(ids[keep])
+        return qptr, qterms, np.ones(len(qterms), dtype=np.float32)
 
     def token_vectors(self, tokens: Sequence[Sequence[str]]) -> sp.csr_matrix:
         """Already analyzed queries (lists of terms) → ``(n, V)`` CSR count matrix."""
         rows, codes, terms = _intern(tokens)
-        return self._count_matrix(len(tokens), rows, codes, terms)
-
-    def _count_matrix(self, n: int, rows: np.ndarray, codes: np.ndarray,
-                      terms: list[str]) -> sp.csr_matrix:
         get = self.index.vocabulary._index.get
-        lut = np.fromiter((get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
+        lut = np.fromiter((get(t, -1) for t in terms), dtype=np.int32, count=len(terms))
         ids = lut[codes]
         keep = ids >= 0
-        V = max(self.index.n_terms, 1)
-        key, counts = np.unique(rows[keep] * V + ids[keep], return_counts=True)
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(key // V, minlength=n), out=indptr[1:])
-        return sp.csr_matrix((counts.astype(np.float32), (key % V).astype(np.int32), indptr),
-                             shape=(n, self.index.n_terms))
+        m = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], ids[keep])),
+                          shape=(len(tokens), self.index.n_terms))
+        m.sum_duplicates()
+        return m
 
     # ---- search ------------------------------------------------------------------------------
     def search_batch(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` for many query texts at once: ``(docs int32 (n, k), scores float32 (n, k))``;
         rows best first (ties: lower doc code first), padded with ``-1``/``0``. Empty queries
         and queries without a known term retrieve nothing."""
-        return self.search_vectors(self.query_vectors(texts), k)
+        return self._search(*self._encode(texts), _check_k(k))
 
     def search_vectors(self, queries: sp.csr_matrix | sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` for weighted query vectors: a ``(n, V)`` sparse matrix over the vocabulary
         whose entries multiply the term weights (``s(q, d) = Σ_t q[t] · w(t, d)``). Used by
         reverse search (documents issued as weighted queries). Same output as ``search_batch``."""
-        k = _check_k(k)
-        qptr, qterms, qw = self._canonical(queries)
+        return self._search(*self._canonical(queries), _check_k(k))
+
+    def _search(self, qptr: np.ndarray, qterms: np.ndarray, qw: np.ndarray,
+                k: int) -> tuple[np.ndarray, np.ndarray]:
         n_threads = self._threads()
         w = self.weights
         with _numba_threads(n_threads):
@@ -284,11 +295,14 @@ class BM25(Retriever):
     def score(self, texts: Sequence[str], docs: np.ndarray) -> np.ndarray:
         """BM25 scores of given documents: ``docs`` is ``(n, m)`` int doc codes aligned with
         ``texts`` (or ``(m,)``, the same documents for every query); ``-1`` scores 0."""
-        return self.score_vectors(self.query_vectors(texts), docs)
+        return self._score(*self._encode(texts), docs)
 
     def score_vectors(self, queries: sp.csr_matrix | sp.csr_array, docs: np.ndarray) -> np.ndarray:
         """Like ``score`` for weighted query vectors (see ``search_vectors``)."""
-        qptr, qterms, qw = self._canonical(queries)
+        return self._score(*self._canonical(queries), docs)
+
+    def _score(self, qptr: np.ndarray, qterms: np.ndarray, qw: np.ndarray,
+               docs: np.ndarray) -> np.ndarray:
         n = len(qptr) - 1
         docs = np.asarray(docs)
         if docs.ndim == 1:
@@ -389,7 +403,7 @@ def analyze_flat(analyzer: Analyzer, texts: Sequence[str]) -> tuple[np.ndarray, 
     if analyzer.lowercase:
         joined = joined.lower()
     toks = _JOINED_RE.findall(joined)
-    words = list(dict.fromkeys(toks))
+    words = list(set(toks))
     # each distinct word is already a lowercased regex token: only stopwords and stems remain
     stop = analyzer._stop
     kept = [w for w in words if w not in stop and w != "\x00"]
