@@ -126,7 +126,7 @@ def main() -> None:
 
     p = args.threads
     print()
-    print(f"| engine | queries/s | ratio to bm25s (numba, 1 thread) |")
+    print("| engine | queries/s | ratio to bm25s (numba, 1 thread) |")
     print("|---|---|---|")
     rows = [
         ("limelight, 1 thread, end to end (analysis included)", qps["ll1"]),
