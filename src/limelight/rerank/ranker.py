@@ -1,0 +1,217 @@
+"""A trained neural ranker (model + vocabulary), its checkpoints, and the re-ranking stage."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from limelight._io import atomic_path
+from limelight.data.collection import Collection
+from limelight.data.queries import Queries
+from limelight.data.run import Run
+from limelight.errors import LimelightError
+from limelight.rerank.models import (
+    KernelRanker,
+    KNRMConfig,
+    TKConfig,
+    build_model,
+    config_from_dict,
+    config_to_dict,
+)
+from limelight.rerank.vocab import EncodedTexts, Vocabulary, VocabularyMismatchError, glove_matrix
+from limelight.retrieval.base import Stage
+
+FORMAT = "limelight-rerank/1"
+
+
+@dataclass
+class NeuralRanker:
+    """A kernel model with the vocabulary its embedding rows belong to."""
+
+    model: KernelRanker
+    vocab: Vocabulary
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, config: TKConfig | KNRMConfig, vocab: Vocabulary, seed: int = 0) -> NeuralRanker:
+        """A fresh model with GloVe 6B 50d initial embeddings (seeded)."""
+        torch.manual_seed(seed)
+        emb, coverage = glove_matrix(vocab, seed)
+        model = build_model(config, torch.from_numpy(emb))
+        return cls(model, vocab, {"glove_coverage": coverage, "seed": seed})
+
+    @property
+    def config(self) -> TKConfig | KNRMConfig:
+        return self.model.config
+
+    @property
+    def name(self) -> str:
+        c = self.config
+        return f"tk{c.n_layers}" if isinstance(c, TKConfig) else "knrm"
+
+    def encode_queries(self, texts) -> EncodedTexts:
+        return self.vocab.encode(list(texts), self.config.max_query_len)
+
+    def encode_docs(self, texts) -> EncodedTexts:
+        return self.vocab.encode(list(texts), self.config.max_doc_len)
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write model weights, config and vocabulary to ``path`` atomically."""
+        path = Path(path)
+        state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        blob = {"format": FORMAT, "config": config_to_dict(self.config),
+                "vocab": self.vocab.to_dict(), "fingerprint": self.vocab.fingerprint,
+                "state_dict": state, "meta": self.meta}
+        with atomic_path(path) as tmp:
+            torch.save(blob, tmp)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, vocab: Vocabulary | None = None,
+             map_location: str | torch.device = "cpu") -> NeuralRanker:
+        """Read a checkpoint. If ``vocab`` is given it must be the checkpoint's vocabulary
+        (else :class:`VocabularyMismatchError`)."""
+        path = Path(path)
+        if not path.is_file():
+            raise LimelightError(f"{path}: no such checkpoint")
+        try:
+            blob = torch.load(path, map_location=map_location, weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unpickling failure is a user error here
+            raise LimelightError(f"{path}: not a limelight re-ranker checkpoint ({type(e).__name__})") from None
+        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+            raise LimelightError(f"{path}: not a limelight re-ranker checkpoint (format {FORMAT} expected)")
+        own = Vocabulary.from_dict(blob["vocab"])
+        if vocab is not None:
+            vocab.check_same(own, where=str(path))
+        config = config_from_dict(blob["config"])
+        emb = blob["state_dict"]["embedding.weight"]
+        if emb.shape[0] != len(own):
+            raise VocabularyMismatchError(
+                f"{path}: embedding has {emb.shape[0]} rows but its vocabulary {len(own)}")
+        model = build_model(config, torch.zeros_like(emb))
+        model.load_state_dict(blob["state_dict"])
+        model.eval()
+        return cls(model, own, dict(blob.get("meta", {})))
+
+    def load_weights(self, path: str | os.PathLike) -> None:
+        """Load a checkpoint's weights into this ranker (vocabularies must match)."""
+        other = NeuralRanker.load(path, vocab=self.vocab)
+        self.model.load_state_dict(other.model.state_dict())
+
+
+class PairScorer:
+    """Batched inference of a ranker over (query row, document row) pairs of encoded texts."""
+
+    def __init__(self, ranker: NeuralRanker, batch_size: int = 256,
+                 device: str | torch.device | None = None):
+        if batch_size < 1:
+            raise LimelightError(f"batch_size must be ≥ 1, got {batch_size}")
+        self.ranker = ranker
+        self.batch_size = batch_size
+        self.device = torch.device(device) if device else next(ranker.model.parameters()).device
+        self.last_model_seconds = 0.0
+
+    @torch.no_grad()
+    def score(self, q_enc: EncodedTexts, d_enc: EncodedTexts, q_rows: np.ndarray,
+              d_rows: np.ndarray) -> np.ndarray:
+        """Scores (float64) of pairs ``(q_rows[i], d_rows[i])``; ``last_model_seconds`` keeps
+        the time spent in the model (tensor work only, no tokenization)."""
+        fp = self.ranker.vocab.fingerprint
+        if q_enc.fingerprint != fp or d_enc.fingerprint != fp:
+            raise VocabularyMismatchError("texts were encoded with another vocabulary than the model's")
+        model = self.ranker.model.to(self.device)
+        was_training = model.training
+        model.eval()
+        out = np.empty(len(d_rows), dtype=np.float64)
+        t_model = 0.0
+        try:
+            uq, q_inv = np.unique(q_rows, return_inverse=True)
+            t0 = time.perf_counter()
+            q_ids = torch.from_numpy(q_enc.take(uq)).to(self.device)
+            q_all, qm_all = [], []
+            for s in range(0, len(uq), 1024):
+                q, qm = model.encode(q_ids[s:s + 1024])
+                q_all.append(q)
+                qm_all.append(qm)
+            q_rep, q_msk = torch.cat(q_all), torch.cat(qm_all)
+            t_model += time.perf_counter() - t0
+            order = np.argsort(d_enc.lengths[d_rows], kind="stable")  # similar lengths together
+            for s in range(0, len(order), self.batch_size):
+                sel = order[s:s + self.batch_size]
+                d_ids = torch.from_numpy(d_enc.take(d_rows[sel])).to(self.device)
+                qi = torch.from_numpy(q_inv[sel]).to(self.device)
+                t0 = time.perf_counter()
+                d, dm = model.encode(d_ids)
+                sc = model.score_encoded(q_rep[qi], q_msk[qi], d, dm)
+                out[sel] = sc.double().cpu().numpy()
+                t_model += time.perf_counter() - t0
+        finally:
+            model.train(was_training)
+        self.last_model_seconds = t_model
+        return out
+
+
+class KernelReranker(Stage):
+    """Re-ranks any first-stage run with a neural ranker: ``bm25 % 100 >> KernelReranker(...)``.
+
+    The top ``depth`` documents of each query (all when ``depth`` is None) get the model's score;
+    documents below ``depth`` keep their first-stage order below all re-ranked ones.
+    """
+
+    def __init__(self, ranker: NeuralRanker, collection: Collection, depth: int | None = None,
+                 batch_size: int = 256, device: str | torch.device | None = None):
+        if depth is not None and depth < 1:
+            raise LimelightError(f"depth must be ≥ 1, got {depth}")
+        self.ranker = ranker
+        self.collection = collection
+        self.depth = depth
+        self.scorer = PairScorer(ranker, batch_size, device)
+        self.name = ranker.name
+        self._docs: EncodedTexts | None = None
+        self.last_model_seconds = 0.0
+
+    @property
+    def encoded_docs(self) -> EncodedTexts:
+        """The collection's token ids (computed once)."""
+        if self._docs is None:
+            self._docs = self.ranker.encode_docs(self.collection.texts.tolist())
+        return self._docs
+
+    def transform(self, queries: Queries, run: Run | None = None) -> Run:
+        if run is None:
+            raise LimelightError(f"{self.name}: a re-ranker needs an input run (e.g. bm25 % 100 >> {self.name})")
+        if len(run) == 0:
+            raise LimelightError(f"{self.name}: empty candidate list: the input run {run.name!r} has no documents")
+        d_rows = self.collection.ids.encode(run.docids.strings, missing=-1)[run.d]
+        if (d_rows < 0).any():
+            bad = run.docids.decode(run.d[d_rows < 0])
+            raise LimelightError(
+                f"{self.name}: run {run.name!r} references {len(set(bad.tolist()))} document(s) missing "
+                f"from collection {self.collection.name!r} (e.g. {bad[0]!r})")
+        q_rows_all = queries.ids.encode(run.qids.strings, missing=-1)
+        q_rows = q_rows_all[run.q]
+        if (q_rows < 0).any():
+            bad = run.qids.decode(run.q[q_rows < 0])
+            raise LimelightError(f"{self.name}: run {run.name!r} has query {bad[0]!r} that is not in the queries")
+        ranks = run.ranks()
+        top = ranks <= self.depth if self.depth is not None else np.ones(len(run), dtype=bool)
+        q_enc = self.ranker.encode_queries(queries.texts.tolist())
+        scores = np.empty(len(run), dtype=np.float64)
+        scores[top] = self.scorer.score(q_enc, self.encoded_docs, q_rows[top], d_rows[top])
+        self.last_model_seconds = self.scorer.last_model_seconds
+        if not top.all():
+            # below-depth documents: below every re-ranked score of their query, in input order
+            lo = np.full(run.n_queries, np.inf)
+            np.minimum.at(lo, run.q[top], scores[top])
+            lo[~np.isfinite(lo)] = 0.0
+            rest = ~top
+            scores[rest] = lo[run.q[rest]] - 1.0 - (ranks[rest] - self.depth) * 1e-3
+        out = Run.from_codes(run.qids, run.docids, run.q, run.d, scores, self.name)
+        out.meta["model_seconds"] = self.last_model_seconds
+        return out
