@@ -145,6 +145,7 @@ class Encoder:
                 raise LimelightError(f"{name}: not a sentence-transformers model folder")
         self.name = name
         self.path = path
+        self.truncate_dim = truncate_dim
         self.batch_size = int(batch_size)
         self.normalize = bool(normalize)
         self.device = device
@@ -159,7 +160,6 @@ class Encoder:
         dim = get_dim()
         self.dim = int(dim if dim is not None else self._model.encode(["x"]).shape[1])
         self.fingerprint = _folder_fingerprint(path) if path is not None else name
-        self._identity_key = f"{self.fingerprint}:{self.dim}:{int(self.normalize)}"
 
     @staticmethod
     def _load(name: str, path: Path | None, device: str, truncate_dim: int | None):
@@ -186,8 +186,9 @@ class Encoder:
 
     def identity(self) -> dict[str, Any]:
         """What decides whether two encoders produce comparable vectors (stored in indexes)."""
-        return {"model": self.name, "fingerprint": self.fingerprint, "dim": self.dim,
-                "normalize": self.normalize, "max_seq_length": self.max_seq_length}
+        return {"model": self.name, "path": None if self.path is None else str(self.path),
+                "fingerprint": self.fingerprint, "dim": self.dim, "normalize": self.normalize,
+                "max_seq_length": self.max_seq_length, "truncate_dim": self.truncate_dim}
 
     def compatible_with(self, identity: dict[str, Any]) -> bool:
         """True when vectors of this encoder live in the same space as those of ``identity``."""
@@ -236,7 +237,9 @@ class Encoder:
             return self.encode(collection.texts.tolist(), show_progress=show_progress,
                                description=f"encoding {collection.name}")
         fp = collection_fingerprint(collection)
-        key = hashlib.sha256(json.dumps({**self.identity(), "collection": fp,
+        ident = {k: self.identity()[k] for k in ("model", "fingerprint", "dim", "normalize",
+                                                   "max_seq_length")}
+        key = hashlib.sha256(json.dumps({**ident, "collection": fp,
                                          "dtype": cache_dtype}, sort_keys=True).encode()).hexdigest()[:20]
         stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in collection.name)
         base = Path(cache_dir) / f"{stem}-{key}"
@@ -476,9 +479,12 @@ class DenseRetriever(Retriever):
         ident = index.encoder_identity
         if encoder is None:
             model = ident.get("model")
+            if model != DEFAULT_MODEL and ident.get("path") and Path(ident["path"]).is_dir():
+                model = ident["path"]
             encoder = Encoder(None if model == DEFAULT_MODEL else model,
                               max_seq_length=ident.get("max_seq_length") or None,
-                              normalize=ident.get("normalize", True))
+                              normalize=ident.get("normalize", True),
+                              truncate_dim=ident.get("truncate_dim"))
         if not encoder.compatible_with(ident):
             raise IndexMismatchError(
                 f"dense index was built with {ident.get('model')!r} (dim {ident.get('dim')}), "
