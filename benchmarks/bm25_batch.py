@@ -102,9 +102,9 @@ def main() -> None:
         times["ll1k"].append(t)
         t, res_bm = _timed(lambda: bm.retrieve(q_ids, k=k, n_threads=1, show_progress=False), "bm")
         times["bm"].append(t)
-        t, res_llm = _timed(lambda: many.search_batch(texts, k))
+        t, res_llm = _timed(lambda: many.search_batch(texts, k), f"ll{args.threads}")
         times[f"ll{args.threads}"].append(t)
-        t, _ = _timed(lambda: many.search_vectors(vectors, k))
+        t, _ = _timed(lambda: many.search_vectors(vectors, k), f"ll{args.threads}k")
         times[f"ll{args.threads}k"].append(t)
         assert np.array_equal(res_llm[0], res_ll[0]) and np.array_equal(res_llm[1], res_ll[1])
 
@@ -164,6 +164,10 @@ def main() -> None:
           f"limelight end to end {cpu['ll1']:,.0f} q/s ({cpu['ll1'] / cpu['bm']:.2f}× bm25s), "
           f"kernel only {cpu['ll1k']:,.0f} q/s ({cpu['ll1k'] / cpu['bm']:.2f}×), "
           f"bm25s {cpu['bm']:,.0f} q/s")
+    print(f"CPU seconds (median) of the {p}-thread runs / the 1-thread runs: end to end "
+          f"{cpu['ll1'] / cpu[f'll{p}']:.2f}, kernel only {cpu['ll1k'] / cpu[f'll{p}k']:.2f} "
+          f"(1.00 = the parallel runs do no extra work; on an idle machine their wall-clock "
+          f"speedup is bounded by {p}× this ratio)")
     print(f"limelight / rank_bm25: {qps['ll1'] / qps['okapi']:,.0f}× (1 thread, end to end)")
     print(f"medians of {args.repeats} interleaved repeats; seconds per repeat: " +
           "; ".join(f"{n} " + ", ".join(f"{x:.2f}" for x in v) for n, v in times.items()))

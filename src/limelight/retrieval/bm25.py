@@ -214,7 +214,8 @@ class BM25Index:
 class BM25(Retriever):
     """BM25 retrieval over a ``BM25Index`` (``k1``/``b`` default to the index's, 0.9/0.4).
 
-    ``threads`` sets numba's thread count for the search kernels (``None``: all cores).
+    ``threads`` sets numba's thread count for the search kernels (``None``: all cores; capped
+    at ``numba.config.NUMBA_NUM_THREADS``). Results do not depend on the thread count.
     """
 
     def __init__(self, index: BM25Index, k1: float | None = None, b: float | None = None,
@@ -229,7 +230,6 @@ class BM25(Retriever):
         self.threads = threads
         self.doc_ids = index.doc_ids
         self.name = f"bm25(k1={self.k1:g},b={self.b:g})"
-        self._term_index: dict[str, int] | None = None
         self._doc_rows: sp.csr_matrix | None = None
 
     @property
