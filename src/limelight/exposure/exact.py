@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -123,10 +124,33 @@ def _shard_table(q: np.ndarray, d: np.ndarray, rank: np.ndarray, score: np.ndarr
     })
 
 
-def _rows_from_topk(docs: np.ndarray, scores: np.ndarray, q0: int
+def _break_ties(docs: np.ndarray, scores: np.ndarray, lex: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder rows that contain tied scores as ``Run`` orders them (trec_eval's rule: score
+    descending, then doc id descending); only the rows with ties are touched."""
+    valid = docs >= 0
+    tie = (scores[:, 1:] == scores[:, :-1]) & valid[:, 1:]
+    rows = np.flatnonzero(tie.any(axis=1))
+    if len(rows) == 0:
+        return docs, scores
+    sd, ss = docs[rows], scores[rows]
+    key_s = np.where(sd >= 0, -ss.astype(np.float64), np.inf)  # padding last
+    key_l = np.where(sd >= 0, -lex[np.maximum(sd, 0)], 0)
+    order = np.lexsort((key_l, key_s), axis=-1)
+    docs, scores = docs.copy(), scores.copy()
+    docs[rows] = np.take_along_axis(sd, order, axis=1)
+    scores[rows] = np.take_along_axis(ss, order, axis=1)
+    return docs, scores
+
+
+def _rows_from_topk(docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows (q, d, 1-based rank, score) of padded top-k arrays whose first row is query ``q0``."""
+    """Rows (q, d, 1-based rank, score) of padded top-k arrays whose first row is query ``q0``;
+    with ``lex`` (the doc ids' lexical ranks) tied scores are ordered as in a ``Run``."""
     docs = np.asarray(docs)
+    scores = np.asarray(scores, dtype=np.float32)
+    if lex is not None:
+        docs, scores = _break_ties(docs, scores, lex)
     n, k = docs.shape
     mask = docs >= 0
     if mask.all():
@@ -186,6 +210,38 @@ class _ShardWriter:
         self.t.join()
         if self.error is not None:
             raise self.error
+
+
+class _DeferredInterrupt:
+    """Within the shard loop, Ctrl-C (SIGINT) sets a flag that the loop checks between batches,
+    so that an interrupt never lands inside a native kernel (numba turns it into a
+    ``SystemError``); a second Ctrl-C interrupts at once. Only active in the main thread."""
+
+    def __init__(self):
+        self.hit = False
+        self.prev = None
+
+    def __enter__(self) -> _DeferredInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self.prev = signal.getsignal(signal.SIGINT)
+            if self.prev is signal.default_int_handler:
+                signal.signal(signal.SIGINT, self._handler)
+            else:
+                self.prev = None
+        return self
+
+    def _handler(self, signum, frame) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+        self.hit = True
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        if self.prev is not None:
+            signal.signal(signal.SIGINT, self.prev)
 
 
 def shard_path(store: Path, i: int) -> Path:
@@ -301,7 +357,7 @@ class ExposureStore:
         q = self.queries.ids.lookup(qid)
         with self.connect() as con:
             rows = con.execute(
-                "SELECT do.docid, e.rank, e.score FROM exposure e JOIN documents do USING (d) "
+                "SELECT dc.docid, e.rank, e.score FROM exposure e JOIN documents dc USING (d) "
                 "WHERE e.q = ? ORDER BY e.rank", [q]).fetchall()
         return [{"docid": a, "rank": int(r), "score": float(s)} for a, r, s in rows]
 
@@ -312,32 +368,46 @@ class ExposureStore:
         return np.asarray(np.ma.filled(np.ma.asarray(t, dtype=np.float64), np.nan))
 
 
-def _load_database(store: Path, depth: int, art_indexes: bool = False) -> None:
-    """Build ``exposure.duckdb`` from the Parquet files (one statement per table), atomically."""
+def _query_info(q: np.ndarray, rank: np.ndarray, score: np.ndarray, nq: int,
+                depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query: the number of documents retrieved and the score at rank ``depth`` (NaN when
+    fewer were retrieved), from the exposure pairs."""
+    n_retrieved = np.bincount(q, minlength=nq).astype(np.int32)
+    threshold = np.full(nq, np.nan, dtype=np.float64)
+    at = rank == depth
+    threshold[q[at]] = score[at]
+    return n_retrieved, threshold
+
+
+def _load_database(store: Path, n_retrieved: np.ndarray, threshold: np.ndarray,
+                   art_indexes: bool = False) -> None:
+    """Build ``exposure.duckdb`` atomically: ``exposure`` from all Parquet shards in one
+    statement, ``queries`` (with ``n_retrieved`` and ``threshold``) and ``documents``."""
     import duckdb
 
     final = store / DB_NAME
+    info = pa.table({"q": pa.array(np.arange(len(n_retrieved), dtype=np.int32)),
+                     "n_retrieved": pa.array(n_retrieved),
+                     "threshold": pa.array(threshold, from_pandas=True)})
     with atomic_path(final) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
         try:
-            glob = str(store / "shards" / SHARD_GLOB)
-            con.execute(f"CREATE TABLE documents AS SELECT d, docid FROM read_parquet('{store / 'documents.parquet'}') ORDER BY d")
-            # clustered by document: DuckDB's per-row-group min/max (zone maps) make the lookup
-            # "which queries expose d" read one or two row groups; ART indexes on 7.7M rows cost
-            # seconds (see docs/results-exposure.md), so they are optional
-            con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}') "
-                        "ORDER BY d, rank, q")
+            glob = str(store / "shards" / SHARD_GLOB).replace("'", "''")
+            qpath = str(store / "queries.parquet").replace("'", "''")
+            dpath = str(store / "documents.parquet").replace("'", "''")
+            # shards are in query order, so DuckDB's per-row-group min/max (zone maps) serve
+            # "what does query q expose" directly; "which queries expose d" scans (~10-20 ms for
+            # 9M pairs) unless art_indexes adds ART indexes (seconds to build on 9M pairs)
+            con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
+            con.register("query_info", info)
             con.execute(
-                f"CREATE TABLE queries AS SELECT qu.q, qu.qid, qu.text, qu.weight, "
-                f"coalesce(e.n_retrieved, 0)::INTEGER AS n_retrieved, e.threshold "
-                f"FROM read_parquet('{store / 'queries.parquet'}') qu LEFT JOIN "
-                f"(SELECT q, count(*) AS n_retrieved, max(score) FILTER (WHERE rank = {int(depth)}) "
-                f"AS threshold FROM exposure GROUP BY q) e USING (q) ORDER BY qu.q")
+                f"CREATE TABLE queries AS SELECT qu.q, qu.qid, qu.text, qu.weight, i.n_retrieved, "
+                f"i.threshold FROM read_parquet('{qpath}') qu JOIN query_info i USING (q) ORDER BY qu.q")
+            con.unregister("query_info")
+            con.execute(f"CREATE TABLE documents AS SELECT d, docid FROM read_parquet('{dpath}') ORDER BY d")
             con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
-            con.execute("CREATE UNIQUE INDEX queries_qid ON queries (qid)")
             con.execute("CREATE UNIQUE INDEX documents_d ON documents (d)")
-            con.execute("CREATE UNIQUE INDEX documents_docid ON documents (docid)")
             if art_indexes:
                 con.execute("CREATE INDEX exposure_d ON exposure (d)")
                 con.execute("CREATE INDEX exposure_q ON exposure (q)")
@@ -450,47 +520,54 @@ def compute_exposure(
         progress(done, nq)
     texts = queries.texts
     bs = batch_size or shard_size
+    lex = doc_ids.lexical_rank() if has_batch and todo else None
     timings = {"retrieve_s": 0.0}
     writer = _ShardWriter(shards, depth)
     kept: dict[int, tuple] = {}
-    try:
-        for i in todo:
-            s, e = i * shard_size, min(nq, (i + 1) * shard_size)
-            parts = []
-            for b in range(s, e, bs):
-                be = min(e, b + bs)
-                t0 = time.perf_counter()
-                if has_batch:
-                    docs, scores = retriever.search_batch(texts[b:be].tolist(), depth)
-                    docs = np.asarray(docs)
-                    if docs.shape[0] != be - b:
-                        raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
-                    if docs.shape[1] > depth:
-                        docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
-                    if docs.size and int(docs.max()) >= len(doc_ids):
-                        raise LimelightError("retriever returned a document code outside its collection")
-                    parts.append(_rows_from_topk(docs, scores, b))
-                else:
-                    sub = queries.take(np.arange(b, be))
-                    parts.append(_rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth))
-                timings["retrieve_s"] += time.perf_counter() - t0
-                if progress:
-                    done += be - b
-                    progress(done, nq)
-            rows = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
-            writer.put(shard_path(store, i), rows)
-            kept[i] = rows
-    finally:
-        writer.close()
+    with _DeferredInterrupt() as intr:
+        try:
+            for i in todo:
+                s, e = i * shard_size, min(nq, (i + 1) * shard_size)
+                parts = []
+                for b in range(s, e, bs):
+                    intr.check()
+                    be = min(e, b + bs)
+                    t0 = time.perf_counter()
+                    if has_batch:
+                        docs, scores = retriever.search_batch(texts[b:be].tolist(), depth)
+                        docs = np.asarray(docs)
+                        if docs.shape[0] != be - b:
+                            raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
+                        if docs.shape[1] > depth:
+                            docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
+                        if docs.size and int(docs.max()) >= len(doc_ids):
+                            raise LimelightError("retriever returned a document code outside its collection")
+                        parts.append(_rows_from_topk(docs, scores, b, lex))
+                    else:
+                        sub = queries.take(np.arange(b, be))
+                        parts.append(_rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth))
+                    timings["retrieve_s"] += time.perf_counter() - t0
+                    if progress:
+                        done += be - b
+                        progress(done, nq)
+                    intr.check()
+                rows = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
+                writer.put(shard_path(store, i), rows)
+                kept[i] = rows
+        finally:
+            writer.close()
     t0 = time.perf_counter()
-    if load:
-        _load_database(store, depth, art_indexes)
-        _write_manifest(store, {**manifest, "complete": True})
-    timings["load_s"] = time.perf_counter() - t0
-    st = ExposureStore.open(store, require_complete=load)
+    st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
     if len(kept) == n_shards:  # computed in this call: keep the pairs in memory for analysis
         st._pairs = tuple(np.concatenate([kept[i][j] for i in range(n_shards)]) for j in range(4))
-    st.manifest["timings"] = timings
+    kept.clear()
+    if load:
+        q, _, rank, score = st.pair_arrays()
+        _load_database(store, *_query_info(q, rank, score, nq, depth), art_indexes=art_indexes)
+        st.manifest["complete"] = True
+        _write_manifest(store, st.manifest)
+    timings["load_s"] = time.perf_counter() - t0
+    st.manifest = {**st.manifest, "timings": timings}
     return st
 
 

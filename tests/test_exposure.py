@@ -1,0 +1,307 @@
+"""Exact exposure store (limelight.exposure.exact) and its CLI, on real data."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from limelight.cli import app
+from limelight.data import Queries, load_catalog, load_dataset, load_query_log, write_trec_run
+from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
+from limelight.exposure import ExposureStore, compute_exposure, exposure_from_run, gini
+from limelight.exposure.cli import load_queries_file, open_retriever
+from limelight.retrieval.index_dir import build_index
+
+REPO = Path(__file__).resolve().parents[1]
+LIMELIGHT = [sys.executable, "-m", "limelight.cli"]
+
+
+@pytest.fixture(scope="module")
+def movies_index(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("idx") / "movies"
+    build_index(load_catalog("movies"), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def log_queries() -> Queries:
+    return load_query_log()
+
+
+@pytest.fixture(scope="module")
+def movies_store(movies_index, log_queries, tmp_path_factory):
+    retriever, fp, _ = open_retriever(movies_index, "bm25")
+    qs = log_queries.head(3000)
+    st = compute_exposure(retriever, qs, tmp_path_factory.mktemp("st") / "store", depth=20,
+                          shard_size=700, fingerprint=fp)
+    return retriever, qs, st
+
+
+def table(path: Path, sql: str):
+    with duckdb.connect(str(path / "exposure.duckdb"), read_only=True) as con:
+        return con.execute(sql).fetchdf()
+
+
+def test_store_holds_every_pair_of_the_run(movies_store):
+    retriever, qs, st = movies_store
+    run = retriever.retrieve(qs, 20)
+    q, d, rank, score = st.pair_arrays()
+    assert len(q) == len(run) > 0 and st.n_shards == 5
+    # same pairs, ranks and scores as the Run the retriever builds
+    got = sorted(zip(q.tolist(), d.tolist(), rank.tolist(), strict=True))
+    want = sorted(zip(qs.ids.encode(run.qids.decode(run.q)).tolist(), run.d.tolist(),
+                      run.ranks().tolist(), strict=True))
+    assert got == want
+    np.testing.assert_allclose(np.sort(score), np.sort(run.score.astype(np.float32)))
+    ex = table(st.path, "SELECT * FROM exposure")
+    assert len(ex) == len(run)
+    assert ex["rank"].min() == 1 and ex["rank"].max() == 20
+    qt = table(st.path, "SELECT * FROM queries ORDER BY q")
+    assert qt["qid"].tolist() == qs.ids.strings.tolist()
+    np.testing.assert_array_equal(qt["weight"].to_numpy(), qs.weights)
+    np.testing.assert_array_equal(qt["n_retrieved"].to_numpy(), np.bincount(q, minlength=len(qs)))
+    # the threshold is each query's score at rank n (NULL when fewer than n were retrieved)
+    thr = st.thresholds()
+    full = np.flatnonzero(run.depths() == 20)
+    for i in full[:50].tolist():
+        qi = qs.ids.lookup(run.qids[i])
+        assert thr[qi] == pytest.approx(run.score[run.offsets[i] + 19], rel=1e-6)
+    assert np.isnan(thr[qt["n_retrieved"].to_numpy() < 20]).all()
+    assert len(table(st.path, "SELECT * FROM documents")) == len(retriever.doc_ids)
+
+
+def test_lookups_and_sparse_view(movies_store):
+    retriever, qs, st = movies_store
+    m = st.ranks()
+    assert m.shape == (len(retriever.doc_ids), len(qs))
+    n_exp = st.n_exposing()
+    doc = int(np.argmax(n_exp))
+    docid = retriever.doc_ids[doc]
+    rows = st.exposing_queries(docid)
+    assert len(rows) == n_exp[doc] == m[doc].nnz
+    assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
+    r0 = rows[0]
+    assert r0["query"] == qs[r0["qid"]] and m[doc, qs.ids.lookup(r0["qid"])] == r0["rank"]
+    qid = r0["qid"]
+    docs = st.exposed_documents(qid)
+    assert [x["rank"] for x in docs] == list(range(1, len(docs) + 1))
+    assert docid in [x["docid"] for x in docs]
+    with pytest.raises(UnknownIdError):
+        st.exposing_queries("no such film")
+    # reopening from disk gives the same analysis as the in-memory pairs
+    st2 = ExposureStore.open(st.path)
+    for c, beta in [(10, None), (20, 0.5)]:
+        a, b = st.retrievability(c, beta), st2.retrievability(c, beta)
+        np.testing.assert_allclose(a.r, b.r)
+        assert a.gini == pytest.approx(gini(a.r)) and a.n_docs == len(retriever.doc_ids)
+    with pytest.raises(LimelightError, match="exceeds"):
+        st.retrievability(c=50)
+
+
+def test_callable_retriever_gives_the_same_store(movies_store, tmp_path):
+    retriever, qs, st = movies_store
+    run = retriever.retrieve(qs, 20)
+    st2 = exposure_from_run(run, qs, retriever.doc_ids, tmp_path / "fromrun", depth=20,
+                            shard_size=1000)
+    a = table(st.path, "SELECT q, d, rank FROM exposure ORDER BY q, rank")
+    b = table(st2.path, "SELECT q, d, rank FROM exposure ORDER BY q, rank")
+    assert a.equals(b)
+
+
+def test_resume_skips_finished_shards_and_rejects_other_stores(movies_index, log_queries, tmp_path):
+    retriever, fp, _ = open_retriever(movies_index, "bm25")
+    qs = log_queries.head(1000)
+    out = tmp_path / "store"
+    compute_exposure(retriever, qs, out, depth=10, shard_size=300, fingerprint=fp, load=False)
+    with pytest.raises(LimelightError, match="not finished"):
+        ExposureStore.open(out)
+    first = (out / "shards" / "part-00000.parquet").stat().st_mtime_ns
+    (out / "shards" / "part-00002.parquet").unlink()  # as if killed before this shard
+    st = compute_exposure(retriever, qs, out, depth=10, shard_size=300, fingerprint=fp)
+    assert (out / "shards" / "part-00000.parquet").stat().st_mtime_ns == first
+    assert st.manifest["complete"] and len(table(out, "SELECT * FROM exposure")) == len(retriever.retrieve(qs, 10))
+    with pytest.raises(IndexMismatchError, match="another query set"):
+        compute_exposure(retriever, qs.head(999), out, depth=10, shard_size=300, fingerprint=fp)
+    with pytest.raises(IndexMismatchError, match="another index"):
+        compute_exposure(retriever, qs, out, depth=10, shard_size=300, fingerprint="other")
+    with pytest.raises(IndexMismatchError, match="depth"):
+        compute_exposure(retriever, qs, out, depth=20, shard_size=300, fingerprint=fp)
+
+
+def test_bad_queries_write_nothing(movies_index, tmp_path):
+    retriever, fp, _ = open_retriever(movies_index, "bm25")
+    out = tmp_path / "store"
+    bad = [
+        (Queries.from_lists(["a", "b"], ["drama", "  "]), "empty"),
+        (Queries.from_lists([], []), "empty"),
+    ]
+    for qs, msg in bad:
+        with pytest.raises(LimelightError, match=msg):
+            compute_exposure(retriever, qs, out, depth=10, fingerprint=fp)
+        assert not out.exists()
+    qs = Queries.from_lists(["a", "b"], ["drama", "war"])
+    qs.weights = np.array([1.0, -2.0])
+    with pytest.raises(LimelightError, match="weight"):
+        compute_exposure(retriever, qs, out, depth=10, fingerprint=fp)
+    qs.weights = np.array([1.0, np.nan])
+    with pytest.raises(LimelightError, match="weight"):
+        compute_exposure(retriever, qs, out, depth=10, fingerprint=fp)
+    assert not out.exists()
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_compute_doc_query_retrievability(movies_index, log_queries, tmp_path):
+    qfile = tmp_path / "q.tsv"
+    qs = log_queries.head(2000)
+    qfile.write_text("".join(f"{i}\t{t}\n" for i, t in zip(qs.ids, qs.texts.tolist(), strict=True)))
+    out = tmp_path / "store"
+    runner = CliRunner()
+    r = runner.invoke(app, ["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+                            "--model", "bm25", "--depth", "100", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output.strip().splitlines()[-1])
+    assert (out / "exposure.duckdb").exists() and (out / "shards").is_dir()
+    st = ExposureStore.open(out)
+    docid = st.doc_ids[int(np.argmax(st.n_exposing()))]
+    r = runner.invoke(app, ["exposure", "doc", "--store", str(out), docid, "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert set(rows[0]) == {"qid", "query", "rank", "score"} and rows[0]["rank"] >= 1
+    assert [x["rank"] for x in rows] == sorted(x["rank"] for x in rows)
+    r = runner.invoke(app, ["exposure", "query", "--store", str(out), rows[0]["qid"], "--json"])
+    assert r.exit_code == 0 and docid in [x["docid"] for x in json.loads(r.output)]
+    rfile = tmp_path / "r.tsv"
+    r = runner.invoke(app, ["retrievability", "--store", str(out), "--c", "100", "--json",
+                            "--out", str(rfile)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["n_docs"] == 3201 == len(rfile.read_text().splitlines())
+    assert res["gini"] == pytest.approx(summary["gini@100"])
+    r = runner.invoke(app, ["retrievability", "--store", str(out), "--c", "10", "--beta", "0.5", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["beta"] == 0.5
+    # the same from a TREC run (its rank column) with the full docs list
+    retriever, _, _ = open_retriever(movies_index, "bm25")
+    run_file = tmp_path / "run.txt"
+    write_trec_run(retriever.retrieve(st.queries, 100), run_file)
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(st.doc_ids) + "\n")
+    r = runner.invoke(app, ["retrievability", "--run", str(run_file), "--docs", str(docs), "--c", "100",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    from_run = json.loads(r.output)
+    # a TSV query file has o_q = 1: compare with the store's r(d) under unit weights
+    unit = st.retrievability(100, weights=np.ones(len(st.queries)))
+    assert from_run["gini"] == pytest.approx(unit.gini, abs=1e-12)
+    assert from_run["n_docs"] == 3201
+
+
+def run_cli(args: list[str], **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run(LIMELIGHT + args, capture_output=True, text=True, env=env, **kw)
+
+
+def test_cli_errors_are_one_line(movies_index, tmp_path, data_dir):
+    qfile = tmp_path / "dup.tsv"
+    qfile.write_text("a\tdrama\na\twar\n")
+    out = tmp_path / "store"
+    # through the real entry point once: one line on stderr, exit status 2, nothing written
+    p = run_cli(["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+                 "--out", str(out)])
+    assert p.returncode == 2 and "duplicate query id 'a'" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not out.exists()
+    runner = CliRunner()
+
+    def fails(args: list[str], match: str) -> None:
+        r = runner.invoke(app, args)
+        assert r.exit_code != 0 and isinstance(r.exception, LimelightError), r.output
+        assert match in str(r.exception) and "\n" not in str(r.exception)
+
+    qfile.write_text("a\tdrama\nb\t \n")
+    fails(["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+           "--out", str(out)], "empty")
+    assert not out.exists()
+    # a store from another index
+    qfile.write_text("a\tdrama\nb\twar\n")
+    r = runner.invoke(app, ["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+                            "--out", str(out), "--depth", "5"])
+    assert r.exit_code == 0, r.output
+    other = tmp_path / "other_idx"
+    build_index(load_dataset(data_dir / "collections" / "adi").collection, other)
+    fails(["exposure", "compute", "--index", str(other), "--queries", str(qfile), "--out", str(out),
+           "--depth", "5"], "another")
+    fails(["exposure", "doc", "--store", str(out), "no-such-doc", "--json"],
+          "unknown document id 'no-such-doc'")
+    fails(["exposure", "query", "--store", str(out), "zz", "--json"], "unknown query id 'zz'")
+    fails(["retrievability", "--store", str(out), "--c", "10", "--json"], "exceeds")
+    fails(["retrievability", "--json"], "exactly one")
+
+
+# ---- interruption -------------------------------------------------------------------------------
+
+
+def _snapshot(store: Path):
+    return (table(store, "SELECT q, d, rank, score FROM exposure ORDER BY q, rank"),
+            table(store, "SELECT * FROM queries ORDER BY q"),
+            table(store, "SELECT * FROM documents ORDER BY d"))
+
+
+@pytest.fixture(scope="module")
+def kill_setup(log_queries, tmp_path_factory):
+    """scifact's BM25 index, 20,000 log queries as a TSV, and an uninterrupted reference store."""
+    base = tmp_path_factory.mktemp("kill_setup")
+    idx, qfile = base / "idx", base / "q.tsv"
+    build_index(load_dataset("scifact").collection, idx)
+    qs = log_queries.head(20000)
+    qfile.write_text("".join(f"{i}\t{t}\n" for i, t in zip(qs.ids, qs.texts.tolist(), strict=True)))
+    retriever, fp, _ = open_retriever(idx, "bm25")
+    ref = compute_exposure(retriever, load_queries_file(qfile), base / "ref", depth=100,
+                           shard_size=100, fingerprint=fp)
+    return idx, qfile, ref.path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
+    idx, qfile, ref = kill_setup
+    out = tmp_path / "store"
+    cmd = ["exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--out", str(out),
+           "--model", "bm25", "--depth", "100", "--shard-size", "100"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen(LIMELIGHT + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    shards = out / "shards"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if shards.is_dir() and len(list(shards.glob("part-*.parquet"))) >= 3:
+            break
+        time.sleep(0.002)
+    assert proc.poll() is None, "the job ended before it could be interrupted"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in err.decode(), err.decode()
+        assert not list(shards.glob(".*.tmp"))  # nothing half-written
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    written = len(list(shards.glob("part-*.parquet")))
+    assert 3 <= written < 200 and not (out / "exposure.duckdb").exists()
+    with pytest.raises(LimelightError, match="not finished"):
+        ExposureStore.open(out)
+    # resume (in-process, same retriever fingerprint as the CLI): finished shards are kept
+    before = {p.name: p.stat().st_mtime_ns for p in shards.glob("part-*.parquet")}
+    retriever, fp, _ = open_retriever(idx, "bm25")
+    compute_exposure(retriever, load_queries_file(qfile), out, depth=100, shard_size=100,
+                     fingerprint=fp)
+    assert all((shards / n).stat().st_mtime_ns == t for n, t in before.items())
+    for a, b in zip(_snapshot(out), _snapshot(ref), strict=True):
+        assert a.equals(b)
