@@ -42,9 +42,10 @@ def _sift_down(hs, hd, pos, size):
 
 
 @njit(cache=True, nogil=True)
-def _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d, out_s):
+def _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d, out_s, floor):
     """Top-``k`` of ``acc`` over the ``nt`` touched documents, written best first into
-    ``out_d``/``out_s``; resets ``acc`` and ``seen`` for the next query. Returns the count."""
+    ``out_d``/``out_s``; resets ``acc`` and ``seen`` for the next query. Documents scoring below
+    ``floor`` (a proven lower bound of the k-th best score) are skipped. Returns the count."""
     size = 0
     kk = min(k, nt)
     for i in range(nt):
@@ -52,6 +53,8 @@ def _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d, out_s):
         s = acc[d]
         acc[d] = 0.0
         seen[d] = 0
+        if s < floor:
+            continue
         if size < kk:
             # push: sift up
             pos = size
@@ -88,14 +91,25 @@ def _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d, out_s):
 
 
 @njit(cache=True, nogil=True)
-def _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, n_docs, k, out_d, out_s):
+def _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k, out_d,
+                  out_s):
     acc = np.zeros(n_docs, dtype=np.float32)
     seen = np.zeros(n_docs, dtype=np.uint8)
     touched = np.empty(n_docs, dtype=np.int32)
     hs = np.empty(max(k, 1), dtype=np.float32)
     hd = np.empty(max(k, 1), dtype=np.int32)
+    use_floor = len(kth) > 0
     for q in range(q0, q1):
         nt = 0
+        # each term's k-th largest weight bounds the k-th best score from below (all
+        # contributions are positive, and float32 sums of positives never decrease)
+        floor = -np.inf
+        if use_floor:
+            floor = 0.0
+            for j in range(qptr[q], qptr[q + 1]):
+                v = qweights[j] * kth[qterms[j]]
+                if v > floor:
+                    floor = v
         for j in range(qptr[q], qptr[q + 1]):
             t = qterms[j]
             w = qweights[j]
@@ -107,14 +121,16 @@ def _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, n_docs, k, 
                     nt += 1
                 acc[d] += w * pw[p]
         if nt > 0:
-            _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d[q], out_s[q])
+            _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d[q], out_s[q], floor)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def search_csr(qptr, qterms, qweights, indptr, pdocs, pw, n_docs, k, n_blocks):
+def search_csr(qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k, n_blocks):
     """Top-``k`` documents of every query row: ``(docs int32 (n, k), scores float32 (n, k))``,
     rows best first, padded with ``-1`` / ``0``. Queries are split into ``n_blocks`` contiguous
-    blocks run in parallel, each with its own dense accumulator and touched-document list."""
+    blocks run in parallel, each with its own dense accumulator and touched-document list.
+    ``kth[t]`` is the k-th largest weight of term ``t`` (0 if df < k); pass an empty array when
+    some query or posting weight may be ≤ 0 (no pruning then)."""
     nq = len(qptr) - 1
     out_d = np.full((nq, k), -1, dtype=np.int32)
     out_s = np.zeros((nq, k), dtype=np.float32)
@@ -126,7 +142,7 @@ def search_csr(qptr, qterms, qweights, indptr, pdocs, pw, n_docs, k, n_blocks):
         q0 = b * step
         q1 = min(nq, q0 + step)
         if q0 < q1:
-            _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, n_docs, k,
+            _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k,
                           out_d, out_s)
     return out_d, out_s
 
@@ -168,5 +184,5 @@ def warmup() -> None:
     indptr = np.array([0, 2], dtype=np.int64)
     pdocs = np.array([0, 1], dtype=np.int32)
     pw = np.array([1.0, 2.0], dtype=np.float32)
-    search_csr(qptr, qterms, qw, indptr, pdocs, pw, 2, 1, 1)
+    search_csr(qptr, qterms, qw, indptr, pdocs, pw, np.zeros(1, dtype=np.float32), 2, 1, 1)
     score_pairs(qptr, qterms, qw, indptr, pdocs, pw, np.zeros((1, 1), dtype=np.int32))

@@ -83,6 +83,7 @@ class BM25Index:
         # bm25s: numpy mean of the int lengths (float64)
         self.avgdl = float(np.asarray(doc_len, dtype=np.int64).mean()) if self.n_docs else 0.0
         self._weights: dict[tuple[float, float], np.ndarray] = {}
+        self._impact_order: dict[tuple[float, float], np.ndarray] = {}
         self._idf: np.ndarray | None = None
 
     # ---- construction --------------------------------------------------------------------
@@ -210,6 +211,26 @@ class BM25Index:
             self._weights[key] = w
         return w
 
+    def kth_weights(self, k1: float, b: float, k: int) -> np.ndarray:
+        """For each term, its ``k``-th largest posting weight (0 where df < k), float32: a lower
+        bound of the k-th best score of any query containing the term (used for pruning)."""
+        key = (float(k1), float(b))
+        w = self.weights(k1, b)
+        order = self._impact_order.get(key)
+        if order is None:
+            term = np.repeat(np.arange(self.n_terms, dtype=np.int32), self.df)
+            order = np.lexsort((-w, term))
+            self._impact_order = {key: order}
+        df = self.df
+        out = np.zeros(self.n_terms, dtype=np.float32)
+        has = df >= k
+        if k >= 1 and has.any():
+            out[has] = w[order[np.asarray(self.indptr[:-1])[has] + (k - 1)]]
+        return out
+
+
+_NO_FLOOR = np.zeros(0, dtype=np.float32)
+
 
 class BM25(Retriever):
     """BM25 retrieval over a ``BM25Index`` (``k1``/``b`` default to the index's, 0.9/0.4).
@@ -288,8 +309,10 @@ class BM25(Retriever):
                 k: int) -> tuple[np.ndarray, np.ndarray]:
         n_threads = self._threads()
         w = self.weights
+        positive = len(qw) == 0 or float(qw.min()) > 0.0
+        kth = self.index.kth_weights(self.k1, self.b, k) if positive else _NO_FLOOR
         with _numba_threads(n_threads):
-            return _k.search_csr(qptr, qterms, qw, self.index.indptr, self.index.docs, w,
+            return _k.search_csr(qptr, qterms, qw, self.index.indptr, self.index.docs, w, kth,
                                  self.index.n_docs, k, n_threads * 8)
 
     def score(self, texts: Sequence[str], docs: np.ndarray) -> np.ndarray:
