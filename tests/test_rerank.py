@@ -1,0 +1,260 @@
+"""Neural re-ranking (TK, KNRM): real data (adi, cranfield), real GloVe, tiny training runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from limelight.data.loaders import load_dataset
+from limelight.data.run import Run
+from limelight.errors import LimelightError
+from limelight.rerank import (
+    MUS,
+    KernelReranker,
+    KNRMConfig,
+    NeuralRanker,
+    QrelsTriples,
+    TKConfig,
+    TrainConfig,
+    Vocabulary,
+    VocabularyMismatchError,
+    glove_matrix,
+    train,
+)
+from limelight.rerank.budget import (
+    best_ranges,
+    budget_table,
+    depth_curve,
+    docs_per_ms,
+    fixed_length_docs,
+    rerank_at_depth,
+)
+from limelight.rerank.explain import cluster_queries, cluster_table, explain, explain_html
+from limelight.retrieval.bm25 import BM25, BM25Index
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def adi():
+    ds = load_dataset("adi")
+    run = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 20).rename("bm25")
+    vocab = Vocabulary.build(ds.collection.texts.tolist(), min_cf=1)
+    return ds, run, vocab
+
+
+@pytest.fixture(scope="module")
+def tk(adi):
+    _, _, vocab = adi
+    return NeuralRanker.create(TKConfig(n_layers=2), vocab, seed=1)
+
+
+def test_vocabulary_and_glove(adi):
+    ds, _, _ = adi
+    v2 = Vocabulary.build(ds.collection.texts.tolist(), min_cf=2)
+    v1 = Vocabulary.build(ds.collection.texts.tolist(), min_cf=1)
+    assert 0 < len(v2.terms) < len(v1.terms)
+    assert v1.fingerprint != v2.fingerprint
+    emb, coverage = glove_matrix(v2)
+    assert emb.shape == (len(v2), 50) and 0.8 < coverage <= 1.0
+    assert not emb[:2].any()  # padding and OOV rows are zero
+    import pandas as pd
+
+    from limelight.rerank.vocab import glove_dir
+
+    words = pd.read_parquet(glove_dir() / "glove_6B_index.parquet")["index"].tolist()
+    glove = np.load(glove_dir() / "glove_6B_50d_emb.npy", mmap_mode="r")
+    for term in ("computer", "information", "retrieval"):
+        assert np.array_equal(emb[v2.terms.index(term) + 2], glove[words.index(term)])
+    enc = v2.encode(["Information retrieval zzzunknownzzz of documents", ""], max_len=3)
+    assert enc.ids.shape == (2, 3) and list(enc.lengths) == [3, 0]
+    assert enc.ids[0, 0] == v2.terms.index("information") + 2 and enc.ids[1].sum() == 0
+    assert v2.encode(["zzzunknownzzz"], 5).ids[0, 0] == 1  # OOV id
+
+
+@pytest.mark.parametrize("cfg", [TKConfig(n_layers=1), TKConfig(n_layers=3), KNRMConfig()])
+def test_explanations_sum_to_score(adi, cfg):
+    ds, _, vocab = adi
+    ranker = NeuralRanker.create(cfg, vocab, seed=3)
+    with torch.no_grad():  # make the kernel weights non-trivial
+        for p in ranker.model.parameters():
+            if p.ndim == 1 and p.shape[0] == len(MUS):
+                p.copy_(torch.linspace(-1, 1, len(MUS)))
+    q = ds.queries.texts[0]
+    for doc in ds.collection.texts[:5]:
+        ex = explain(ranker, q, doc)
+        assert ex.kernels["contrib"].sum() == pytest.approx(ex.score, rel=1e-5, abs=1e-5)
+        assert ex.s_log + ex.s_len == pytest.approx(ex.score, rel=1e-5, abs=1e-5)
+        direct = ranker.model(torch.from_numpy(ranker.encode_queries([q]).ids),
+                              torch.from_numpy(ranker.encode_docs([doc]).ids))
+        assert float(direct.detach()) == pytest.approx(ex.score, rel=1e-5, abs=1e-5)
+        assert list(ex.kernels["mu"]) == list(MUS) and len(ex.kernels) == 11
+        assert ((ex.doc_terms["kernel"] >= -1) & (ex.doc_terms["kernel"] < 11)).all()
+    if isinstance(cfg, KNRMConfig):
+        assert ranker.model.config.sigmas[0] == 1e-4 and (ex.kernels["contrib_len"] == 0).all()
+    else:
+        assert set(ranker.model.config.sigmas) == {0.1}
+
+
+def test_padding_and_oov_do_not_change_scores(tk):
+    q = torch.tensor([[5, 9, 0, 0]])
+    d = torch.tensor([[7, 3, 12, 5, 40]])
+    d_pad = torch.cat([d, torch.zeros(1, 7, dtype=torch.long)], 1)
+    q_pad = torch.cat([q, torch.zeros(1, 6, dtype=torch.long)], 1)
+    tk.model.eval()
+    with torch.no_grad():
+        a = tk.model(q, d)
+        b = tk.model(q_pad, d_pad)
+        batch = tk.model(torch.cat([q, q]), torch.cat([d, torch.tensor([[8, 8, 0, 0, 0]])]))
+    assert float(a) == pytest.approx(float(b), abs=1e-5)
+    assert float(batch[0]) == pytest.approx(float(a), abs=1e-5)
+    knrm = NeuralRanker.create(KNRMConfig(), tk.vocab).model
+    with torch.no_grad():  # KNRM has no positions: an OOV token is simply invisible
+        assert float(knrm(q, d)) == pytest.approx(float(knrm(q, torch.tensor([[7, 1, 3, 12, 1, 5, 40]]))), abs=1e-5)
+
+
+def test_training_loop_checkpoint_and_reproducibility(adi, tmp_path):
+    ds, run, vocab = adi
+    qids = list(ds.queries.ids)
+    triples = QrelsTriples.build(ds.queries, ds.qrels, run, ds.collection, qids[:25], depth=20)
+    assert triples.n_positives > 0
+
+    def one(seed, ckpt=None):
+        r = NeuralRanker.create(TKConfig(n_layers=1), vocab, seed=seed)
+        before = r.model.embedding.weight.detach().clone()
+        res = train(r, ds.collection, ds.queries, triples,
+                    TrainConfig(epochs=2, batch_size=16, max_steps_per_epoch=2, seed=seed, val_depth=10),
+                    run, ds.qrels, qids[25:], checkpoint=ckpt)
+        return r, before, res
+
+    ckpt = tmp_path / "tk1.pt"
+    r1, before, res = one(0, ckpt)
+    r2, _, _ = one(0)
+    assert res.steps == 4 and len(res.history) == 3 and np.isfinite(res.history[-1][1])
+    assert res.best_mrr >= res.history[0][2]
+    assert ckpt.exists()
+    assert all(torch.equal(a, b) for a, b in zip(r1.model.state_dict().values(),
+                                                  r2.model.state_dict().values(), strict=True))
+    loaded = NeuralRanker.load(ckpt, vocab=vocab)
+    stage_a = KernelReranker(r1, ds.collection).transform(ds.queries, run)
+    stage_b = KernelReranker(loaded, ds.collection).transform(ds.queries, run)
+    np.testing.assert_allclose(stage_a.score, stage_b.score, rtol=1e-6)
+    # a training step changed the embeddings only when the best model is not the untrained one
+    if res.best_step > 0:
+        assert not torch.equal(before, r1.model.embedding.weight)
+
+
+def test_reranker_stage(adi, tk):
+    ds, run, _ = adi
+    stage = KernelReranker(tk, ds.collection, batch_size=7)
+    out = stage.transform(ds.queries, run)
+    assert len(out) == len(run) and out.name == "tk2"
+    assert set(zip(out.q.tolist(), out.d.tolist(), strict=True)) == set(zip(run.q.tolist(), run.d.tolist(), strict=True))
+    # scores equal a direct model call
+    i = 3
+    q = ds.queries.texts[ds.queries.ids.lookup(out.qids[out.q[i]])]
+    d = ds.collection.texts[ds.collection.ids.lookup(out.docids[out.d[i]])]
+    with torch.no_grad():
+        direct = tk.model(torch.from_numpy(tk.encode_queries([q]).ids), torch.from_numpy(tk.encode_docs([d]).ids))
+    assert out.score[i] == pytest.approx(float(direct), abs=1e-4)
+    # depth: the top 5 re-ranked, the rest in first-stage order below them
+    d5 = KernelReranker(tk, ds.collection, depth=5).transform(ds.queries, run)
+    for qid in list(run.qids)[:5]:
+        docs, _ = run.query(qid)
+        new, _ = d5.query(qid)
+        assert set(new[:5]) == set(docs[:5]) and list(new[5:]) == list(docs[5:])
+    # composes with the first stage
+    bm25 = BM25(BM25Index.build(ds.collection))
+    piped = (bm25 % 20 >> stage).transform(ds.queries).to_dict()
+    ref = out.to_dict()
+    common = [(q, d) for q in ref for d in ref[q] if d in piped.get(q, {})]
+    assert len(common) > 0.9 * len(out)
+    np.testing.assert_allclose([piped[q][d] for q, d in common], [ref[q][d] for q, d in common],
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_bad_inputs(adi, tk, tmp_path):
+    ds, run, vocab = adi
+    stage = KernelReranker(tk, ds.collection)
+    bad = Run.from_arrays(["1", "1"], [ds.collection.ids[0], "no-such-doc"], [2.0, 1.0])
+    with pytest.raises(LimelightError, match="missing from collection.*no-such-doc"):
+        stage.transform(ds.queries, bad)
+    empty = Run.from_arrays([], [], np.zeros(0))
+    with pytest.raises(LimelightError, match="empty candidate list"):
+        stage.transform(ds.queries, empty)
+    with pytest.raises(LimelightError, match="needs an input run"):
+        stage.transform(ds.queries, None)
+    # a checkpoint trained with another vocabulary
+    path = tk.save(tmp_path / "tk.pt")
+    other = Vocabulary.build(ds.collection.texts.tolist(), min_cf=3)
+    with pytest.raises(VocabularyMismatchError, match="another vocabulary"):
+        NeuralRanker.load(path, vocab=other)
+    ranker_other = NeuralRanker.create(KNRMConfig(), other)
+    with pytest.raises(VocabularyMismatchError):
+        ranker_other.load_weights(path)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(LimelightError, match="not a limelight re-ranker checkpoint"):
+        NeuralRanker.load(tmp_path / "junk.pt")
+    with pytest.raises(LimelightError, match="no such checkpoint"):
+        NeuralRanker.load(tmp_path / "absent.pt")
+
+
+def test_explain_html_and_clusters(adi, tk):
+    ds, run, _ = adi
+    q = ds.queries.texts[0]
+    page = explain_html(tk, q, ds.collection.texts[0], ds.collection.texts[1], "A", "B")
+    assert page.startswith("<!doctype html>") and "μ=0.9" in page and "s_log" in page
+    labels = cluster_queries(tk, ds.queries, k=4, seed=0)
+    assert labels.shape == (len(ds.queries),) and set(labels) <= set(range(4))
+    reranked = KernelReranker(tk, ds.collection).transform(ds.queries, run)
+    table = cluster_table(labels, ds.queries, {"bm25": run, "tk": reranked}, ds.qrels)
+    assert table.iloc[-1]["cluster"] == "all" and table.iloc[-1]["n_queries"] == 35
+    assert "median rank bm25" in table.columns
+
+
+def test_budget(adi, tk):
+    ds, run, _ = adi
+    scored = KernelReranker(tk, ds.collection).transform(ds.queries, run)
+    assert rerank_at_depth(run, scored, 0) is run
+    r3 = rerank_at_depth(run, scored, 3)
+    assert len(r3) == len(run)
+    curve = depth_curve(run, scored, ds.qrels, 20)
+    assert len(curve) == 21 and np.all((curve >= 0) & (curve <= 1))
+    from limelight.evaluation import evaluate
+
+    assert curve[0] == pytest.approx(evaluate(run, ds.qrels, "nDCG@10")["nDCG@10"])
+    assert curve[20] == pytest.approx(evaluate(scored, ds.qrels, "nDCG@10")["nDCG@10"])
+    table = budget_table({"tk2": curve}, {"tk2": 0.1}, [0, 50, 100, 300])
+    assert list(table["tk2 depth"]) == [0, 5, 10, 20]
+    assert set(table["best"]) <= {"bm25", "tk2"} and best_ranges(table)[0][1] == 0.0
+    docs = fixed_length_docs(tk, ds.collection.texts.tolist(), 16, 200)
+    assert docs.ids.shape == (16, 200) and (docs.ids > 1).all()
+    assert docs_per_ms(tk, tk.encode_queries(ds.queries.texts.tolist()), docs, 8, repeats=1) > 0
+
+
+def test_cli(tmp_path):
+    from limelight.cli import app
+
+    runner = CliRunner()
+    ckpt = tmp_path / "knrm.pt"
+    r = runner.invoke(app, ["rerank", "train", "adi", "--out", str(ckpt), "--model", "knrm",
+                            "--epochs", "1", "--batch-size", "32", "--min-cf", "1"])
+    assert r.exit_code == 0, r.output
+    assert ckpt.exists() and "best validation MRR@10" in r.output
+    out = tmp_path / "run.trec"
+    r = runner.invoke(app, ["rerank", "run", "adi", "-c", str(ckpt), "-o", str(out), "--k", "20"])
+    assert r.exit_code == 0, r.output
+    assert out.exists() and "nDCG@10" in r.output
+    html = tmp_path / "x.html"
+    r = runner.invoke(app, ["rerank", "explain", "adi", "-c", str(ckpt), "-q", "1", "-d", "1", "-d", "2",
+                            "--html", str(html)])
+    assert r.exit_code == 0, r.output
+    assert html.exists() and "s_log" in r.output
+    r = runner.invoke(app, ["rerank", "budget", "adi", "-c", str(ckpt), "--budgets", "0,1,10",
+                            "--depth", "20", "--batch-size", "64"])
+    assert r.exit_code == 0, r.output
+    assert "documents/ms" in r.output and "best 0" in r.output
+    r = runner.invoke(app, ["rerank", "explain", "adi", "-c", str(ckpt), "-q", "nope", "-d", "1"])
+    assert r.exit_code != 0 and "unknown query id" in str(r.exception or r.output)
