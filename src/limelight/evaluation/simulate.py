@@ -58,6 +58,15 @@ def random_positions(n: int, m: int | np.ndarray, size: int, rng: np.random.Gene
     pos = np.empty((size, M), dtype=np.int64)
     todo = np.arange(size)
     cols = np.arange(M)[None, :]
+    if M * M > n:  # rejection would rarely succeed: take random subsets of a permutation
+        step = max(1, int(2e7 // n))
+        for s in range(0, size, step):
+            rows = slice(s, min(size, s + step))
+            keys = rng.random((rows.stop - rows.start, n))
+            x = np.argpartition(keys, M - 1, axis=1)[:, :M] + 1
+            pos[rows] = np.where(cols < mm[rows, None], x, n + 1)
+        pos.sort(axis=1)
+        todo = todo[:0]
     while len(todo):
         x = rng.integers(1, n + 1, size=(len(todo), M))
         x = np.where(cols < mm[todo, None], x, n + 1)
