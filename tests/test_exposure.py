@@ -259,15 +259,15 @@ def _snapshot(store: Path):
 
 @pytest.fixture(scope="module")
 def kill_setup(log_queries, tmp_path_factory):
-    """scifact's BM25 index, 20,000 log queries as a TSV, and an uninterrupted reference store."""
+    """scifact's BM25 index, 8,000 log queries as a TSV, and an uninterrupted reference store."""
     base = tmp_path_factory.mktemp("kill_setup")
     idx, qfile = base / "idx", base / "q.tsv"
     build_index(load_dataset("scifact").collection, idx)
-    qs = log_queries.head(20000)
+    qs = log_queries.head(8000)
     qfile.write_text("".join(f"{i}\t{t}\n" for i, t in zip(qs.ids, qs.texts.tolist(), strict=True)))
     retriever, fp, _ = open_retriever(idx, "bm25")
     ref = compute_exposure(retriever, load_queries_file(qfile), base / "ref", depth=100,
-                           shard_size=100, fingerprint=fp)
+                           shard_size=50, fingerprint=fp)
     return idx, qfile, ref.path
 
 
@@ -276,7 +276,7 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     idx, qfile, ref = kill_setup
     out = tmp_path / "store"
     cmd = ["exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--out", str(out),
-           "--model", "bm25", "--depth", "100", "--shard-size", "100"]
+           "--model", "bm25", "--depth", "100", "--shard-size", "50"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.Popen(LIMELIGHT + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     shards = out / "shards"
@@ -294,13 +294,13 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     else:
         assert proc.returncode == -signal.SIGKILL
     written = len(list(shards.glob("part-*.parquet")))
-    assert 3 <= written < 200 and not (out / "exposure.duckdb").exists()
+    assert 3 <= written < 160 and not (out / "exposure.duckdb").exists()
     with pytest.raises(LimelightError, match="not finished"):
         ExposureStore.open(out)
     # resume (in-process, same retriever fingerprint as the CLI): finished shards are kept
     before = {p.name: p.stat().st_mtime_ns for p in shards.glob("part-*.parquet")}
     retriever, fp, _ = open_retriever(idx, "bm25")
-    compute_exposure(retriever, load_queries_file(qfile), out, depth=100, shard_size=100,
+    compute_exposure(retriever, load_queries_file(qfile), out, depth=100, shard_size=50,
                      fingerprint=fp)
     assert all((shards / n).stat().st_mtime_ns == t for n, t in before.items())
     for a, b in zip(_snapshot(out), _snapshot(ref), strict=True):
