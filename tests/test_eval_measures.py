@@ -107,7 +107,7 @@ def test_missing_and_extra_queries_and_queries_without_relevant_documents():
     qrels = Qrels.from_arrays(["a", "b", "c"], ["d2", "d1", "d3"], [1, 1, 0])
     ev = Evaluator(qrels, "AP P@1 LexiRecall")
     assert ev.qids.strings.tolist() == ["a", "b"]  # c has no relevant document: not a query
-    with pytest.warns(UserWarning, match="not in the qrels"):
+    with pytest.warns(UserWarning, match="without a relevant judgment"):
         res = ev.evaluate(run)
     ap = res.per_query[AP]
     assert ap.tolist() == [0.5, 0.0]  # b is missing from the run: 0 (trec_eval -c)

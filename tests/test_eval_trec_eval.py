@@ -63,7 +63,7 @@ def test_reproduces_trec_eval_outputs(trec_eval_dir, tmp_path, qrels_name, run_n
     qrels = read_trec_qrels(trec_eval_dir / qrels_name)
     run = read_trec_run(run_path)
     wanted = {}
-    for (te, qid) in expected:
+    for (te, _qid) in expected:
         ours = _our_name(te, rel)
         if ours is not None:
             wanted.setdefault(ours, set()).add(te)

@@ -6,7 +6,12 @@ shared input of every measure and preference.
 
 from limelight.evaluation.compare import Comparison, RunTable, compare_runs, evaluate_runs
 from limelight.evaluation.evaluate import EvalResult, Evaluator, evaluate
-from limelight.evaluation.kernels import compute, lexiprecision_metric, lexirecall_metric, recall_level
+from limelight.evaluation.kernels import (
+    compute,
+    lexiprecision_metric,
+    lexirecall_metric,
+    recall_level,
+)
 from limelight.evaluation.measures import (
     AP,
     RBP,
@@ -33,7 +38,12 @@ from limelight.evaluation.preferences import (
     tse,
     worst_off_provider,
 )
-from limelight.evaluation.relpos import QrelsIndex, RelPositions, relevance_positions, stack_positions
+from limelight.evaluation.relpos import (
+    QrelsIndex,
+    RelPositions,
+    relevance_positions,
+    stack_positions,
+)
 
 __all__ = [
     "AP", "RBP", "RR", "TSE", "Comparison", "EvalResult", "Evaluator", "LexiPrecision", "LexiRecall",

@@ -23,8 +23,8 @@ from limelight.evaluation.stats import (
     paired_t,
     sign_test,
     sign_test_matrix,
-    win_tie_loss,
     wilcoxon,
+    win_tie_loss,
 )
 
 

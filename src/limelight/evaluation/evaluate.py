@@ -21,7 +21,12 @@ from limelight.data.run import Run
 from limelight.errors import LimelightError
 from limelight.evaluation.kernels import compute
 from limelight.evaluation.measures import Measure, parse_measures
-from limelight.evaluation.relpos import QrelsIndex, RelPositions, default_n_docs, relevance_positions
+from limelight.evaluation.relpos import (
+    QrelsIndex,
+    RelPositions,
+    default_n_docs,
+    relevance_positions,
+)
 
 
 @dataclass
@@ -84,7 +89,7 @@ class Evaluator:
         rps = {t: relevance_positions(run, self.index, t, n) for t in self.thresholds()}
         extra = next(iter(rps.values())).extra_queries
         if extra and warn:
-            warnings.warn(f"{run.name}: {len(extra)} queries not in the qrels are ignored "
+            warnings.warn(f"{run.name}: {len(extra)} queries without a relevant judgment in the qrels are ignored "
                           f"(e.g. {extra[0]!r})", stacklevel=2)
         per_query = {}
         for m in self.measures:

@@ -1,0 +1,147 @@
+"""``limelight evaluate`` / ``limelight compare`` and bad input (one-line errors, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from limelight.cli import app
+from limelight.data.formats import read_trec_qrels, read_trec_run
+from limelight.errors import FormatError, LimelightError
+from limelight.evaluation import Evaluator
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True, text=True)
+
+
+@pytest.fixture()
+def two_runs(trec_eval_dir, tmp_path):
+    trunc = tmp_path / "results.trunc"
+    trunc.write_text("\n".join(" ".join(ln.split()[:6]) for ln in
+                               (trec_eval_dir / "results.trunc").read_text().splitlines() if ln.strip()) + "\n")
+    return trec_eval_dir / "qrels.test", trec_eval_dir / "results.test", trunc
+
+
+def test_evaluate_json_contract_matches_trec_eval(two_runs):
+    qrels, r1, r2 = two_runs
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(r1), str(r2), "-m", "AP nDCG@10", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert list(out) == ["results.test", "results.trunc"]
+    assert list(out["results.test"]) == ["AP", "nDCG@10"]
+    assert round(out["results.test"]["AP"], 4) == 0.1785  # out.test: map
+    assert round(out["results.test"]["nDCG@10"], 4) == 0.3016  # out.test.a: ndcg_cut_10
+    assert round(out["results.trunc"]["AP"], 4) == 0.1016  # out.test.aqc (-c)
+
+
+def test_evaluate_table_per_query_and_n_docs(two_runs):
+    qrels, r1, r2 = two_runs
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(r1), str(r2),
+                              "-m", "AP R@1000 LexiRecall TSE", "--per-query", "--n-docs", "100000"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["run", "AP", "R@1000", "LexiRecall", "TSE"]
+    assert lines[1].startswith("results.test") and "0.1785" in lines[1]
+    assert any(ln.startswith("results.trunc\t302\t") for ln in lines)
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(r1), "-m", "TSE", "--json", "--n-docs", "100000"])
+    tse = json.loads(res.stdout)["results.test"]["TSE"]
+    res2 = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(r1), "-m", "TSE", "--json"])
+    assert tse < json.loads(res2.stdout)["results.test"]["TSE"]  # bigger corpus, lower bottom exposure
+    pq = json.loads(runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(r1), "-m", "AP",
+                                        "--json", "--per-query"]).stdout)
+    assert round(pq["results.test"]["AP"]["301"], 4) == 0.1439 or set(pq["results.test"]["AP"]) == {"301", "302", "303", "all"}
+
+
+def test_compare_json_pairs_and_mc4(two_runs):
+    qrels, r1, r2 = two_runs
+    res = runner.invoke(app, ["compare", "--qrels", str(qrels), str(r1), str(r2), str(r1),
+                              "--preference", "LexiRecall", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["runs"] == ["results.test", "results.trunc", "results.test#2"]
+    assert len(out["pairs"]) == 6
+    p = next(x for x in out["pairs"] if x["a"] == "results.test" and x["b"] == "results.trunc")
+    assert p["wins"] + p["ties"] + p["losses"] == 3 and p["wins"] >= 2 and 0 < p["p_value"] <= 1
+    same = next(x for x in out["pairs"] if x["a"] == "results.test" and x["b"] == "results.test#2")
+    assert (same["wins"], same["ties"], same["losses"], same["p_value"]) == (0, 3, 0, 1.0)
+    assert out["mc4"][-1] == "results.trunc"
+    res = runner.invoke(app, ["compare", "--qrels", str(qrels), str(r1), str(r2), "--preference", "AP"])
+    assert res.exit_code == 0 and "MC4 ordering: results.test > results.trunc" in res.stdout
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+BAD_RUNS = {
+    "duplicate": ("q1 Q0 d1 1 2.0 t\nq1 Q0 d1 2 1.0 t\n", ":2:"),
+    "nan": ("q1 Q0 d1 1 nan t\n", ":1:"),
+    "non_numeric": ("q1 Q0 d1 1 high t\n", ":1:"),
+    "empty": ("", "empty run"),
+    "columns": ("q1 Q0 d1 1\n", ":1:"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RUNS))
+def test_bad_runs_give_one_line_errors_naming_file_and_line(tmp_path, case):
+    text, where = BAD_RUNS[case]
+    qrels = _write(tmp_path / "qrels", "q1 0 d1 1\n")
+    run = _write(tmp_path / f"{case}.run", text)
+    with pytest.raises(FormatError) as e:
+        read_trec_run(run)
+    assert where in str(e.value) and f"{case}.run" in str(e.value)
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(run), "-m", "AP"])
+    assert isinstance(res.exception, LimelightError) and where in str(res.exception)
+    assert "\n" not in str(res.exception)
+
+
+def test_bad_input_through_the_real_entry_point_exits_2_with_one_line(tmp_path):
+    qrels = _write(tmp_path / "qrels", "q1 0 d1 1\n")
+    run = _write(tmp_path / "dup.run", BAD_RUNS["duplicate"][0])
+    p = cli("evaluate", "--qrels", str(qrels), str(run), "-m", "AP")
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("error:") and "dup.run:2:" in p.stderr
+
+
+@pytest.mark.parametrize(("text", "where"), [("q1 0 d1 x\n", ":1:"), ("q1 0 d1 nan\n", ":1:"),
+                                             ("q1 0 d1 1\nq1 0 d1 2\n", ":2:"), ("", "empty qrels")])
+def test_bad_qrels(tmp_path, text, where):
+    qrels = _write(tmp_path / "bad.qrels", text)
+    with pytest.raises(FormatError, match=where):
+        read_trec_qrels(qrels)
+
+
+def test_rules_for_queries_without_relevant_documents_and_other_user_errors(tmp_path, two_runs):
+    # documented rule: a query whose judgments are all < 1 is not part of the query set
+    qrels = _write(tmp_path / "q", "q1 0 d1 1\nq2 0 d2 0\n")
+    run = _write(tmp_path / "r", "q1 Q0 d1 1 2.0 t\nq1 Q0 d3 2 1.0 t\nq2 Q0 d2 1 1.0 t\n")
+    ev = Evaluator(read_trec_qrels(qrels), "AP")
+    assert ev.qids.strings.tolist() == ["q1"]
+    assert ev.evaluate(read_trec_run(run), warn=False).aggregate[ev.measures[0]] == 1.0
+    # no relevant document at all: an error, not a silent 0
+    none = _write(tmp_path / "none", "q1 0 d1 0\n")
+    res = runner.invoke(app, ["evaluate", "--qrels", str(none), str(run), "-m", "AP"])
+    assert isinstance(res.exception, LimelightError)
+    assert "no query has a relevant document" in str(res.exception)
+    # unknown measure, missing file, too-small corpus, too few runs to compare
+    for args, msg in [(["evaluate", "--qrels", str(qrels), str(run), "-m", "Foo@3"], "unknown measure"),
+                      (["evaluate", "--qrels", str(qrels), str(tmp_path / "nope")], "no such file"),
+                      (["evaluate", "--qrels", str(qrels), str(run), "-m", "TSE", "--n-docs", "1"], "too small"),
+                      (["compare", "--qrels", str(qrels), str(run)], "at least two runs")]:
+        res = runner.invoke(app, args)
+        assert isinstance(res.exception, LimelightError), (args, res.output)
+        assert msg in str(res.exception) and "\n" not in str(res.exception)
+    # queries only in the run: ignored, with a warning on stderr
+    extra = _write(tmp_path / "extra", "q1 Q0 d1 1 2.0 t\nzz Q0 d2 1 1.0 t\n")
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(extra), "-m", "AP", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout) == {"extra": {"AP": 1.0}}
+    assert isinstance(LimelightError("x"), Exception)
