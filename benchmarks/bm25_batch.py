@@ -167,7 +167,7 @@ def main() -> None:
     print(f"CPU seconds (median) of the {p}-thread runs / the 1-thread runs: end to end "
           f"{cpu['ll1'] / cpu[f'll{p}']:.2f}, kernel only {cpu['ll1k'] / cpu[f'll{p}k']:.2f} "
           f"(1.00 = the parallel runs do no extra work; on an idle machine their wall-clock "
-          f"speedup is bounded by {p}× this ratio)")
+          f"speedup is about {p}× divided by this ratio)")
     print(f"limelight / rank_bm25: {qps['ll1'] / qps['okapi']:,.0f}× (1 thread, end to end)")
     print(f"medians of {args.repeats} interleaved repeats; seconds per repeat: " +
           "; ".join(f"{n} " + ", ".join(f"{x:.2f}" for x in v) for n, v in times.items()))
