@@ -102,6 +102,8 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
         art_indexes: bool = typer.Option(False, "--art-indexes",
                                          help="also build DuckDB ART indexes on exposure(d), exposure(q)"),
+        view: bool = typer.Option(False, "--view",
+                                  help="make exposure a DuckDB view over the shards instead of a table"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
         """Compute every query's top-n into DIR/shards/ and DIR/exposure.duckdb (resumable)."""
@@ -123,7 +125,8 @@ def register(app: typer.Typer) -> None:
 
             st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
                                   fingerprint=fp, settings={**settings, "index": str(index)},
-                                  progress=progress, art_indexes=art_indexes)
+                                  progress=progress, art_indexes=art_indexes,
+                                  materialize=not view)
         res = st.retrievability(c=depth)
         summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
                    "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),
