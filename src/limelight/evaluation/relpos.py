@@ -89,7 +89,11 @@ class QrelsIndex:
         hit = self._recode_cache.get(id(docids))
         if hit is not None and hit[0] is docids:
             return hit[1]
-        rec = self.qrels.docids.encode(docids.strings, missing=-1).astype(np.int64)
+        # look the (few) judged documents up in the run's map, not the run's documents here
+        codes = docids.encode(self.qrels.docids.strings, missing=-1)
+        rec = np.full(len(docids), -1, dtype=np.int64)
+        ok = codes >= 0
+        rec[codes[ok]] = np.flatnonzero(ok)
         self._recode_cache[id(docids)] = (docids, rec)
         return rec
 
@@ -129,23 +133,28 @@ def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
 
     rq = qi.query_recode(run.qids)  # run query code -> query-set index
     extra = [str(s) for s in run.qids.strings[rq < 0]] if (rq < 0).any() else []
-    runq = rq[run.q] if len(run.q) else np.zeros(0, dtype=np.int64)
-    inset = runq >= 0
-    depth = np.bincount(runq[inset], minlength=nq).astype(np.int64)
+    depth = np.zeros(nq, dtype=np.int64)
+    inq = rq >= 0
+    depth[rq[inq]] = np.diff(run.offsets)[inq]
 
-    # relevant retrieved rows: join (query, doc) with the qrels
+    # relevant retrieved rows: join (query, doc) with the qrels, judged documents first
+    # (every full-length operation here is one gather and one comparison)
     dcode = qi.doc_recode(run.docids)[run.d] if len(run.d) else np.zeros(0, dtype=np.int64)
-    cand = np.flatnonzero(inset & (dcode >= 0))
-    keys = runq[cand] * qi.nd + dcode[cand]
+    cand = np.flatnonzero(dcode >= 0)
+    runq_c = rq[run.q[cand]]
+    ok = runq_c >= 0
+    cand, runq_c = cand[ok], runq_c[ok]
+    keys = runq_c * qi.nd + dcode[cand]
     idx = np.searchsorted(qi.keys, keys)
     idx_c = np.minimum(idx, len(qi.keys) - 1)
     found = (idx < len(qi.keys)) & (qi.keys[idx_c] == keys)
     rows = cand[found]
+    rq_rows = runq_c[found]
     g = qi.rel[idx_c[found]]
     isrel = g >= threshold
-    rows, g = rows[isrel], g[isrel]
-    rq_rows = runq[rows]
-    ranks = run.ranks()[rows].astype(np.int64) if len(rows) else np.zeros(0, dtype=np.int64)
+    rows, g, rq_rows = rows[isrel], g[isrel], rq_rows[isrel]
+    # 1-based rank of a row: its offset within its query's block
+    ranks = (rows - run.offsets[run.q[rows]] + 1).astype(np.int64)
 
     mret = np.bincount(rq_rows, minlength=nq).astype(np.int64)
     unret = m - mret

@@ -8,7 +8,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _st
+
+
+class _LazyStats:
+    """``scipy.stats`` imported on first use (it costs about a second at import)."""
+
+    def __getattr__(self, name: str):
+        from scipy import stats
+
+        return getattr(stats, name)
+
+
+_st = _LazyStats()
 
 
 def sign_test(wins: int, losses: int) -> float:
