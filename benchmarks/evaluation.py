@@ -156,10 +156,9 @@ def bench_lexirecall(qrels_path: Path, run_paths: list[Path]) -> dict:
     import numpy as np
 
     from limelight.data.formats import read_trec_qrels, read_trec_run
+    from limelight.data.ids import IdMap
     from limelight.evaluation import Evaluator, preference_matrix, stack_positions
     from limelight.evaluation.relpos import default_n_docs
-
-    from limelight.data.ids import IdMap
 
     qrels = read_trec_qrels(qrels_path)
     runs = [read_trec_run(p) for p in run_paths]
