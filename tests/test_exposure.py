@@ -305,3 +305,15 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     assert all((shards / n).stat().st_mtime_ns == t for n, t in before.items())
     for a, b in zip(_snapshot(out), _snapshot(ref), strict=True):
         assert a.equals(b)
+
+
+def test_view_store_answers_like_the_table_store(movies_store, tmp_path, monkeypatch):
+    retriever, qs, st = movies_store
+    v = compute_exposure(retriever, qs, tmp_path / "view", depth=20, shard_size=700,
+                         fingerprint=st.manifest["retriever"], materialize=False)
+    monkeypatch.chdir(tmp_path.parent)  # the view's relative shard paths must not need the cwd
+    v = ExposureStore.open(tmp_path / "view")
+    docid = st.doc_ids[int(np.argmax(st.n_exposing()))]
+    assert v.exposing_queries(docid) == st.exposing_queries(docid)
+    assert v.exposed_documents(qs.ids[0]) == st.exposed_documents(qs.ids[0])
+    np.testing.assert_allclose(v.thresholds(), st.thresholds())
