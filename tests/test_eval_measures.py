@@ -164,3 +164,24 @@ def test_padding_and_shared_array_give_each_measure_once(monkeypatch):
         warnings.simplefilter("error")
         Evaluator(qrels, "AP nDCG@10 R@5 P@5 RR LexiRecall TSE AP(rel=2) RR(rel=2)", n_docs=100).evaluate(run)
     assert sorted(calls) == [1, 2]  # one array per threshold, shared by all measures
+
+
+def test_worst_off_provider_and_tse_exposure_models():
+    from limelight.evaluation import tse, worst_off_provider
+
+    run, qrels = _tiny()
+    n = 1000
+    df = worst_off_provider(run, qrels, {}, n_docs=n)  # every document its own provider
+    assert df.to_dict("records") == [{"query_id": "q", "provider": "r6", "exposure": pytest.approx(1 / n)}]
+    df = worst_off_provider(run, qrels, {"r4": "C", "r5": "C", "r6": "C", "r1": "A", "r2": "A", "r3": "B"}, n_docs=n)
+    assert df.loc[0, "provider"] == "C"
+    assert df.loc[0, "exposure"] == pytest.approx(1 / 998 + 1 / 999 + 1 / 1000)
+    everyone_but_r3 = {d: "A" for d in ["r1", "r2", "r4", "r5", "r6"]} | {"r3": "B"}
+    df = worst_off_provider(run, qrels, everyone_but_r3, n_docs=n, exposure="ndcg")
+    assert df.loc[0, "provider"] == "B" and df.loc[0, "exposure"] == pytest.approx(1 / math.log2(9))
+    rp = relevance_positions(run, qrels, n_docs=n)
+    assert tse(rp.pos, rp.m, n, "rr")[0] == pytest.approx(1 / n)
+    assert tse(rp.pos, rp.m, n, "rbp", p=0.5)[0] == pytest.approx(0.5 * 0.5 ** (n - 1))
+    # TSE equals the worst-off provider's exposure when each document is its own provider (§4.2)
+    assert tse(rp.pos, rp.m, n, "ndcg")[0] == pytest.approx(
+        worst_off_provider(run, qrels, {}, n_docs=n, exposure="ndcg").loc[0, "exposure"])
