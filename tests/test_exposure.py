@@ -317,3 +317,18 @@ def test_view_store_answers_like_the_table_store(movies_store, tmp_path, monkeyp
     assert v.exposing_queries(docid) == st.exposing_queries(docid)
     assert v.exposed_documents(qs.ids[0]) == st.exposed_documents(qs.ids[0])
     np.testing.assert_allclose(v.thresholds(), st.thresholds())
+
+
+def test_query_file_formats(tmp_path, data_dir):
+    log = tmp_path / "log.tsv"
+    log.write_text("source\tqid\tquery\nmq\t1\tVim editor\nmq\t2\tvim   editor\nnq\t3\tchess\n")
+    qs = load_queries_file(log)  # the log format: normalised, de-duplicated, o_q = occurrences
+    assert qs.texts.tolist() == ["vim editor", "chess"] and qs.weights.tolist() == [2.0, 1.0]
+    full = load_queries_file(data_dir / "querylogs" / "queries.tsv.gz")
+    assert len(full) == 114926 and full.weights.sum() == 149104
+    tsv = tmp_path / "q.tsv"
+    tsv.write_text("a\tvim editor\nb\tchess\n")
+    qs = load_queries_file(tsv)
+    assert qs.ids.strings.tolist() == ["a", "b"] and qs.weights.tolist() == [1.0, 1.0]
+    with pytest.raises(LimelightError):
+        load_queries_file(tmp_path / "missing.tsv")
