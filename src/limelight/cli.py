@@ -32,7 +32,7 @@ def _register_all() -> None:
 
     commands_core.register(app)
     # further capability modules register below (one line each)
-    from limelight.exposure.cli import register as _rx; _rx(app)  # noqa: E702
+    from limelight.exposure.cli import register as _rx; _rx(app)  # noqa: E702, I001
     from limelight.evaluation.cli import register as _reg_eval; _reg_eval(app)  # noqa: E702, I001
     from limelight.rerank.cli import register as _rr; _rr(app)  # noqa: E702, I001
 
