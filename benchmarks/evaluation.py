@@ -165,10 +165,18 @@ def bench_lexirecall(qrels_path: Path, run_paths: list[Path]) -> dict:
     docs = IdMap(sorted(set().union(*(r.docids.strings.tolist() for r in runs))), kind="document")
     runs = [r.with_doc_map(docs) for r in runs]  # one map, as runs from one index share
     n = default_n_docs(qrels, runs)
+    def all_pairs():
+        ev = Evaluator(qrels, "LexiRecall", n_docs=n)
+        return ev, preference_matrix(stack_positions([ev.positions(r, 1, n) for r in runs]), "recall")
+
     t = time.perf_counter()
-    ev = Evaluator(qrels, "LexiRecall", n_docs=n)
-    prefs = preference_matrix(stack_positions([ev.positions(r, 1, n) for r in runs]), "recall")
+    ev, prefs = all_pairs()
     t_ll = time.perf_counter() - t
+    t_best = t_ll
+    for _ in range(5):
+        t = time.perf_counter()
+        all_pairs()
+        t_best = min(t_best, time.perf_counter() - t)
     qd = qrels.to_dict()
     rd = [r.to_dict() for r in runs]
     t = time.perf_counter()
@@ -176,7 +184,8 @@ def bench_lexirecall(qrels_path: Path, run_paths: list[Path]) -> dict:
     t_py = time.perf_counter() - t
     qidx = {q: i for i, q in enumerate(ev.qids.strings.tolist())}
     mismatches = sum(int(prefs[a, b, qidx[q]]) != v for (a, b, q), v in ref.items())
-    return {"limelight_s": t_ll, "python_s": t_py, "speedup": t_py / t_ll, "mismatches": mismatches,
+    return {"limelight_s": t_ll, "limelight_best_s": t_best, "python_s": t_py, "speedup": t_py / t_ll,
+            "speedup_best": t_py / t_best, "mismatches": mismatches,
             "comparisons": len(ref), "queries": int(prefs.shape[2]), "runs": len(runs),
             "agree": bool(np.all(prefs == -prefs.transpose(1, 0, 2))) and mismatches == 0}
 
@@ -213,8 +222,9 @@ def main() -> None:
     print(f"limelight warm / ranx warm = {ll['warm_s'] / rx['warm_s']:.2f} (target ≤ 1.5)")
     for c in COLLECTIONS:
         lx = results["collections"][c]["lexirecall_all_pairs"]
-        print(f"all-pairs lexirecall {c}: limelight {lx['limelight_s']:.4f}s, Python {lx['python_s']:.3f}s, "
-              f"speed-up {lx['speedup']:.0f}x, mismatches {lx['mismatches']} of {lx['comparisons']}")
+        print(f"all-pairs lexirecall {c}: limelight first call {lx['limelight_s']:.4f}s (best of 6 "
+              f"{lx['limelight_best_s']:.4f}s), Python {lx['python_s']:.3f}s, speed-up {lx['speedup']:.0f}x "
+              f"(best {lx['speedup_best']:.0f}x), mismatches {lx['mismatches']} of {lx['comparisons']}")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
 
