@@ -44,9 +44,9 @@ def make_runs(collection: str, out_dir: Path) -> list[Path]:
     for k1 in (0.6, 0.9, 1.2):
         for b in (0.4, 0.75):
             runs.append(BM25(index, k1=k1, b=b).retrieve(ds.queries, 1000).rename(f"bm25_k1{k1}_b{b}"))
-    runs.append(rrf(runs[0], runs[3]).rename("rrf_a"))
-    runs.append(rrf(runs[1], runs[5]).rename("rrf_b"))
-    runs.append(combsum(runs[2], runs[4]).rename("combsum"))
+    runs.append(rrf(runs[0], runs[3]).topk(1000).rename("rrf_a"))
+    runs.append(rrf(runs[1], runs[5]).topk(1000).rename("rrf_b"))
+    runs.append(combsum(runs[2], runs[4]).topk(1000).rename("combsum"))
     for i, s in enumerate((0.05, 0.2, 0.5)):
         runs.append(perturb_run(runs[1], s, seed=i, depth=1000).rename(f"noisy{s}"))
     paths = []

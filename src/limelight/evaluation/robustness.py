@@ -164,7 +164,7 @@ def main() -> None:
     index = BM25Index.build(ds.collection)
     runs = [BM25(index, k1=k1, b=b).retrieve(ds.queries, 1000).rename(f"bm25_{k1}_{b}")
             for k1 in (0.6, 0.9, 1.2) for b in (0.4, 0.75)]
-    runs += [rrf(runs[0], runs[3]).rename("rrf"), perturb_run(runs[1], 0.3, 1, 1000).rename("noisy0.3"),
+    runs += [rrf(runs[0], runs[3]).topk(1000).rename("rrf"), perturb_run(runs[1], 0.3, 1, 1000).rename("noisy0.3"),
              perturb_run(runs[1], 0.3, 2, 100).rename("noisy0.3@100")]
     measures = "R@1000 Rprec AP nDCG nDCG@10 RR LexiRecall"
     print(f"### {args.collection}: {len(runs)} runs, {len(ds.qrels.qids)} judged queries\n")
