@@ -78,7 +78,7 @@ def run_collection(name: str, args: argparse.Namespace) -> None:
     for model_name in args.models:
         for f, test in enumerate(folds):
             path = out / f"{model_name}.fold{f}.parquet"
-            if path.exists():
+            if path.exists() or (args.only_folds and f not in args.only_folds):
                 continue
             rest = [q for g, fold in enumerate(folds) if g != f for q in fold]
             rng = np.random.default_rng(args.seed + f)
@@ -109,6 +109,14 @@ def run_collection(name: str, args: argparse.Namespace) -> None:
             print(json.dumps(rec), flush=True)
 
 
+def _subset_qrels(qrels, qids: list[str]):
+    from limelight.data.qrels import Qrels
+
+    keep = np.isin(qrels.qids.decode(qrels.q), np.asarray(qids, dtype=object))
+    return Qrels.from_arrays(qrels.qids.decode(qrels.q[keep]), qrels.docids.decode(qrels.d[keep]),
+                             qrels.rel[keep], qrels.name)
+
+
 def concat(runs: list[Run], name: str) -> Run:
     df = [r.to_pandas() for r in runs]
     import pandas as pd
@@ -124,9 +132,16 @@ def report(args: argparse.Namespace) -> dict:
         out = args.out / name
         ds = load_dataset(name)
         bm25 = bm25_run(name, args.out)
+        used = args.only_folds or list(range(args.folds))
+        if args.only_folds:  # evaluate on the chosen folds' test queries only
+            judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+            folds = folds_of([q for q in ds.queries.ids if q in judged], args.folds, args.seed)
+            keep = [q for f in used for q in folds[f]]
+            bm25 = subset(bm25, keep)
+            ds.qrels = _subset_qrels(ds.qrels, keep)
         runs = {"bm25": bm25}
         for m in args.models:
-            parts = [out / f"{m}.fold{f}.parquet" for f in range(args.folds)]
+            parts = [out / f"{m}.fold{f}.parquet" for f in used]
             if all(p.exists() for p in parts):
                 runs[m] = concat([read_run_parquet(p) for p in parts], m)
         res = evaluate(list(runs.values()), ds.qrels, "nDCG@10 RR@10")
@@ -144,7 +159,7 @@ def report(args: argparse.Namespace) -> dict:
                         row[f"{meas} diff vs {base}"] = float(v.mean() - b.mean())
             tab[n] = row
         results[name] = {"n_queries": int(len(per["bm25"].qids)), "models": tab}
-        lines.append(f"\n### {name} ({len(per['bm25'].qids)} queries, {args.folds}-fold CV)\n")
+        lines.append(f"\n### {name} ({len(per['bm25'].qids)} queries, {args.folds}-fold CV, folds {used})\n")
         lines.append("| model | nDCG@10 | p vs BM25 | p vs KNRM | MRR@10 | p vs BM25 | p vs KNRM |")
         lines.append("|---|---|---|---|---|---|---|")
         for n, row in tab.items():
@@ -156,9 +171,10 @@ def report(args: argparse.Namespace) -> dict:
                 return f"{d:+.3f} (p={p:.3f}){' *' if p < 0.05 else ''}"
             lines.append(f"| {n} | {row['nDCG@10']:.3f} | {cell('nDCG@10', 'bm25')} | {cell('nDCG@10', 'knrm')} "
                          f"| {row['RR@10']:.3f} | {cell('RR@10', 'bm25')} | {cell('RR@10', 'knrm')} |")
-    (args.out / "cv_results.json").write_text(json.dumps(results, indent=1))
+    stem = "cv_results" if not args.only_folds else "cv_results_folds" + "".join(map(str, args.only_folds))
+    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     text = "\n".join(lines)
-    (args.out / "cv_results.md").write_text(text + "\n")
+    (args.out / f"{stem}.md").write_text(text + "\n")
     print(text)
     return results
 
@@ -181,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--depth", type=int, default=50)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--only-folds", type=int, nargs="+", default=None,
+                    help="train/evaluate only these folds (e.g. a longer-training diagnostic)")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
     if args.report:
