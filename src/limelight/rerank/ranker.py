@@ -125,6 +125,9 @@ class PairScorer:
         fp = self.ranker.vocab.fingerprint
         if q_enc.fingerprint != fp or d_enc.fingerprint != fp:
             raise VocabularyMismatchError("texts were encoded with another vocabulary than the model's")
+        if len(d_rows) == 0:
+            self.last_model_seconds = 0.0
+            return np.zeros(0, dtype=np.float64)
         model = self.ranker.model.to(self.device)
         was_training = model.training
         model.eval()
