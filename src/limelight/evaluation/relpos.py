@@ -75,6 +75,16 @@ class QrelsIndex:
         self.nd = max(len(qrels.docids), 1)
         self.keys = self.q * self.nd + self.d  # sorted: qrels rows are sorted by (q, d)
         self._recode_cache: dict[int, tuple[IdMap, np.ndarray]] = {}
+        self._table: np.ndarray | None = None
+
+    def dense_table(self, limit: int = 20_000_000) -> np.ndarray | None:
+        """``table[q * n_docs + d]`` = qrels row (or -1), when queries × judged documents is
+        small enough (``limit`` entries); ``None`` otherwise (joins then use ``searchsorted``)."""
+        if self._table is None and len(self.qids) * self.nd <= limit:
+            t = np.full(len(self.qids) * self.nd, -1, dtype=np.int64)
+            t[self.keys] = np.arange(len(self.keys))
+            self._table = t
+        return self._table
 
     def n_relevant(self, threshold: int) -> np.ndarray:
         return np.bincount(self.q[self.rel >= threshold], minlength=len(self.qids)).astype(np.int64)
@@ -145,9 +155,15 @@ def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
     ok = runq_c >= 0
     cand, runq_c = cand[ok], runq_c[ok]
     keys = runq_c * qi.nd + dcode[cand]
-    idx = np.searchsorted(qi.keys, keys)
-    idx_c = np.minimum(idx, len(qi.keys) - 1)
-    found = (idx < len(qi.keys)) & (qi.keys[idx_c] == keys)
+    table = qi.dense_table()
+    if table is not None:  # O(1) lookups in a (query × judged doc) table of qrels rows
+        idx_c = table[keys]
+        found = idx_c >= 0
+        idx_c = np.maximum(idx_c, 0)
+    else:
+        idx = np.searchsorted(qi.keys, keys)
+        idx_c = np.minimum(idx, len(qi.keys) - 1)
+        found = (idx < len(qi.keys)) & (qi.keys[idx_c] == keys)
     rows = cand[found]
     rq_rows = runq_c[found]
     g = qi.rel[idx_c[found]]
@@ -172,7 +188,7 @@ def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
     grade = np.zeros((nq, M), dtype=np.int32)
     # retrieved relevant: rows are in run order (query-major, rank ascending) -> columns 0..mret-1
     if len(rows):
-        order = np.lexsort((ranks, rq_rows))
+        order = np.argsort(rq_rows, kind="stable")  # rows are rank-ordered within a query
         rq_s, rk_s, g_s = rq_rows[order], ranks[order], g[order]
         start = np.zeros(nq + 1, dtype=np.int64)
         np.cumsum(mret, out=start[1:])
