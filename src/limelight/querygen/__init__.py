@@ -1,0 +1,1 @@
+"""Query generation: controllable generation (CtrlQGen), query variations and simulated queries."""
