@@ -4,52 +4,93 @@ See ``docs/results-evaluation.md``. The relevance-position array (``relevance_po
 shared input of every measure and preference.
 """
 
-from limelight.evaluation.compare import Comparison, RunTable, compare_runs, evaluate_runs
-from limelight.evaluation.evaluate import EvalResult, Evaluator, evaluate
-from limelight.evaluation.kernels import (
-    compute,
-    lexiprecision_metric,
-    lexirecall_metric,
-    recall_level,
-)
-from limelight.evaluation.measures import (
-    AP,
-    RBP,
-    RR,
-    TSE,
-    LexiPrecision,
-    LexiRecall,
-    Measure,
-    MeasureError,
-    P,
-    R,
-    Rprec,
-    nDCG,
-    parse_measure,
-    parse_measures,
-)
-from limelight.evaluation.preferences import (
-    lexi_ranks,
-    lexiprecision,
-    lexirecall,
-    metric_preference_matrix,
-    pairwise,
-    preference_matrix,
-    tse,
-    worst_off_provider,
-)
-from limelight.evaluation.relpos import (
-    QrelsIndex,
-    RelPositions,
-    relevance_positions,
-    stack_positions,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AP", "RBP", "RR", "TSE", "Comparison", "EvalResult", "Evaluator", "LexiPrecision", "LexiRecall",
-    "Measure", "MeasureError", "P", "QrelsIndex", "R", "RelPositions", "Rprec", "RunTable",
-    "compare_runs", "compute", "evaluate", "evaluate_runs", "lexi_ranks", "lexiprecision",
-    "lexiprecision_metric", "lexirecall", "lexirecall_metric", "metric_preference_matrix", "nDCG",
-    "pairwise", "parse_measure", "parse_measures", "preference_matrix", "recall_level",
-    "relevance_positions", "stack_positions", "tse", "worst_off_provider",
-]
+from typing import TYPE_CHECKING
+
+from limelight._lazy import lazy_exports
+
+_EXPORTS = {
+    "AP": "limelight.evaluation.measures",
+    "compare_runs": "limelight.evaluation.compare",
+    "Comparison": "limelight.evaluation.compare",
+    "compute": "limelight.evaluation.kernels",
+    "EvalResult": "limelight.evaluation.evaluate",
+    "evaluate": "limelight.evaluation.evaluate",
+    "evaluate_runs": "limelight.evaluation.compare",
+    "Evaluator": "limelight.evaluation.evaluate",
+    "lexi_ranks": "limelight.evaluation.preferences",
+    "LexiPrecision": "limelight.evaluation.measures",
+    "lexiprecision": "limelight.evaluation.preferences",
+    "lexiprecision_metric": "limelight.evaluation.kernels",
+    "LexiRecall": "limelight.evaluation.measures",
+    "lexirecall": "limelight.evaluation.preferences",
+    "lexirecall_metric": "limelight.evaluation.kernels",
+    "Measure": "limelight.evaluation.measures",
+    "MeasureError": "limelight.evaluation.measures",
+    "metric_preference_matrix": "limelight.evaluation.preferences",
+    "nDCG": "limelight.evaluation.measures",
+    "P": "limelight.evaluation.measures",
+    "pairwise": "limelight.evaluation.preferences",
+    "parse_measure": "limelight.evaluation.measures",
+    "parse_measures": "limelight.evaluation.measures",
+    "preference_matrix": "limelight.evaluation.preferences",
+    "QrelsIndex": "limelight.evaluation.relpos",
+    "R": "limelight.evaluation.measures",
+    "RBP": "limelight.evaluation.measures",
+    "recall_level": "limelight.evaluation.kernels",
+    "relevance_positions": "limelight.evaluation.relpos",
+    "RelPositions": "limelight.evaluation.relpos",
+    "Rprec": "limelight.evaluation.measures",
+    "RR": "limelight.evaluation.measures",
+    "RunTable": "limelight.evaluation.compare",
+    "stack_positions": "limelight.evaluation.relpos",
+    "TSE": "limelight.evaluation.measures",
+    "tse": "limelight.evaluation.preferences",
+    "worst_off_provider": "limelight.evaluation.preferences",
+}
+
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from limelight.evaluation.compare import Comparison, RunTable, compare_runs, evaluate_runs  # noqa: F401
+    from limelight.evaluation.evaluate import EvalResult, Evaluator, evaluate  # noqa: F401
+    from limelight.evaluation.kernels import (  # noqa: F401
+        compute,
+        lexiprecision_metric,
+        lexirecall_metric,
+        recall_level,
+    )
+    from limelight.evaluation.measures import (  # noqa: F401
+        AP,
+        RBP,
+        RR,
+        TSE,
+        LexiPrecision,
+        LexiRecall,
+        Measure,
+        MeasureError,
+        P,
+        R,
+        Rprec,
+        nDCG,
+        parse_measure,
+        parse_measures,
+    )
+    from limelight.evaluation.preferences import (  # noqa: F401
+        lexi_ranks,
+        lexiprecision,
+        lexirecall,
+        metric_preference_matrix,
+        pairwise,
+        preference_matrix,
+        tse,
+        worst_off_provider,
+    )
+    from limelight.evaluation.relpos import (  # noqa: F401
+        QrelsIndex,
+        RelPositions,
+        relevance_positions,
+        stack_positions,
+    )

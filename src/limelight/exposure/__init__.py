@@ -7,44 +7,74 @@
   ``group_retrievability``: retrievability over every document of the collection.
 """
 
-from limelight.exposure.browsing import (
-    DCG,
-    RBP,
-    BrowsingModel,
-    Cutoff,
-    Exhaustive,
-    parse_browsing_model,
-    to_rho,
-)
-from limelight.exposure.exact import (
-    ExposureStore,
-    compute_exposure,
-    exposure_from_run,
-    queries_fingerprint,
-    retriever_fingerprint,
-)
-from limelight.exposure.retrievability import (
-    Retrievability,
-    analyse,
-    analyse_pairs,
-    bootstrap_gini,
-    gini,
-    group_retrievability,
-    lorenz,
-    paired_bootstrap_gini,
-    rank_matrix,
-    ranks_from_trec_run,
-    read_doc_ids,
-    retrievability,
-    retrievability_from_pairs,
-    retrievable_fraction,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DCG", "RBP", "BrowsingModel", "Cutoff", "Exhaustive", "ExposureStore", "Retrievability",
-    "analyse", "analyse_pairs", "bootstrap_gini", "compute_exposure", "exposure_from_run", "gini",
-    "group_retrievability", "lorenz", "paired_bootstrap_gini", "parse_browsing_model",
-    "queries_fingerprint", "rank_matrix", "ranks_from_trec_run", "read_doc_ids",
-    "retrievability", "retrievability_from_pairs", "retrievable_fraction",
-    "retriever_fingerprint", "to_rho",
-]
+from typing import TYPE_CHECKING
+
+from limelight._lazy import lazy_exports
+
+_EXPORTS = {
+    "analyse": "limelight.exposure.retrievability",
+    "analyse_pairs": "limelight.exposure.retrievability",
+    "bootstrap_gini": "limelight.exposure.retrievability",
+    "BrowsingModel": "limelight.exposure.browsing",
+    "compute_exposure": "limelight.exposure.exact",
+    "Cutoff": "limelight.exposure.browsing",
+    "DCG": "limelight.exposure.browsing",
+    "Exhaustive": "limelight.exposure.browsing",
+    "exposure_from_run": "limelight.exposure.exact",
+    "ExposureStore": "limelight.exposure.exact",
+    "gini": "limelight.exposure.retrievability",
+    "group_retrievability": "limelight.exposure.retrievability",
+    "lorenz": "limelight.exposure.retrievability",
+    "paired_bootstrap_gini": "limelight.exposure.retrievability",
+    "parse_browsing_model": "limelight.exposure.browsing",
+    "queries_fingerprint": "limelight.exposure.exact",
+    "rank_matrix": "limelight.exposure.retrievability",
+    "ranks_from_trec_run": "limelight.exposure.retrievability",
+    "RBP": "limelight.exposure.browsing",
+    "read_doc_ids": "limelight.exposure.retrievability",
+    "Retrievability": "limelight.exposure.retrievability",
+    "retrievability": "limelight.exposure.retrievability",
+    "retrievability_from_pairs": "limelight.exposure.retrievability",
+    "retrievable_fraction": "limelight.exposure.retrievability",
+    "retriever_fingerprint": "limelight.exposure.exact",
+    "to_rho": "limelight.exposure.browsing",
+}
+
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from limelight.exposure.browsing import (  # noqa: F401
+        DCG,
+        RBP,
+        BrowsingModel,
+        Cutoff,
+        Exhaustive,
+        parse_browsing_model,
+        to_rho,
+    )
+    from limelight.exposure.exact import (  # noqa: F401
+        ExposureStore,
+        compute_exposure,
+        exposure_from_run,
+        queries_fingerprint,
+        retriever_fingerprint,
+    )
+    from limelight.exposure.retrievability import (  # noqa: F401
+        Retrievability,
+        analyse,
+        analyse_pairs,
+        bootstrap_gini,
+        gini,
+        group_retrievability,
+        lorenz,
+        paired_bootstrap_gini,
+        rank_matrix,
+        ranks_from_trec_run,
+        read_doc_ids,
+        retrievability,
+        retrievability_from_pairs,
+        retrievable_fraction,
+    )

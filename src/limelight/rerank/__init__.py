@@ -6,20 +6,60 @@
 See ``docs/results-rerank.md`` for the experiments and the choices made.
 """
 
-from limelight.rerank.models import KNRM, MUS, TK, KernelRanker, KernelScores, KNRMConfig, TKConfig
-from limelight.rerank.ranker import KernelReranker, NeuralRanker, PairScorer
-from limelight.rerank.train import (
-    QrelsTriples,
-    TrainConfig,
-    TrainResult,
-    TripleSource,
-    mrr_at_10,
-    train,
-)
-from limelight.rerank.vocab import EncodedTexts, Vocabulary, VocabularyMismatchError, glove_matrix
+from __future__ import annotations
 
-__all__ = [
-    "KNRM", "MUS", "TK", "EncodedTexts", "KNRMConfig", "KernelRanker", "KernelReranker", "KernelScores",
-    "NeuralRanker", "PairScorer", "QrelsTriples", "TKConfig", "TrainConfig", "TrainResult",
-    "TripleSource", "Vocabulary", "VocabularyMismatchError", "glove_matrix", "mrr_at_10", "train",
-]
+from typing import TYPE_CHECKING
+
+from limelight._lazy import lazy_exports
+
+_EXPORTS = {
+    "EncodedTexts": "limelight.rerank.vocab",
+    "glove_matrix": "limelight.rerank.vocab",
+    "KernelRanker": "limelight.rerank.models",
+    "KernelReranker": "limelight.rerank.ranker",
+    "KernelScores": "limelight.rerank.models",
+    "KNRM": "limelight.rerank.models",
+    "KNRMConfig": "limelight.rerank.models",
+    "mrr_at_10": "limelight.rerank.train",
+    "MUS": "limelight.rerank.models",
+    "NeuralRanker": "limelight.rerank.ranker",
+    "PairScorer": "limelight.rerank.ranker",
+    "QrelsTriples": "limelight.rerank.train",
+    "TK": "limelight.rerank.models",
+    "TKConfig": "limelight.rerank.models",
+    "train": "limelight.rerank.train",
+    "TrainConfig": "limelight.rerank.train",
+    "TrainResult": "limelight.rerank.train",
+    "TripleSource": "limelight.rerank.train",
+    "Vocabulary": "limelight.rerank.vocab",
+    "VocabularyMismatchError": "limelight.rerank.vocab",
+}
+
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from limelight.rerank.models import (  # noqa: F401
+        KNRM,
+        MUS,
+        TK,
+        KernelRanker,
+        KernelScores,
+        KNRMConfig,
+        TKConfig,
+    )
+    from limelight.rerank.ranker import KernelReranker, NeuralRanker, PairScorer  # noqa: F401
+    from limelight.rerank.train import (  # noqa: F401
+        QrelsTriples,
+        TrainConfig,
+        TrainResult,
+        TripleSource,
+        mrr_at_10,
+        train,
+    )
+    from limelight.rerank.vocab import (  # noqa: F401
+        EncodedTexts,
+        Vocabulary,
+        VocabularyMismatchError,
+        glove_matrix,
+    )
