@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint bench clean
+.PHONY: demo test install lint bench clean wordnet
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,13 +16,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) wordnet
 
 test: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m limelight.demo
+
+# WordNet 3.0 for the WNetSynSwap query variations (Debian's wordnet-base), only when missing
+wordnet:
+	@test -d /usr/share/wordnet || apt-get install -y -q wordnet-base || (apt-get update -q && apt-get install -y -q wordnet-base) || echo "warning: wordnet-base not installed; WNetSynSwap will be skipped"
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
