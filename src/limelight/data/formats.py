@@ -36,8 +36,12 @@ def _read_text(path: PathLike) -> str:
         raise FormatError(path, None, f"cannot read file ({e})") from None
 
 
-def _split_columns(path: PathLike, text: str, ncols: int, what: str) -> list[np.ndarray]:
-    """Whitespace-separated columns of a text file; precise errors on the first bad line."""
+def _split_columns(path: PathLike, text: str, ncols: int, what: str,
+                   extra_ok: bool = False) -> list[np.ndarray]:
+    """Whitespace-separated columns of a text file; precise errors on the first bad line.
+
+    With ``extra_ok``, words after the last column are ignored (trec_eval does so for runs).
+    """
     lines = text.splitlines()
     rows = [ln.split() for ln in lines]
     cols: list[list[str]] = [[] for _ in range(ncols)]
@@ -45,7 +49,9 @@ def _split_columns(path: PathLike, text: str, ncols: int, what: str) -> list[np.
     for i, parts in enumerate(rows, start=1):
         if not parts or parts[0].startswith("#"):
             continue
-        if len(parts) != ncols:
+        if len(parts) > ncols and extra_ok:
+            parts = parts[:ncols]
+        elif len(parts) != ncols:
             raise FormatError(path, i, f"expected {ncols} columns ({what}), found {len(parts)}: "
                               f"{lines[i - 1][:80]!r}")
         for c, v in zip(cols, parts, strict=True):
@@ -99,7 +105,7 @@ def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None
     descending (trec_eval). Duplicate (qid, docid) lines and non-finite scores are errors.
     """
     text = _read_text(path)
-    qid, _q0, docid, _rank, score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag")
+    qid, _q0, docid, _rank, score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
     if len(qid) == 0:
         raise FormatError(path, None, "empty run: no result lines")
     s = _to_float(path, score, lineno, "score")
@@ -121,7 +127,7 @@ def read_trec_run_ranks(path: PathLike) -> pd.DataFrame:
     """The rank column of a TREC run as written (for tools that trust file ranks, such as
     Azzopardi's retrievability scripts): ``query_id, doc_id, rank`` (1-based)."""
     text = _read_text(path)
-    qid, _q0, docid, rank, _score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag")
+    qid, _q0, docid, rank, _score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
     r = _to_int(path, rank, lineno, "rank")
     return pd.DataFrame({"query_id": qid, "doc_id": docid, "rank": r})
 
