@@ -188,6 +188,32 @@ def _rows_from_run(run: Run, sub: Queries, doc_ids: IdMap, q0: int, depth: int
     return (qpos + q0).astype(np.int32), run.d, run.ranks(), run.score.astype(np.float32)
 
 
+def write_shard(path: Path, rows, depth: int) -> None:
+    """Write one shard's rows ``(q, d, rank, score)`` atomically (a temporary file renamed onto
+    ``path``): writing the same shard again replaces it whole, never appends."""
+    table = _shard_table(*rows, depth)
+    with atomic_path(path) as tmp:
+        # no dictionary pages: 4-5x faster to write for these int columns
+        pq.write_table(table, tmp, compression="lz4", use_dictionary=False)
+
+
+def _batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap,
+                lex: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The exposure rows of queries ``b:be`` (codes ``b..be-1``) under ``retriever``."""
+    if hasattr(retriever, "search_batch"):
+        docs, scores = retriever.search_batch(queries.texts[b:be].tolist(), depth)
+        docs = np.asarray(docs)
+        if docs.shape[0] != be - b:
+            raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
+        if docs.shape[1] > depth:
+            docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
+        if docs.size and int(docs.max()) >= len(doc_ids):
+            raise LimelightError("retriever returned a document code outside its collection")
+        return _rows_from_topk(docs, scores, b, lex)
+    sub = queries.take(np.arange(b, be))
+    return _rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth)
+
+
 class _ShardWriter:
     """Writes shards atomically in a background thread (pyarrow releases the GIL)."""
 
@@ -207,10 +233,7 @@ class _ShardWriter:
                 continue
             path, rows = item
             try:
-                table = _shard_table(*rows, self.depth)
-                with atomic_path(path) as tmp:
-                    # no dictionary pages: 4-5x faster to write for these int columns
-                    pq.write_table(table, tmp, compression="lz4", use_dictionary=False)
+                write_shard(path, rows, self.depth)
             except BaseException as e:  # reported to the main thread
                 self.error = e
 
@@ -463,6 +486,8 @@ def compute_exposure(
     load: bool = True,
     art_indexes: bool = False,
     materialize: bool = True,
+    engine: str = "local",
+    address: str | None = None,
 ) -> ExposureStore:
     """Compute (or resume) the exact exposure of ``queries`` under ``retriever`` into ``out``.
 
@@ -472,7 +497,14 @@ def compute_exposure(
     indexes on ``exposure(d)`` and ``exposure(q)``; ``materialize=False`` makes ``exposure`` a
     DuckDB view over the Parquet shards instead of a table (no load cost). ``fingerprint`` identifies the
     retriever (default: ``retriever_fingerprint``); ``settings`` are recorded in the manifest.
+    ``engine="ray"`` computes the shards as Ray tasks (``limelight.scale``) on the cluster at
+    ``address`` (a local one when ``None``); the store is the same, and either engine resumes a
+    store the other started.
     """
+    if engine not in ("local", "ray"):
+        raise LimelightError(f"unknown engine {engine!r} (local or ray)")
+    if address is not None and engine != "ray":
+        raise LimelightError("an address goes with engine='ray'")
     if depth < 1:
         raise LimelightError(f"depth must be ≥ 1, got {depth}")
     if shard_size < 1:
@@ -545,10 +577,18 @@ def compute_exposure(
     done = nq - sum(min(shard_size, nq - i * shard_size) for i in todo)
     if progress:
         progress(done, nq)
-    texts = queries.texts
     bs = batch_size or shard_size
     lex = doc_ids.lexical_rank() if has_batch and todo else None
     timings = {"retrieve_s": 0.0}
+    if engine == "ray" and todo:
+        from limelight.scale.exposure import compute_shards
+
+        t0 = time.perf_counter()
+        compute_shards(retriever, queries, store, todo, depth=depth, shard_size=shard_size,
+                       batch_size=bs, doc_ids=doc_ids, lex=lex, address=address,
+                       progress=progress, done=done)
+        timings["retrieve_s"] = time.perf_counter() - t0
+        todo = []
     writer = _ShardWriter(shards, depth)
     kept: dict[int, tuple] = {}
     with _DeferredInterrupt() as intr:
@@ -560,19 +600,7 @@ def compute_exposure(
                     intr.check()
                     be = min(e, b + bs)
                     t0 = time.perf_counter()
-                    if has_batch:
-                        docs, scores = retriever.search_batch(texts[b:be].tolist(), depth)
-                        docs = np.asarray(docs)
-                        if docs.shape[0] != be - b:
-                            raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
-                        if docs.shape[1] > depth:
-                            docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
-                        if docs.size and int(docs.max()) >= len(doc_ids):
-                            raise LimelightError("retriever returned a document code outside its collection")
-                        parts.append(_rows_from_topk(docs, scores, b, lex))
-                    else:
-                        sub = queries.take(np.arange(b, be))
-                        parts.append(_rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth))
+                    parts.append(_batch_rows(retriever, queries, b, be, depth, doc_ids, lex))
                     timings["retrieve_s"] += time.perf_counter() - t0
                     if progress:
                         done += be - b
