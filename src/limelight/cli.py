@@ -35,6 +35,7 @@ def _register_all() -> None:
     from limelight.exposure.cli import register as _rx; _rx(app)  # noqa: E702, I001
     from limelight.evaluation.cli import register as _reg_eval; _reg_eval(app)  # noqa: E702, I001
     from limelight.rerank.cli import register as _rr; _rr(app)  # noqa: E702, I001
+    from limelight.querygen.variations_cli import register as _rv; _rv(app)  # noqa: E702, I001
 
 
 _register_all()
