@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint bench clean wordnet
+.PHONY: demo test install lint bench clean wordnet browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +18,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP) wordnet
 
-test: install
+test: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
-demo: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m limelight.demo
+# the audit of the Debian catalog under the real query log (BM25, dense, hybrid) -> demo-out/
+demo: install browser
+	HF_HUB_OFFLINE=1 $(BIN)/python -m limelight.demo --out demo-out
+
+# headless Chromium for the report/web-app tests and the report screenshot: Debian's chromium,
+# driven by the pinned playwright package (never `playwright install`), only when missing
+browser:
+	@test -x /usr/bin/chromium || apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)
 
 # WordNet 3.0 for the WNetSynSwap query variations (Debian's wordnet-base), only when missing
 wordnet:

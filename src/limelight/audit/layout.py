@@ -9,6 +9,7 @@ through :class:`AuditDir` rather than spelling paths itself::
     DIR/index/                         a ``limelight index`` directory (BM25, docs, dense if used)
     DIR/systems/<name>/exposure/       an ExposureStore (manifest.json, shards/, exposure.duckdb)
     DIR/systems/<name>/retrievability.parquet   r(d) per document at each cutoff
+    DIR/systems/query_vectors.npy      dense query vectors shared by dense and hybrid systems
     DIR/eqi/<method>/                  EQI models and their outputs
     DIR/tables/<table>.parquet         every table shown in the report
     DIR/figures/<figure>.png           every figure shown in the report
@@ -70,6 +71,11 @@ class AuditDir:
     def store_dir(self, system: str) -> Path:
         """The ExposureStore directory of ``system``."""
         return self.system_dir(system) / "exposure"
+
+    @property
+    def query_vectors(self) -> Path:
+        """Dense query vectors shared by the dense and hybrid systems (float32 ``.npy``)."""
+        return self.systems_dir / "query_vectors.npy"
 
     def retrievability_path(self, system: str) -> Path:
         return self.system_dir(system) / "retrievability.parquet"

@@ -1,0 +1,260 @@
+"""Audit configuration: a TOML file, validated up front with one-line errors naming file:line.
+
+Example (``configs/debian.toml``)::
+
+    [audit]
+    name = "debian"
+    depth = 100                 # n: documents kept per query (exposure depth)
+    cutoffs = [10, 100]         # retrievability cutoffs c (each ≤ depth)
+    group_field = "section"     # a collection field to break retrievability down by (optional)
+    seed = 0
+
+    [collection]
+    source = "debian"           # shared collection, catalog, folder, JSONL file or irds:<id>
+
+    [queries]
+    source = "log"              # "log" (shared query log), "dataset" (the collection's own
+                                # queries), or a TSV / query-log file path
+    sample = 0                  # 0 = every distinct query; n > 0 = a seeded sample of n
+
+    [quick]                     # what --quick changes
+    queries = 2000
+
+    [[systems]]
+    name = "bm25"
+    kind = "bm25"               # bm25 | dense | hybrid
+    k1 = 0.9
+    b = 0.4
+
+    [stages]                    # each optional stage can be switched off
+    eqi = true
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from limelight.errors import FormatError
+
+SYSTEM_KINDS = ("bm25", "dense", "hybrid")
+OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+# allowed keys per table, with their types (bool is checked before int: bool is an int subclass)
+_AUDIT_KEYS = {"name": str, "depth": int, "cutoffs": list, "group_field": str, "seed": int,
+               "shard_size": int, "embedding_cache": str}
+_COLLECTION_KEYS = {"source": str}
+_QUERY_KEYS = {"source": str, "sample": int}
+_QUICK_KEYS = {"queries": int, "eval_queries": int}
+_EVAL_KEYS = {"measures": list, "preference": str}
+_SYSTEM_KEYS: dict[str, dict[str, type | tuple]] = {
+    "bm25": {"k1": (int, float), "b": (int, float)},
+    "dense": {"model": str, "max_seq_length": int},
+    "hybrid": {"rrf_k": (int, float), "k1": (int, float), "b": (int, float), "model": str,
+               "max_seq_length": int, "fusion_depth": int},
+}
+_TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation", "eqi",
+             "robustness", "ctrlqgen", "rerank"}
+
+
+@dataclass
+class SystemSpec:
+    """One audited system: a unique ``name`` (used in paths), a ``kind`` and its settings."""
+
+    name: str
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, Any]:
+        """Kind and parameters with defaults filled in (what the stage hashes cover)."""
+        p = dict(self.params)
+        if self.kind in ("bm25", "hybrid"):
+            p.setdefault("k1", 0.9)
+            p.setdefault("b", 0.4)
+        if self.kind == "hybrid":
+            p.setdefault("rrf_k", 60)
+            p.setdefault("fusion_depth", 100)
+        return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
+
+    @property
+    def uses_dense(self) -> bool:
+        return self.kind in ("dense", "hybrid")
+
+
+@dataclass
+class AuditConfig:
+    """A validated audit configuration."""
+
+    name: str
+    collection: str
+    systems: list[SystemSpec]
+    query_source: str = "log"
+    query_sample: int = 0
+    depth: int = 100
+    cutoffs: list[int] = field(default_factory=lambda: [10, 100])
+    group_field: str | None = None
+    seed: int = 0
+    shard_size: int = 8192
+    embedding_cache: str = ".cache/embeddings"
+    quick_queries: int = 2000
+    quick_eval_queries: int = 0
+    measures: list[str] = field(default_factory=lambda: ["nDCG@10", "AP", "R@100"])
+    preference: str = "LexiRecall"
+    stages: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(OPTIONAL_STAGES, True))
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # [eqi], [robustness], ...
+    path: str | None = None
+    text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("text")
+        d["systems"] = [{"name": s.name, **s.settings()} for s in self.systems]
+        return d
+
+    def system(self, name: str) -> SystemSpec:
+        for s in self.systems:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+def _line_of(text: str, key: str, after: int = 0) -> int | None:
+    """1-based line of the first ``key = ...`` (or ``[key]``) at or after line ``after``."""
+    pat = re.compile(rf"^\s*(\"?{re.escape(key)}\"?\s*=|\[+\s*{re.escape(key)}\s*\]+)")
+    lines = text.splitlines()
+    for i in range(max(after - 1, 0), len(lines)):
+        if pat.match(lines[i]):
+            return i + 1
+    for i, line in enumerate(lines):
+        if pat.match(line):
+            return i + 1
+    return None
+
+
+class _Checker:
+    def __init__(self, path: str | None, text: str):
+        self.path, self.text = path, text
+
+    def fail(self, key: str, msg: str, after: int = 0):
+        raise FormatError(self.path or "<config>", _line_of(self.text, key, after), msg)
+
+    def table(self, data: dict, name: str, allowed: dict[str, Any], after: int = 0) -> dict:
+        if not isinstance(data, dict):
+            self.fail(name, f"[{name}] must be a table")
+        for k, v in data.items():
+            if k not in allowed:
+                self.fail(k, f"unknown key {k!r} in [{name}] (allowed: {', '.join(sorted(allowed))})", after)
+            want = allowed[k]
+            types = want if isinstance(want, tuple) else (want,)
+            if isinstance(v, bool) and bool not in types or not isinstance(v, types):
+                tn = " or ".join(t.__name__ for t in types)
+                self.fail(k, f"{name}.{k} must be a {tn}, not {type(v).__name__} ({v!r})", after)
+        return data
+
+
+def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfig:
+    """Parse and validate an audit configuration from TOML text."""
+    p = None if path is None else str(path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        raise FormatError(p or "<config>", int(m.group(1)) if m else None,
+                          f"invalid TOML ({str(e).split(' (at')[0]})") from None
+    ck = _Checker(p, text)
+    for k in raw:
+        if k not in _TOP_KEYS:
+            ck.fail(k, f"unknown table [{k}] (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    audit = ck.table(raw.get("audit", {}), "audit", _AUDIT_KEYS)
+    coll = ck.table(raw.get("collection", {}), "collection", _COLLECTION_KEYS)
+    qs = ck.table(raw.get("queries", {}), "queries", _QUERY_KEYS)
+    quick = ck.table(raw.get("quick", {}), "quick", _QUICK_KEYS)
+    ev = ck.table(raw.get("evaluation", {}), "evaluation", _EVAL_KEYS)
+    stages = raw.get("stages", {})
+    ck.table(stages, "stages", dict.fromkeys(OPTIONAL_STAGES, bool))
+    if "source" not in coll:
+        ck.fail("collection", "[collection] needs source = \"<shared collection, catalog, path or irds:id>\"")
+    depth = audit.get("depth", 100)
+    if depth < 1 or depth > 10000:
+        ck.fail("depth", f"audit.depth must be between 1 and 10000, got {depth}")
+    cutoffs = audit.get("cutoffs", [10, 100] if depth >= 100 else [depth])
+    if not cutoffs or not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= depth
+                              for c in cutoffs):
+        ck.fail("cutoffs", f"audit.cutoffs must be a non-empty list of integers in 1..depth ({depth}), got {cutoffs!r}")
+    if 100 not in cutoffs and depth >= 100:
+        cutoffs = [*cutoffs, 100]  # results.json always reports gini_c100
+    for key in ("seed", "shard_size"):
+        if audit.get(key, 1) < (0 if key == "seed" else 1):
+            ck.fail(key, f"audit.{key} must be ≥ {0 if key == 'seed' else 1}")
+    qsrc = qs.get("source", "log")
+    if qsrc not in ("log", "dataset", "generated") and not Path(qsrc).expanduser().is_file():
+        ck.fail("source", f"queries.source must be \"log\", \"dataset\", \"generated\" or an existing "
+                          f"query file, not {qsrc!r}", _line_of(text, "queries") or 0)
+    for key, table in (("sample", qs), ("queries", quick), ("eval_queries", quick)):
+        if table.get(key, 0) < 0:
+            ck.fail(key, f"{key} must be ≥ 0")
+    raw_systems = raw.get("systems")
+    if not raw_systems:
+        ck.fail("audit", "no systems: add at least one [[systems]] table (name, kind)")
+    if not isinstance(raw_systems, list):
+        ck.fail("systems", "systems must be an array of tables: [[systems]]")
+    systems: list[SystemSpec] = []
+    starts = [i + 1 for i, ln in enumerate(text.splitlines()) if re.match(r"^\s*\[\[\s*systems\s*\]\]", ln)]
+    for i, s in enumerate(raw_systems):
+        at = starts[i] if i < len(starts) else 0
+        kind = s.get("kind")
+        if kind not in SYSTEM_KINDS:
+            ck.fail("kind", f"systems[{i}].kind must be one of {', '.join(SYSTEM_KINDS)}, not {kind!r}", at)
+        name = s.get("name", kind)
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            ck.fail("name", f"systems[{i}].name {name!r} must be letters, digits, '.', '_' or '-'", at)
+        if any(x.name == name for x in systems):
+            ck.fail("name", f"duplicate system name {name!r}", at)
+        params = {k: v for k, v in s.items() if k not in ("name", "kind")}
+        ck.table(params, f"systems.{name}", _SYSTEM_KEYS[kind], at)
+        systems.append(SystemSpec(name, kind, params))
+    enc = {(s.params.get("model"), s.params.get("max_seq_length")) for s in systems if s.uses_dense}
+    if len(enc) > 1:
+        ck.fail("model", "dense and hybrid systems of one audit must share model and max_seq_length "
+                         f"(found {sorted(map(str, enc))})")
+    measures = ev.get("measures", ["nDCG@10", "AP", "R@100"])
+    if measures:
+        from limelight.evaluation.measures import parse_measure
+
+        for m in measures:
+            try:
+                parse_measure(m)
+            except Exception as e:  # MeasureError
+                ck.fail("measures", f"evaluation.measures: {e}")
+    name = audit.get("name", Path(p).stem if p else "audit")
+    options = {k: raw[k] for k in ("eqi", "robustness", "ctrlqgen", "rerank") if k in raw}
+    for k, v in options.items():
+        if not isinstance(v, dict):
+            ck.fail(k, f"[{k}] must be a table")
+    return AuditConfig(
+        name=name, collection=coll["source"], systems=systems, query_source=qsrc,
+        query_sample=qs.get("sample", 0), depth=depth, cutoffs=sorted(set(cutoffs)),
+        group_field=audit.get("group_field"), seed=audit.get("seed", 0),
+        shard_size=audit.get("shard_size", 8192),
+        embedding_cache=audit.get("embedding_cache", ".cache/embeddings"),
+        quick_queries=quick.get("queries", 2000), quick_eval_queries=quick.get("eval_queries", 0),
+        measures=list(measures), preference=ev.get("preference", "LexiRecall"),
+        stages={k: bool(stages.get(k, True)) for k in OPTIONAL_STAGES}, options=options,
+        path=p, text=text)
+
+
+def load_config(path: str | os.PathLike) -> AuditConfig:
+    """Read and validate an audit configuration file."""
+    p = Path(path)
+    if not p.is_file():
+        raise FormatError(str(p), None, "no such configuration file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(str(p), None, f"not UTF-8 text ({e.reason})") from None
+    return parse_config(text, p)

@@ -1,0 +1,456 @@
+"""The stages of an audit. Each one calls the library capability that owns the computation and
+records what it produced; a stage whose capability or input is missing is skipped with a reason.
+
+Stage keys chain: a stage's key includes the keys of the stages it reads, so a changed setting
+reruns exactly the stages that depend on it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from limelight._io import atomic_path
+from limelight.audit.runner import AuditInputs, StageSkipped
+
+if TYPE_CHECKING:  # pragma: no cover
+    from limelight.audit.runner import AuditRunner
+
+
+def _key(runner: AuditRunner, name: str) -> str | None:
+    st = runner.status(name)
+    return st.key if st is not None else None
+
+
+def _write_table(runner: AuditRunner, name: str, df: pd.DataFrame) -> str:
+    path = runner.dir.table(name)
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+    return path.name
+
+
+def _dense_settings(runner: AuditRunner) -> dict | None:
+    specs = [s for s in runner.cfg.systems if s.uses_dense]
+    if not specs:
+        return None
+    p = specs[0].params
+    return {"model": p.get("model") or "all-MiniLM-L6-v2", "max_seq_length": p.get("max_seq_length")}
+
+
+# ---- indexing ---------------------------------------------------------------------------------
+def index(runner: AuditRunner, inp: AuditInputs) -> None:
+    """A ``limelight index`` directory: BM25, plus the dense (FAISS) index when a system needs it;
+    document embeddings go through the shared embedding cache."""
+    dense = _dense_settings(runner)
+
+    def body(bar) -> dict:
+        import json
+
+        from limelight.retrieval.index_dir import build_index
+
+        coll = inp.dataset.collection
+        bar.update(0, 2 if dense else 1)
+        build_index(coll, runner.dir.index_dir)
+        bar.update(1, 2 if dense else 1)
+        out = {"n_docs": len(coll), "built": ["bm25"]}
+        if dense:
+            from limelight.retrieval.dense import DenseIndex
+
+            bar.pause()  # the encoder shows its own bar while it encodes the collection
+            di = DenseIndex.build(coll, runner.encoder(), cache_dir=runner.cfg.embedding_cache,
+                                  show_progress=runner.bars.show)
+            di.save(runner.dir.index_dir / "dense")
+            meta_p = runner.dir.index_dir / "meta.json"
+            meta = json.loads(meta_p.read_text())
+            meta["built"] = ["bm25", "dense"]
+            with atomic_path(meta_p) as tmp:
+                tmp.write_text(json.dumps(meta, indent=1))
+            out["built"].append("dense")
+            out["dense_dim"] = di.dim
+        return out
+
+    runner._stage("index", "BM25 (and dense) index of the collection",
+                  (inp.collection_fp, dense), body, outputs=(runner.dir.index_dir,))
+
+
+def query_vectors(runner: AuditRunner, inp: AuditInputs) -> None:
+    """Encode the audit's queries once for every dense and hybrid system."""
+    dense = _dense_settings(runner)
+    if dense is None:
+        return
+
+    def body(bar) -> dict:
+        texts = inp.queries.texts.tolist()
+        enc = runner.encoder()
+        n = len(texts)
+        vec = np.zeros((n, enc.dim), dtype=np.float32)
+        step = 4096
+        for s in range(0, n, step):
+            vec[s:s + step] = enc.encode(texts[s:s + step], show_progress=False)
+            bar.update(min(n, s + step), n)
+        with atomic_path(runner.dir.query_vectors) as tmp:
+            with open(tmp, "wb") as f:
+                np.save(f, vec)
+        return {"n_queries": n, "dim": int(enc.dim)}
+
+    runner._stage("query-vectors", "dense query encoding (shared by dense and hybrid)",
+                  (inp.queries_fp, dense), body, outputs=(runner.dir.query_vectors,))
+
+
+# ---- exposure and retrievability --------------------------------------------------------------
+def exposure(runner: AuditRunner, inp: AuditInputs, spec) -> None:
+    """Exact exposure of every query's top ``depth`` under one system (resumable)."""
+    cfg = runner.cfg
+    name = f"exposure-{spec.name}"
+    deps = [_key(runner, "index")] + ([_key(runner, "query-vectors")] if spec.uses_dense else [])
+
+    def body(bar) -> dict:
+        from limelight.exposure.exact import compute_exposure
+
+        retr = runner.retriever(spec)
+        st = compute_exposure(retr, inp.queries, runner.dir.store_dir(spec.name), depth=cfg.depth,
+                              shard_size=cfg.shard_size, fingerprint=stable_key(deps, spec),
+                              settings=spec.settings(), progress=bar.update)
+        q, _, _, _ = st.pair_arrays()
+        return {"n_pairs": int(len(q)), "n_queries": len(st.queries), "n_docs": len(st.doc_ids),
+                "timings": st.manifest.get("timings", {})}
+
+    runner._stage(name, f"exact exposure under {spec.name} (top {cfg.depth})",
+                  (deps, spec.settings(), inp.queries_fp, cfg.depth, cfg.shard_size), body,
+                  outputs=(runner.dir.store_dir(spec.name),), requires=("index",))
+
+
+def stable_key(deps: list, spec) -> str:
+    from limelight.audit.cache import stable_hash
+
+    return stable_hash("retriever", deps, spec.settings())
+
+
+def retrievability(runner: AuditRunner, inp: AuditInputs, spec) -> None:
+    """r(d) at each cutoff over every document, Gini (overall and per group), Lorenz data."""
+    cfg = runner.cfg
+    name = f"retrievability-{spec.name}"
+
+    def body(bar) -> dict:
+        from limelight.exposure.retrievability import gini, group_retrievability
+
+        st = runner.dir.store(spec.name)
+        cols: dict[str, Any] = {"doc_id": st.doc_ids.strings.astype(str)}
+        cutoffs = {}
+        for i, c in enumerate(cfg.cutoffs):
+            rv = st.retrievability(c=c)
+            cols[f"r_c{c}"] = rv.r
+            cutoffs[str(c)] = rv.to_dict()
+            bar.update(i + 1, len(cfg.cutoffs) + 1)
+        n_exp = st.n_exposing()
+        cols["n_exposing"] = n_exp
+        g = cfg.group_field
+        if g:
+            cols[g] = [str(v) for v in inp.dataset.collection.fields[g].tolist()]
+        df = pd.DataFrame(cols)
+        with atomic_path(runner.dir.retrievability_path(spec.name)) as tmp:
+            df.to_parquet(tmp, index=False)
+        c_main = 100 if 100 in cfg.cutoffs else max(cfg.cutoffs)
+        r = cols[f"r_c{c_main}"]
+        out: dict[str, Any] = {"cutoffs": cutoffs, "c_main": c_main,
+                               "mean_exposing_queries": float(n_exp.mean())}
+        if g:
+            grp = group_retrievability(r, inp.dataset.collection.fields[g])
+            # Gini within each group (documents counted in each of their groups)
+            from limelight.exposure.retrievability import _as_labels
+
+            labels = [_as_labels(v) for v in inp.dataset.collection.fields[g].tolist()]
+            lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
+            doc = np.repeat(np.arange(len(r)), lens)
+            flat = pd.DataFrame({"group": [x for lab in labels for x in lab], "r": r[doc]})
+            ginis = {k: gini(v.to_numpy()) for k, v in flat.groupby("group", sort=False)["r"]}
+            grp["gini"] = grp["group"].map(ginis)
+            grp.insert(0, "system", spec.name)
+            out["groups_table"] = _write_table(runner, f"groups_{spec.name}", grp)
+            out["n_groups"] = int(len(grp))
+        bar.update(len(cfg.cutoffs) + 1, len(cfg.cutoffs) + 1)
+        return out
+
+    runner._stage(name, f"retrievability, Gini and Lorenz under {spec.name}",
+                  (_key(runner, f"exposure-{spec.name}"), cfg.cutoffs, cfg.group_field), body,
+                  outputs=(runner.dir.retrievability_path(spec.name),),
+                  requires=(f"exposure-{spec.name}",))
+
+
+def figures(runner: AuditRunner, inp: AuditInputs) -> None:
+    """Lorenz curves, rank-size plot, per-group bars, and the systems summary table."""
+    cfg = runner.cfg
+    names = [s.name for s in cfg.systems if (st := runner.status(f"retrievability-{s.name}")) and st.present]
+    if not names:
+        runner._skip("figures", "figures and summary tables", "no system has retrievability figures")
+        return
+    deps = [_key(runner, f"retrievability-{n}") for n in names]
+
+    def body(bar) -> dict:
+        from limelight.exposure.plots import plot_lorenz, plot_rank_size
+
+        figs = runner.dir.figures_dir
+        frames = {n: pd.read_parquet(runner.dir.retrievability_path(n)) for n in names}
+        c = 100 if 100 in cfg.cutoffs else max(cfg.cutoffs)
+        made = []
+        for cc in cfg.cutoffs:
+            plot_lorenz({n: f[f"r_c{cc}"].to_numpy() for n, f in frames.items()}, figs / f"lorenz_c{cc}",
+                        title=f"Lorenz curves of r(d), c={cc}")
+            made.append(f"lorenz_c{cc}.png")
+        plot_rank_size({n: f["n_exposing"].to_numpy() for n, f in frames.items()}, figs / "rank_size",
+                       )
+        made.append("rank_size.png")
+        bar.update(1, 2)
+        rows = []
+        for n in names:
+            res = runner.status(f"retrievability-{n}").result
+            for cc, d in res["cutoffs"].items():
+                rows.append({"system": n, "c": int(cc), "gini": d["gini"],
+                             "gini_retrieved_only": d["gini_retrieved_only"],
+                             "retrievable_fraction": d["retrievable_fraction"],
+                             "mean_exposing_queries": res["mean_exposing_queries"]})
+        _write_table(runner, "systems", pd.DataFrame(rows))
+        if cfg.group_field:
+            grp = pd.concat([pd.read_parquet(runner.dir.table(f"groups_{n}")) for n in names])
+            _write_table(runner, "groups", grp)
+            made.append(_group_figure(grp, figs / "groups.png", cfg.group_field, c))
+        bar.update(2, 2)
+        return {"figures": made}
+
+    runner._stage("figures", "figures and summary tables", (deps,), body)
+
+
+def _group_figure(grp: pd.DataFrame, path, field: str, c: int) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    big = grp[grp["n_docs"] >= 20] if (grp["n_docs"] >= 20).any() else grp
+    first = big["system"].iloc[0]
+    order = big[big["system"] == first].sort_values("r_mean", ascending=False)["group"]
+    keep = list(order.head(12)) + [g for g in order.tail(8) if g not in set(order.head(12))]
+    piv = big.pivot_table(index="group", columns="system", values="r_mean").reindex(keep)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
+    piv.plot.barh(ax=ax, width=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"mean r(d), c={c}")
+    ax.set_ylabel(field)
+    ax.set_title(f"Retrievability by {field}: most and least retrievable groups (≥20 documents)")
+    ax.legend(fontsize=8)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return path.name
+
+
+# ---- stages that need qrels -------------------------------------------------------------------
+def _eval_runs(runner: AuditRunner, inp: AuditInputs, k: int = 1000) -> dict:
+    out = {}
+    for spec in runner.cfg.systems:
+        retr = runner.retriever(spec, query_vectors=False)
+        out[spec.name] = retr.retrieve(inp.eval_queries, k).rename(spec.name)
+    return out
+
+
+def compare(runner: AuditRunner, inp: AuditInputs) -> None:
+    """System comparison: standard measures (tests against the first system) and all-pairs
+    LexiRecall preferences with sign tests and the MC4 order."""
+    title = "system comparison: standard measures and lexirecall"
+    if not runner.cfg.stages["compare"]:
+        runner._skip("compare", title, "switched off in [stages]")
+        return
+    if inp.eval_queries is None:
+        runner._skip("compare", title, f"{inp.dataset.name} has no qrels (relevance judgments)")
+        return
+
+    def body(bar) -> dict:
+        from limelight.evaluation.compare import compare_runs, evaluate_runs
+
+        runs = _eval_runs(runner, inp)
+        bar.update(1, 3)
+        table = evaluate_runs(list(runs.values()), inp.dataset.qrels, runner.cfg.measures)
+        agg = table.aggregate()
+        rows = []
+        for i, n in enumerate(table.names):
+            row = {"system": n, **agg[n]}
+            for m in table.measures:
+                p = table.p_vs_first[m][i]
+                row[f"p_{m}"] = None if np.isnan(p) else float(p)
+            rows.append(row)
+        _write_table(runner, "evaluation", pd.DataFrame(rows))
+        bar.update(2, 3)
+        summary: dict[str, Any] = {"n_queries": len(inp.eval_queries), "measures": agg}
+        if len(runs) > 1:
+            cmp = compare_runs(list(runs.values()), inp.dataset.qrels, runner.cfg.preference)
+            d = cmp.to_dict()
+            _write_table(runner, "preferences", pd.DataFrame(d["pairs"]))
+            summary["preference"] = {"measure": d["preference"], "mc4": d["mc4"],
+                                     "discriminative_power": d["discriminative_power"]}
+        bar.update(3, 3)
+        return {"summary": summary}
+
+    deps = [_key(runner, "index")]
+    runner._stage("compare", title, (deps, [s.settings() for s in runner.cfg.systems],
+                                     runner.cfg.measures, runner.cfg.preference,
+                                     inp.eval_queries.ids.strings.tolist()), body, requires=("index",))
+
+
+def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
+    """TK re-ranking of the first system's top 100: trained on half of the judged queries
+    (seeded split), evaluated against the first stage on the other half."""
+    title = "TK re-ranking (trained on half the judged queries, tested on the rest)"
+    if not runner.cfg.stages["rerank"]:
+        runner._skip("rerank", title, "switched off in [stages]")
+        return
+    if inp.eval_queries is None:
+        runner._skip("rerank", title, f"{inp.dataset.name} has no qrels (TK needs relevance judgments)")
+        return
+    opts = {"epochs": 3, "max_seconds": 20.0 if runner.quick else 300.0, "layers": 2, "depth": 100,
+            **runner.cfg.options.get("rerank", {})}
+
+    def body(bar) -> dict:
+        from limelight.evaluation.compare import evaluate_runs
+        from limelight.rerank.models import TKConfig
+        from limelight.rerank.ranker import KernelReranker, NeuralRanker
+        from limelight.rerank.train import QrelsTriples, TrainConfig, train
+        from limelight.rerank.vocab import Vocabulary
+
+        ds, seed = inp.dataset, runner.cfg.seed
+        base = runner.cfg.systems[0]
+        first = runner.retriever(base, query_vectors=False).retrieve(inp.eval_queries, int(opts["depth"]))
+        first = first.rename(base.name)
+        judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+        qids = [q for q in inp.eval_queries.ids.strings.tolist() if q in judged]
+        if len(qids) < 4:
+            raise StageSkipped(f"only {len(qids)} judged queries (need ≥ 4 for a train/test split)")
+        perm = np.random.default_rng(seed).permutation(len(qids))
+        half = len(qids) // 2
+        tr, te = [qids[i] for i in perm[:half]], [qids[i] for i in perm[half:]]
+        vocab = Vocabulary.build(ds.collection.texts.tolist(), 2)
+        ranker = NeuralRanker.create(TKConfig(n_layers=int(opts["layers"])), vocab, seed)
+        triples = QrelsTriples.build(inp.eval_queries, ds.qrels, first, ds.collection, tr)
+        bar.update(1, 3)
+        res = train(ranker, ds.collection, inp.eval_queries, triples,
+                    TrainConfig(epochs=int(opts["epochs"]), seed=seed, threads=1,
+                                max_seconds=float(opts["max_seconds"])))
+        bar.update(2, 3)
+        test_q = inp.eval_queries.take(inp.eval_queries.ids.encode(np.asarray(te, dtype=object)))
+        first_te = runner.retriever(base, query_vectors=False).retrieve(test_q, int(opts["depth"])).rename(base.name)
+        rr = KernelReranker(ranker, ds.collection).transform(test_q, first_te).rename(f"TK({base.name})")
+        table = evaluate_runs([first_te, rr], ds.qrels, runner.cfg.measures)
+        agg = table.aggregate()
+        rows = [{"system": n, **agg[n], **{f"p_{m}": (None if np.isnan(table.p_vs_first[m][i])
+                                                       else float(table.p_vs_first[m][i]))
+                                           for m in table.measures}}
+                for i, n in enumerate(table.names)]
+        _write_table(runner, "rerank", pd.DataFrame(rows))
+        bar.update(3, 3)
+        return {"summary": {"base": base.name, "train_queries": len(tr), "test_queries": len(te),
+                            "steps": res.steps, "stopped": res.stopped, "measures": agg},
+                "seconds_training": res.seconds}
+
+    runner._stage("rerank", title, (_key(runner, "index"), runner.cfg.systems[0].settings(), opts,
+                                    runner.cfg.measures, runner.cfg.seed,
+                                    inp.eval_queries.ids.strings.tolist()), body, requires=("index",))
+
+
+# ---- capabilities from other issues (wired in as they land) -----------------------------------
+def _capability(module: str, attr: str) -> Any | None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    return getattr(mod, attr, None)
+
+
+def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
+    """EQI models trained and evaluated (RELQ table) plus exact reverse search."""
+    title = "exposing-query identification (RELQ) and exact reverse search"
+    if not runner.cfg.stages["eqi"]:
+        runner._skip("eqi", title, "switched off in [stages]")
+        return
+    fn = _capability("limelight.exposure.eqi", "audit_eqi")
+    if fn is None:
+        runner._skip("eqi", title, "capability not available yet: limelight.exposure.eqi (issue 5) "
+                                   "provides no audit entry point in this checkout")
+        return
+    deps = [_key(runner, f"exposure-{s.name}") for s in runner.cfg.systems]
+    runner._stage("eqi", title, (deps, runner.cfg.options.get("eqi", {}), runner.quick),
+                  lambda bar: fn(runner.dir, quick=runner.quick, **runner.cfg.options.get("eqi", {})))
+
+
+def robustness(runner: AuditRunner, inp: AuditInputs) -> None:
+    """Query-variation robustness (where qrels exist)."""
+    title = "query-variation robustness"
+    if not runner.cfg.stages["robustness"]:
+        runner._skip("robustness", title, "switched off in [stages]")
+        return
+    fn = _capability("limelight.querygen.robustness", "robustness_report")
+    if fn is None:
+        runner._skip("robustness", title, "capability not available yet: "
+                                          "limelight.querygen.robustness.robustness_report (issue 7)")
+        return
+    if inp.eval_queries is None:
+        runner._skip("robustness", title, f"{inp.dataset.name} has no qrels (relevance judgments)")
+        return
+
+    opts = {"methods": "all", "measure": runner.cfg.measures[0] if runner.cfg.measures else "nDCG@10",
+            "mode": "full", **runner.cfg.options.get("robustness", {})}
+
+    def body(bar) -> dict:
+        pipes = {s.name: runner.retriever(s, query_vectors=False) % 1000 for s in runner.cfg.systems}
+        rep = fn(pipes, inp.eval_queries, inp.dataset.qrels, opts["methods"], opts["measure"],
+                 mode=opts["mode"], seed=runner.cfg.seed, dataset=inp.dataset.name)
+        _write_table(runner, "robustness", rep.to_pandas())
+        figs = []
+        if len(rep.rows):
+            rep.plot(runner.dir.figures_dir / "robustness.png")
+            figs.append("robustness.png")
+        bar.update(1, 1)
+        return {"summary": {"measure": rep.measure, "methods": rep.methods, "skipped_methods": rep.skipped,
+                            "n_queries": len(rep.qids), "notes": rep.notes}, "figures": figs}
+
+    runner._stage("robustness", title, (_key(runner, "index"), [s.settings() for s in runner.cfg.systems],
+                                        opts, runner.cfg.seed, inp.eval_queries.ids.strings.tolist()),
+                  body, requires=("index",))
+
+
+def ctrlqgen(runner: AuditRunner, inp: AuditInputs) -> None:
+    """CtrlQGen synthetic queries and their effect on retrievability."""
+    title = "CtrlQGen synthetic queries and their retrievability effect"
+    if not runner.cfg.stages["ctrlqgen"]:
+        runner._skip("ctrlqgen", title, "switched off in [stages]")
+        return
+    fn = _capability("limelight.querygen", "generate_queries")
+    if fn is None:
+        runner._skip("ctrlqgen", title, "capability not available yet: "
+                                        "limelight.querygen.generate_queries (issue 6)")
+        return
+
+    def body(bar) -> dict:
+        from limelight.exposure.exact import compute_exposure
+
+        gen = fn(inp.dataset.collection, **runner.cfg.options.get("ctrlqgen", {}))
+        spec = runner.cfg.systems[0]
+        st = compute_exposure(runner.retriever(spec, query_vectors=False), gen,
+                              runner.dir.path / "ctrlqgen" / "exposure", depth=runner.cfg.depth,
+                              progress=bar.update)
+        base = runner.status(f"retrievability-{spec.name}").result["cutoffs"]
+        rows = []
+        for c in runner.cfg.cutoffs:
+            rv = st.retrievability(c=c)
+            rows.append({"system": spec.name, "c": c, "gini_log": base[str(c)]["gini"],
+                         "gini_generated": rv.gini,
+                         "retrievable_fraction_log": base[str(c)]["retrievable_fraction"],
+                         "retrievable_fraction_generated": rv.retrievable_fraction})
+        _write_table(runner, "ctrlqgen", pd.DataFrame(rows))
+        return {"summary": {"n_generated": len(gen), "rows": rows}}
+
+    runner._stage("ctrlqgen", title, (_key(runner, f"retrievability-{runner.cfg.systems[0].name}"),
+                                      runner.cfg.options.get("ctrlqgen", {})), body,
+                  outputs=(runner.dir.path / "ctrlqgen",),
+                  requires=(f"retrievability-{runner.cfg.systems[0].name}",))
