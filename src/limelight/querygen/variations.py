@@ -437,7 +437,8 @@ def load_wordnet(root: str | None = None):
 class WNetSynSwap(_WordSwap):
     """Replaces one non-stopword by its first WordNet synonym: the first lemma, over the word's
     synsets in WordNet's order, that differs from the word and its base forms
-    (``long_lasting`` → ``long lasting``; ``causes`` never becomes ``cause``).
+    (``long_lasting`` → ``long lasting``; ``causes`` never becomes ``cause``, ``chemical``
+    never ``chemical substance``).
     No variant when no non-stopword has a synonym."""
 
     name = "WNetSynSwap"
@@ -468,7 +469,7 @@ class WNetSynSwap(_WordSwap):
             for syn in self._wn.synsets(key):
                 for lemma in syn.lemma_names():
                     cand = lemma.replace("_", " ")
-                    if cand.lower() not in same:
+                    if cand.lower() not in same and not same & set(cand.lower().split()):
                         out = cand
                         break
                 if out is not None:
