@@ -1,0 +1,314 @@
+"""The FastAPI application of ``limelight serve``: HTML pages and a JSON API over one audit.
+
+Pages (server-rendered, Jinja2 with autoescaping, no script):
+``/`` search · ``/documents/{docid}`` exposing queries and a Figure 1 chart · ``/queries``,
+``/queries/{qid}`` what a query exposes · ``/retrievability`` Lorenz curves, most and least
+retrievable documents, groups · ``/eqi`` paste a document, exact vs learned exposing queries.
+
+The JSON API under ``/api`` answers the same questions (``/docs`` and ``/openapi.json``
+document it). Unknown ids answer 404 with a message; values outside the audit 422; bodies over
+the size limit 413; nothing in a request is ever used as a file-system path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import FastAPI, Form, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from limelight.errors import LimelightError
+from limelight.service import schemas as S
+from limelight.service.charts import exposure_bars, lorenz_paths
+from limelight.service.core import AuditService, BadRequest, NotFound
+from limelight.service.snippets import segments
+
+HERE = Path(__file__).parent
+MAX_BODY = 1 << 20  # bytes of a request body (a pasted document is at most MAX_TEXT characters)
+
+API_ERRORS = {404: {"model": S.Error, "description": "unknown id or name"},
+              422: {"description": "invalid value"}}
+
+Limit = Annotated[int, Query(ge=1, le=S.MAX_LIMIT, description="rows per page")]
+Offset = Annotated[int, Query(ge=0, le=S.MAX_OFFSET, description="rows to skip")]
+SystemQ = Annotated[str | None, Query(max_length=200, description="audited system (default: the first)")]
+Browsing = Annotated[str, Query(max_length=40, description="browsing model μ_{q→d}: rbp:γ, dcg, exhaustive, cutoff:c")]
+Cutoff = Annotated[int, Query(ge=1, le=100_000, description="retrievability cutoff c (≤ the store depth)")]
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_body`` bytes gets 413 before the app reads it
+    (by its Content-Length, or by counting a chunked body)."""
+
+    def __init__(self, app, max_body: int = MAX_BODY):
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for k, v in scope.get("headers", []):
+            if k == b"content-length":
+                try:
+                    n = int(v)
+                except ValueError:
+                    return await _plain(send, 400, "malformed Content-Length header")
+                if n > self.max_body:
+                    return await _plain(send, 413, f"request body over {self.max_body} bytes")
+        chunks, size, more = [], 0, True
+        while more:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return None
+            body = msg.get("body", b"")
+            size += len(body)
+            if size > self.max_body:
+                return await _plain(send, 413, f"request body over {self.max_body} bytes")
+            chunks.append(body)
+            more = msg.get("more_body", False)
+        replay = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        sent = False
+
+        async def receive_again():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return replay
+            return await receive()
+
+        return await self.app(scope, receive_again, send)
+
+
+async def _plain(send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; script-src 'self' https://cdn.jsdelivr.net 'unsafe-inline'; "
+                               "style-src 'self' https://cdn.jsdelivr.net 'unsafe-inline'; img-src 'self' data: "
+                               "https://fastapi.tiangolo.com; object-src 'none'; base-uri 'none'; form-action 'self'; "
+                               "frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+PAGE_CSP = ("default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
+    """The application serving ``service`` (an opened audit)."""
+    app = FastAPI(title="limelight", version="1",
+                  description="Who search puts in the limelight: search, exposing queries, what a query "
+                              "exposes and retrievability over one limelight audit (read-only).")
+    app.state.service = service
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments)
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next):
+        response = await call_next(request)
+        for k, v in SECURITY_HEADERS.items():
+            response.headers.setdefault(k, v)
+        if not request.url.path.startswith(("/api", "/docs", "/redoc", "/openapi")):
+            response.headers["content-security-policy"] = PAGE_CSP
+        return response
+
+    def is_api(request: Request) -> bool:
+        return request.url.path.startswith("/api")
+
+    def error_page(request: Request, status: int, message: str):
+        if is_api(request):
+            return JSONResponse({"detail": message}, status_code=status)
+        return templates.TemplateResponse(request, "error.html", {"info": service.info(), "status": status,
+                                                                  "message": message}, status_code=status)
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound):
+        return error_page(request, 404, str(exc))
+
+    @app.exception_handler(LimelightError)
+    async def bad_value(request: Request, exc: LimelightError):
+        return error_page(request, 422, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        if is_api(request):
+            return JSONResponse({"detail": _jsonable(exc.errors())}, status_code=422)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ()) if x not in ("query", "path", "body"))
+        return error_page(request, 422, f"invalid {where or 'request'}: {first.get('msg', 'bad value')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        msg = exc.detail if isinstance(exc.detail, str) else "error"
+        if exc.status_code == 404 and msg == "Not Found":
+            msg = f"no page at {request.url.path}"
+        return error_page(request, exc.status_code, msg)
+
+    # ---- JSON API --------------------------------------------------------------------------------
+    @app.get("/api/info", response_model=S.Info, tags=["audit"])
+    def api_info() -> dict:
+        """What the audit holds: collection, systems, search models, EQI methods, group fields."""
+        return service.info()
+
+    @app.get("/api/search", response_model=S.SearchResults, responses=API_ERRORS, tags=["search"])
+    def api_search(q: Annotated[str, Query(min_length=1, max_length=S.MAX_QUERY, description="query text")],
+                   model: Annotated[str, Query(max_length=20, description="bm25, dense or hybrid")] = "bm25",
+                   limit: Annotated[int, Query(ge=1, le=100)] = 10, offset: Annotated[int, Query(ge=0, le=900)] = 0,
+                   rerank: bool = False) -> dict:
+        """Search the audited collection; results with snippets and highlighted query terms."""
+        return service.search(q, model, limit, offset, rerank)
+
+    @app.get("/api/documents/{docid:path}", response_model=S.Document, responses=API_ERRORS, tags=["exposure"])
+    def api_document(docid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,
+                     browsing: Browsing = "rbp:0.8", limit: Limit = 50, offset: Offset = 0) -> dict:
+        """A document and the queries that expose it (by rank), with exposure under ``browsing``."""
+        return service.document(docid, system, browsing, limit, offset)
+
+    @app.get("/api/queries", response_model=S.QueryList, responses=API_ERRORS, tags=["exposure"])
+    def api_find_queries(search: Annotated[str, Query(max_length=S.MAX_QUERY)] = "", system: SystemQ = None,
+                         limit: Limit = 50, offset: Offset = 0) -> dict:
+        """Log queries containing ``search`` (case-insensitive), most frequent first."""
+        return service.find_queries(search, system, limit, offset)
+
+    @app.get("/api/queries/{qid:path}", response_model=S.Query, responses=API_ERRORS, tags=["exposure"])
+    def api_query(qid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,
+                  browsing: Browsing = "rbp:0.8", limit: Limit = 50, offset: Offset = 0) -> dict:
+        """What a log query exposes: its stored top-n documents."""
+        return service.query(qid, system, browsing, limit, offset)
+
+    @app.get("/api/retrievability", response_model=S.RetrievabilitySummary, responses=API_ERRORS,
+             tags=["retrievability"])
+    def api_retrievability(system: SystemQ = None, c: Cutoff = 100) -> dict:
+        """Gini of r(d) over every document, retrieved-only Gini, coverage and the Lorenz curve."""
+        return service.retrievability_summary(system, _c(service, system, c))
+
+    @app.get("/api/retrievability/documents", response_model=S.RankedDocuments, responses=API_ERRORS,
+             tags=["retrievability"])
+    def api_ranked(system: SystemQ = None, c: Cutoff = 100,
+                   order: Annotated[str, Query(pattern="^(most|least)$")] = "most",
+                   limit: Limit = 20, offset: Offset = 0) -> dict:
+        """The most (or least) retrievable documents, r(d) at cutoff ``c``."""
+        return service.ranked_documents(system, _c(service, system, c), order, limit, offset)
+
+    @app.get("/api/retrievability/groups", response_model=S.Groups, responses=API_ERRORS, tags=["retrievability"])
+    def api_groups(field: Annotated[str, Query(min_length=1, max_length=200)], system: SystemQ = None,
+                   c: Cutoff = 100, limit: Limit = 50, offset: Offset = 0) -> dict:
+        """Retrievability per group of a document field (a document counts in each of its groups)."""
+        return service.groups(field, system, _c(service, system, c), limit, offset)
+
+    @app.post("/api/eqi", response_model=S.EqiResults, responses=API_ERRORS, tags=["exposure"])
+    def api_eqi(body: S.EqiRequest) -> dict:
+        """Exposing queries of a new or edited document: exact reverse search and the audit's
+        learned EQI models, side by side."""
+        return service.eqi(body.text, body.system, body.k)
+
+    # ---- pages ---------------------------------------------------------------------------------
+    def page(request: Request, name: str, **ctx):
+        return templates.TemplateResponse(request, name, {"info": service.info(), **ctx})
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def search_page(request: Request, q: Annotated[str, Query(max_length=S.MAX_QUERY)] = "",
+                    model: Annotated[str, Query(max_length=20)] = "bm25", rerank: bool = False,
+                    offset: Annotated[int, Query(ge=0, le=900)] = 0):
+        res = service.search(q, model, 10, offset, rerank) if q.strip() else None
+        return page(request, "search.html", q=q, model=model, rerank=rerank, res=res)
+
+    @app.get("/documents/{docid:path}", response_class=HTMLResponse, include_in_schema=False)
+    def document_page(request: Request, docid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,
+                      browsing: Browsing = "rbp:0.8", offset: Offset = 0):
+        doc = service.document(docid, system, browsing, 50, offset)
+        chart = exposure_bars([b["height"] for b in doc["chart"]], doc["depth"], n_slots=len(doc["chart"]))
+        return page(request, "document.html", doc=doc, chart=chart, browsing=browsing)
+
+    @app.get("/queries", response_class=HTMLResponse, include_in_schema=False)
+    def queries_page(request: Request, search: Annotated[str, Query(max_length=S.MAX_QUERY)] = "",
+                     system: SystemQ = None, offset: Offset = 0):
+        res = service.find_queries(search, system, 50, offset)
+        return page(request, "queries.html", res=res, search=search)
+
+    @app.get("/queries/{qid:path}", response_class=HTMLResponse, include_in_schema=False)
+    def query_page(request: Request, qid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,
+                   browsing: Browsing = "rbp:0.8", offset: Offset = 0):
+        res = service.query(qid, system, browsing, 50, offset)
+        return page(request, "query.html", res=res, browsing=browsing)
+
+    @app.get("/retrievability", response_class=HTMLResponse, include_in_schema=False)
+    def retrievability_page(request: Request, system: SystemQ = None, c: Cutoff = 100,
+                            field: Annotated[str | None, Query(max_length=200)] = None, offset: Offset = 0):
+        sysm = service.system(system)
+        c = _c(service, sysm.name, c)
+        curves = {}
+        summaries = []
+        for name, s in service.systems.items():
+            summ = service.retrievability_summary(name, min(c, s.store.depth))
+            summaries.append(summ)
+            curves[name] = (summ["lorenz"]["x"], summ["lorenz"]["y"])
+        field = field or service.group_field
+        if field is not None and field not in service.docs.fields:
+            raise NotFound(f"unknown document field {field!r}")
+        return page(request, "retrievability.html", system=sysm.name, c=c, summaries=summaries,
+                    lorenz=lorenz_paths(curves),
+                    most=service.ranked_documents(sysm.name, c, "most", 20, offset),
+                    least=service.ranked_documents(sysm.name, c, "least", 20, offset),
+                    groups=service.groups(field, sysm.name, c, 50, 0) if field else None, field=field)
+
+    @app.get("/eqi", response_class=HTMLResponse, include_in_schema=False)
+    def eqi_form(request: Request, docid: Annotated[str | None, Query(max_length=1000)] = None):
+        text = ""
+        if docid:
+            text = service.docs.texts[service.doc_row(docid)]
+        return page(request, "eqi.html", text=text, res=None, system=None, k=20)
+
+    @app.post("/eqi", response_class=HTMLResponse, include_in_schema=False)
+    def eqi_page(request: Request, text: Annotated[str, Form(max_length=S.MAX_TEXT)],
+                 system: Annotated[str | None, Form(max_length=200)] = None,
+                 k: Annotated[int, Form(ge=1, le=S.MAX_EQI_K)] = 20):
+        res = service.eqi(text, system, k)
+        panels = []
+        for lst in [res["exact"], *res["learned"]]:
+            heights = [None if r["rank"] is None else res["depth"] - (r["rank"] - 1) for r in lst["queries"]]
+            panels.append({"list": lst, "chart": exposure_bars(heights, res["depth"],
+                                                                [r["in_both"] for r in lst["queries"]], n_slots=k)})
+        return page(request, "eqi.html", text=text, res=res, panels=panels, system=res["system"], k=k)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon():
+        return RedirectResponse("/static/favicon.svg")
+
+    if max_body:
+        app.add_middleware(BodyLimit, max_body=max_body)
+    return app
+
+
+def _c(service: AuditService, system: str | None, c: int) -> int:
+    depth = service.system(system).store.depth
+    if c > depth:
+        raise BadRequest(f"cutoff c={c} exceeds the store depth {depth}")
+    return c
+
+
+def _jsonable(errors: list) -> list:
+    """Validation errors without non-JSON values (exceptions in ``ctx``, raw bytes input)."""
+    out = []
+    for e in errors:
+        e = dict(e)
+        e.pop("ctx", None)
+        if isinstance(e.get("input"), bytes):
+            e["input"] = e["input"].decode("utf-8", "replace")
+        e.pop("url", None)
+        out.append(json.loads(json.dumps(e, default=str)))
+    return out

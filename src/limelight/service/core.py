@@ -1,0 +1,436 @@
+"""The read-only model behind ``limelight serve``: everything the web pages and the JSON API show.
+
+An :class:`AuditService` opens an audit directory through :class:`limelight.audit.AuditDir` once
+(the index's stored documents, every system's ExposureStore and its DuckDB database, read-only)
+and answers the questions of the pages: search, which queries expose a document, what a query
+exposes, retrievability and its inequality, and exposing queries of a pasted document. Nothing
+here takes a file-system path from a request: systems, models and EQI methods are names looked
+up among those the audit holds.
+
+Ranks are 1-based everywhere here (as in files and reports); exposure under a browsing model is
+``BrowsingModel.weights(rank)``, which converts to the 0-based ρ of the EQI paper itself.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from limelight.audit import AuditDir, NotAnAuditError
+from limelight.errors import LimelightError, UnknownIdError
+from limelight.exposure.browsing import BrowsingModel, parse_browsing_model
+from limelight.service.snippets import make_snippet
+
+SEARCH_MODELS = ("bm25", "dense", "hybrid")
+TITLE_FIELDS = ("title", "Title", "name", "summary")
+RERANK_DEPTH = 50
+CHART_QUERIES = 100  # n_{d→q} of the paper's Figure 1
+
+
+class NotFound(LimelightError):
+    """An id or name the audit does not hold (served as HTTP 404 with this message)."""
+
+
+class BadRequest(LimelightError):
+    """A request value outside what the audit supports (served as HTTP 422 with this message)."""
+
+
+@dataclass
+class _System:
+    name: str
+    settings: dict
+    store: Any  # ExposureStore
+    con: Any  # a read-only DuckDB connection (one cursor per request)
+    doc_rows: np.ndarray  # store d -> row in the served documents
+    store_d: np.ndarray  # served row -> store d (-1: not in the store)
+
+
+def _to_py(v: Any) -> Any:
+    """A JSON-friendly scalar (NaN/None -> None)."""
+    if v is None:
+        return None
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+class AuditService:
+    """An audit directory opened for serving (read-only, thread-safe).
+
+    ``reranker`` is an optional re-ranker checkpoint (``limelight rerank`` output) given by the
+    operator on the command line; the search page offers re-ranking only when one is loaded.
+    """
+
+    def __init__(self, audit: str | os.PathLike | AuditDir, reranker: str | os.PathLike | None = None,
+                 threads: int | None = None):
+        from limelight.retrieval.index_dir import load_docs, read_meta
+
+        self.audit = audit if isinstance(audit, AuditDir) else AuditDir(audit)
+        self.manifest = self.audit.manifest  # NotAnAuditError when absent
+        if not self.audit.index_dir.exists():
+            raise NotAnAuditError(f"{self.audit.path}: the audit has no index/ directory")
+        self.index_meta = read_meta(self.audit.index_dir)
+        self.docs = load_docs(self.audit.index_dir)
+        self.doc_ids = self.docs.ids
+        self.threads = threads
+        self.title_field = next((f for f in TITLE_FIELDS if f in self.docs.fields), None)
+        self.group_fields = [f for f in self.docs.fields
+                             if f != self.title_field and self._is_categorical(self.docs.fields[f])]
+        self._lock = threading.Lock()
+        self._retrievers: dict[str, Any] = {}
+        self._retrievability: dict[tuple[str, int], Any] = {}
+        self._eqi: dict[str, Any] = {}
+        self.systems: dict[str, _System] = {}
+        settings = {s.get("name"): s for s in self.manifest.get("systems", []) if isinstance(s, dict)}
+        for name in self.audit.systems:
+            store = self.audit.store(name)
+            rows = self.doc_ids.encode(store.doc_ids.strings, missing=-1)
+            if (rows < 0).any():
+                raise NotAnAuditError(f"{self.audit.store_dir(name)}: documents missing from the "
+                                      f"audit's index (e.g. {store.doc_ids[int(np.flatnonzero(rows < 0)[0])]!r})")
+            inv = np.full(len(self.doc_ids), -1, dtype=np.int64)
+            inv[rows] = np.arange(len(rows))
+            self.systems[name] = _System(name, settings.get(name, {}), store, store.connect(), rows, inv)
+        if not self.systems:
+            raise NotAnAuditError(f"{self.audit.path}: the audit has no systems with exposure stores")
+        self.reranker = None
+        if reranker is not None:
+            from limelight.rerank import KernelReranker, NeuralRanker
+
+            self.reranker = KernelReranker(NeuralRanker.load(reranker), self.docs, depth=RERANK_DEPTH)
+
+    @property
+    def group_field(self) -> str | None:
+        """The audit's group field (``collection.group_field``), else the first categorical one."""
+        coll = self.manifest.get("collection")
+        f = coll.get("group_field") if isinstance(coll, dict) else self.manifest.get("group_field")
+        if f in self.docs.fields:
+            return f
+        return self.group_fields[0] if self.group_fields else None
+
+    def warm(self) -> None:
+        """Load the search models and r(d) of every system now rather than on first request."""
+        for m in self.search_models:
+            self.retriever(m).search_batch(["warm up"], 10)
+        from limelight.service import eqi as _eqi
+
+        for name, s in self.systems.items():
+            self.retrievability(name, min(100, s.store.depth))
+            _eqi.prepare(self, s)
+
+    # ---- helpers ---------------------------------------------------------------------------------
+    @staticmethod
+    def _is_categorical(values: np.ndarray) -> bool:
+        """A field with few distinct values (or list-valued tags): a grouping field."""
+        sample = [v for v in values[: min(len(values), 5000)].tolist() if v not in (None, "")]
+        if not sample:
+            return False
+        if all(isinstance(v, str) and v.startswith("[") for v in sample[:50]):
+            return True
+        return len(set(sample)) <= max(50, len(sample) // 20)
+
+    def system(self, name: str | None) -> _System:
+        """A system by name (the first one when ``None``)."""
+        if name is None or name == "":
+            return next(iter(self.systems.values()))
+        try:
+            return self.systems[name]
+        except KeyError:
+            raise NotFound(f"unknown system {name!r} (systems: {', '.join(self.systems)})") from None
+
+    def browsing(self, spec: str) -> BrowsingModel:
+        try:
+            return parse_browsing_model(spec)
+        except LimelightError as e:
+            raise BadRequest(str(e)) from None
+
+    def doc_row(self, docid: str) -> int:
+        try:
+            return self.doc_ids.lookup(docid)
+        except UnknownIdError:
+            raise NotFound(f"unknown document id {docid!r}") from None
+
+    def title(self, row: int) -> str:
+        if self.title_field is None:
+            return str(self.doc_ids[row])
+        v = self.docs.fields[self.title_field][row]
+        return str(v) if v not in (None, "") else str(self.doc_ids[row])
+
+    def doc_summary(self, row: int) -> dict:
+        return {"docid": str(self.doc_ids[row]), "title": self.title(row)}
+
+    @property
+    def search_models(self) -> list[str]:
+        built = self.index_meta.get("built", ["bm25"])
+        return [m for m in SEARCH_MODELS if m == "bm25" or "dense" in built]
+
+    def info(self) -> dict:
+        """What the audit holds: collection, systems, search models, EQI methods, fields."""
+        return {
+            "audit": self.audit.path.name,
+            "collection": self.index_meta.get("collection"),
+            "n_docs": len(self.doc_ids),
+            "systems": [{"name": s.name, "depth": s.store.depth, "n_queries": len(s.store.queries),
+                         "settings": {k: _to_py(v) for k, v in s.settings.items()
+                                      if isinstance(v, str | int | float | bool)}}
+                        for s in self.systems.values()],
+            "search_models": self.search_models,
+            "rerank": self.reranker is not None,
+            "eqi_methods": self.eqi_methods(),
+            "group_fields": list(self.group_fields),
+        }
+
+    # ---- search ----------------------------------------------------------------------------------
+    def retriever(self, model: str):
+        if model not in SEARCH_MODELS:
+            raise BadRequest(f"unknown model {model!r} ({', '.join(SEARCH_MODELS)})")
+        if model not in self.search_models:
+            raise BadRequest(f"the audit's index has no dense index, so model {model!r} is unavailable")
+        with self._lock:
+            if model not in self._retrievers:
+                from limelight.retrieval.index_dir import open_retriever
+
+                self._retrievers[model] = open_retriever(self.audit.index_dir, model, threads=self.threads)
+            return self._retrievers[model]
+
+    def search(self, text: str, model: str = "bm25", limit: int = 10, offset: int = 0,
+               rerank: bool = False) -> dict:
+        """Top results of ``text`` under ``model`` (optionally re-ranked), with snippets."""
+        if not text.strip():
+            raise BadRequest("the query is empty")
+        if rerank and self.reranker is None:
+            raise BadRequest("no re-ranker is loaded (start the server with --reranker CHECKPOINT)")
+        retriever = self.retriever(model)
+        want = offset + limit
+        k = max(want, RERANK_DEPTH) if rerank else want
+        docs, scores = retriever.search_batch([text], k)
+        docs, scores = np.asarray(docs)[0], np.asarray(scores, dtype=np.float64)[0]
+        keep = docs >= 0
+        docs, scores = docs[keep], scores[keep]
+        # retriever codes -> served document rows (the index's own order; recoded to be safe)
+        rows = self.doc_ids.encode(retriever.doc_ids.decode(docs)) if len(docs) else docs
+        if rerank and len(rows):
+            rows, scores = self._rerank(text, rows, scores)
+        total = len(rows)
+        page_rows, page_scores = rows[offset:want], scores[offset:want]
+        results = []
+        for i, (r, s) in enumerate(zip(page_rows.tolist(), page_scores.tolist(), strict=True)):
+            snip = make_snippet(self.docs.texts[r], text)
+            results.append({"rank": offset + i + 1, **self.doc_summary(r), "score": float(s), **snip})
+        return {"query": text, "model": model, "rerank": bool(rerank), "total": total,
+                "offset": offset, "limit": limit, "results": results}
+
+    def _rerank(self, text: str, rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from limelight.data.ids import IdMap
+        from limelight.data.queries import Queries
+        from limelight.data.run import Run
+
+        qs = Queries(IdMap(["q"], kind="query"), np.asarray([text], dtype=object))
+        run = Run.from_codes(qs.ids, self.doc_ids, np.zeros(len(rows), dtype=np.int32),
+                             rows.astype(np.int32), scores, "first-stage")
+        with self._lock:  # the torch model is not shared across threads
+            out = self.reranker.transform(qs, run)
+        return out.d.astype(np.int64), out.score.astype(np.float64)
+
+    # ---- exposure: documents and queries ---------------------------------------------------------
+    def document(self, docid: str, system: str | None = None, browsing: str = "rbp:0.8",
+                 limit: int = 50, offset: int = 0) -> dict:
+        """A document, the queries that expose it (rank order) with their exposure under the
+        browsing model, its total exposure, and the Figure 1 bars of its top exposing queries."""
+        row = self.doc_row(docid)
+        sysm = self.system(system)
+        model = self.browsing(browsing)
+        d = int(sysm.store_d[row])
+        cur = sysm.con.cursor()
+        try:
+            by_rank = cur.execute(
+                "SELECT e.rank, count(*), sum(qu.weight) FROM exposure e JOIN queries qu USING (q) "
+                "WHERE e.d = ? GROUP BY e.rank ORDER BY e.rank", [d]).fetchnumpy()
+            page = cur.execute(
+                "SELECT qu.qid, qu.text, qu.weight, e.rank, e.score FROM exposure e JOIN queries qu "
+                "USING (q) WHERE e.d = ? ORDER BY e.rank, qu.qid LIMIT ? OFFSET ?",
+                [d, max(limit, CHART_QUERIES) if offset == 0 else limit, offset]).fetchall()
+            if offset != 0:
+                chart_rows = cur.execute(
+                    "SELECT qu.qid, qu.text, qu.weight, e.rank, e.score FROM exposure e JOIN queries qu "
+                    "USING (q) WHERE e.d = ? ORDER BY e.rank, qu.qid LIMIT ?", [d, CHART_QUERIES]).fetchall()
+            else:
+                chart_rows = page[:CHART_QUERIES]
+        finally:
+            cur.close()
+        page = page[:limit]
+        ranks = np.asarray(by_rank["rank"], dtype=np.int64)
+        counts = np.asarray(by_rank["count_star()"], dtype=np.float64)
+        wsum = np.asarray(by_rank["sum(qu.weight)"], dtype=np.float64)
+        mu_r = model.weights(ranks) if len(ranks) else np.zeros(0)
+        mu_page = model.weights(np.asarray([r[3] for r in page], dtype=np.int64))
+        queries = [{"qid": q, "query": t, "weight": float(w), "rank": int(rk), "score": float(s),
+                    "exposure": float(m)} for (q, t, w, rk, s), m in zip(page, mu_page.tolist(), strict=True)]
+        depth = sysm.store.depth
+        return {
+            **self.doc_summary(row),
+            "text": str(self.docs.texts[row]),
+            "fields": {k: _to_py(v[row]) for k, v in self.docs.fields.items()},
+            "system": sysm.name, "browsing_model": model.name, "depth": depth,
+            "n_exposing": int(counts.sum()),
+            "exposure": float(mu_r @ counts),
+            "weighted_exposure": float(mu_r @ wsum),
+            "total": int(counts.sum()), "offset": offset, "limit": limit,
+            "queries": queries,
+            "chart": [{"position": i + 1, "qid": q, "query": t, "rank": int(rk), "height": depth - (int(rk) - 1)}
+                      for i, (q, t, _w, rk, _s) in enumerate(chart_rows)],
+        }
+
+    def query_row(self, sysm: _System, qid: str) -> int:
+        try:
+            return sysm.store.queries.ids.lookup(qid)
+        except UnknownIdError:
+            raise NotFound(f"unknown query id {qid!r} in system {sysm.name!r}") from None
+
+    def query(self, qid: str, system: str | None = None, browsing: str = "rbp:0.8",
+              limit: int = 50, offset: int = 0) -> dict:
+        """A log query and the documents it exposes (its stored top-n), with exposure μ(rank)."""
+        sysm = self.system(system)
+        q = self.query_row(sysm, qid)
+        model = self.browsing(browsing)
+        cur = sysm.con.cursor()
+        try:
+            head = cur.execute("SELECT text, weight, n_retrieved, threshold FROM queries WHERE q = ?",
+                               [q]).fetchone()
+            page = cur.execute("SELECT d, rank, score FROM exposure WHERE q = ? ORDER BY rank LIMIT ? OFFSET ?",
+                               [q, limit, offset]).fetchnumpy()
+        finally:
+            cur.close()
+        d = np.asarray(page["d"], dtype=np.int64)
+        ranks = np.asarray(page["rank"], dtype=np.int64)
+        mu = model.weights(ranks)
+        rows = sysm.doc_rows[d]
+        docs = [{**self.doc_summary(int(r)), "rank": int(rk), "score": float(s), "exposure": float(m)}
+                for r, rk, s, m in zip(rows.tolist(), ranks.tolist(), np.asarray(page["score"]).tolist(),
+                                       mu.tolist(), strict=True)]
+        text, weight, n_ret, thr = head
+        return {"qid": qid, "query": text, "weight": float(weight), "system": sysm.name,
+                "browsing_model": model.name, "depth": sysm.store.depth,
+                "total": int(n_ret), "threshold": _to_py(thr), "offset": offset, "limit": limit,
+                "documents": docs}
+
+    def find_queries(self, text: str, system: str | None = None, limit: int = 50, offset: int = 0) -> dict:
+        """Log queries whose text contains ``text`` (case-insensitive), heaviest first."""
+        sysm = self.system(system)
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        cur = sysm.con.cursor()
+        try:
+            total = cur.execute("SELECT count(*) FROM queries WHERE text ILIKE ? ESCAPE '\\'",
+                                [pattern]).fetchone()[0]
+            rows = cur.execute(
+                "SELECT qid, text, weight, n_retrieved FROM queries WHERE text ILIKE ? ESCAPE '\\' "
+                "ORDER BY weight DESC, q LIMIT ? OFFSET ?", [pattern, limit, offset]).fetchall()
+        finally:
+            cur.close()
+        return {"search": text, "system": sysm.name, "total": int(total), "offset": offset, "limit": limit,
+                "queries": [{"qid": a, "query": b, "weight": float(w), "n_retrieved": int(n)}
+                            for a, b, w, n in rows]}
+
+    # ---- retrievability --------------------------------------------------------------------------
+    def retrievability(self, system: str | None = None, c: int = 100):
+        """``ExposureStore.retrievability(c)`` of a system (cached)."""
+        sysm = self.system(system)
+        if not 1 <= c <= sysm.store.depth:
+            raise BadRequest(f"cutoff c must be between 1 and the store depth {sysm.store.depth}, got {c}")
+        key = (sysm.name, c)
+        with self._lock:
+            if key not in self._retrievability:
+                self._retrievability[key] = sysm.store.retrievability(c=c)
+            return self._retrievability[key]
+
+    def _served_r(self, sysm: _System, c: int) -> np.ndarray:
+        """r(d) in the served documents' order."""
+        res = self.retrievability(sysm.name, c)
+        r = np.zeros(len(self.doc_ids))
+        r[sysm.doc_rows] = res.r
+        return r
+
+    def retrievability_summary(self, system: str | None = None, c: int = 100, points: int = 101) -> dict:
+        """Gini (every document and retrieved-only), coverage and the Lorenz curve (``points``
+        points, read off the exact curve at evenly spaced document shares)."""
+        from limelight.exposure.retrievability import lorenz
+
+        sysm = self.system(system)
+        res = self.retrievability(sysm.name, c)
+        x, y = lorenz(res.r)
+        grid = np.linspace(0.0, 1.0, points)
+        ly = np.interp(grid, x, y)
+        return {"system": sysm.name, "c": c, "gini": res.gini, "gini_retrieved_only": res.gini_retrieved_only,
+                "retrievable_fraction": res.retrievable_fraction, "n_docs": res.n_docs,
+                "n_queries": res.n_queries, "lorenz": {"x": grid.tolist(), "y": ly.tolist()}}
+
+    def ranked_documents(self, system: str | None = None, c: int = 100, order: str = "most",
+                         limit: int = 20, offset: int = 0) -> dict:
+        """Documents by r(d): ``most`` (descending) or ``least`` (ascending) retrievable; ties by
+        document id."""
+        if order not in ("most", "least"):
+            raise BadRequest(f"order must be 'most' or 'least', got {order!r}")
+        sysm = self.system(system)
+        r = self._served_r(sysm, c)
+        ids = self.doc_ids.strings
+        # lexsort: last key is primary
+        idx = np.lexsort((ids, -r)) if order == "most" else np.lexsort((ids, r))
+        page = idx[offset:offset + limit]
+        return {"system": sysm.name, "c": c, "order": order, "total": len(r), "offset": offset, "limit": limit,
+                "documents": [{"rank": offset + i + 1, **self.doc_summary(int(j)), "r": float(r[j])}
+                              for i, j in enumerate(page.tolist())]}
+
+    def groups(self, field: str, system: str | None = None, c: int = 100, limit: int = 50,
+               offset: int = 0) -> dict:
+        """Retrievability per group of a document field (``group_retrievability``)."""
+        from limelight.exposure.retrievability import group_retrievability
+
+        if field not in self.docs.fields:
+            raise NotFound(f"unknown document field {field!r} (fields: {', '.join(self.docs.fields) or 'none'})")
+        sysm = self.system(system)
+        df = group_retrievability(self._served_r(sysm, c), self.docs.fields[field])
+        page = df.iloc[offset:offset + limit]
+        return {"system": sysm.name, "c": c, "field": field, "total": len(df), "offset": offset, "limit": limit,
+                "groups": [{k: _to_py(v) for k, v in rec.items()} for rec in page.to_dict("records")]}
+
+    # ---- EQI: exposing queries of a pasted document -----------------------------------------------
+    def eqi_methods(self) -> list[str]:
+        """Learned EQI models stored in the audit (``eqi/<method>/model.json``)."""
+        root = self.audit.eqi_root
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.iterdir() if (p / "model.json").is_file())
+
+    def eqi(self, text: str, system: str | None = None, k: int = 20) -> dict:
+        """Exposing queries of a new or edited document ``text``: exact reverse search over the
+        system's query set, and each learned EQI model of the audit, side by side."""
+        from limelight.service import eqi as _eqi
+
+        if not text.strip():
+            raise BadRequest("the document text is empty")
+        sysm = self.system(system)
+        exact = _eqi.exact_reverse(self, sysm, text, k)
+        learned = []
+        methods = self.eqi_methods()
+        for m in methods:
+            learned.append(_eqi.learned(self, sysm, m, text, k, exact))
+        _eqi.mark_shared(exact, learned)
+        note = None if methods else ("no learned EQI model in this audit (eqi/ is empty): only the exact "
+                                     "reverse search is shown")
+        return {"system": sysm.name, "depth": sysm.store.depth, "k": k, "exact": exact,
+                "learned": learned, "note": note}
+
+
+def open_service(audit: str | os.PathLike, reranker: str | os.PathLike | None = None) -> AuditService:
+    """Open ``audit`` for serving (errors name the directory)."""
+    p = Path(audit)
+    if not p.is_dir():
+        raise NotAnAuditError(f"{p}: no such directory")
+    return AuditService(p, reranker)

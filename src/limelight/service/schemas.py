@@ -1,0 +1,215 @@
+"""Pydantic models of the JSON API (they are what the OpenAPI schema documents)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_TEXT = 100_000  # characters of a pasted document
+MAX_QUERY = 1_000  # characters of a search query
+MAX_LIMIT = 1_000  # rows per page
+MAX_OFFSET = 10_000_000
+MAX_EQI_K = 1_000
+
+
+class Error(BaseModel):
+    detail: str = Field(description="a one-line message")
+
+
+class SystemInfo(BaseModel):
+    name: str
+    depth: int = Field(description="n_{q→d}: documents kept per query in the exposure store")
+    n_queries: int
+    settings: dict[str, Any]
+
+
+class Info(BaseModel):
+    audit: str
+    collection: str | None
+    n_docs: int
+    systems: list[SystemInfo]
+    search_models: list[str]
+    rerank: bool
+    eqi_methods: list[str]
+    group_fields: list[str]
+
+
+class SearchHit(BaseModel):
+    rank: int = Field(description="1-based")
+    docid: str
+    title: str
+    score: float
+    snippet: str
+    highlights: list[list[int]] = Field(description="[start, end) character offsets of query terms in snippet")
+
+
+class SearchResults(BaseModel):
+    query: str
+    model: str
+    rerank: bool
+    total: int
+    offset: int
+    limit: int
+    results: list[SearchHit]
+
+
+class ExposingQuery(BaseModel):
+    qid: str
+    query: str
+    weight: float = Field(description="o_q: occurrences of the query in the log")
+    rank: int = Field(description="1-based rank of the document in the query's results")
+    score: float
+    exposure: float = Field(description="μ_{q→d}(rank) under the chosen browsing model")
+
+
+class ChartBar(BaseModel):
+    position: int = Field(description="x: 1-based position in the exposure list (ρ(q, ψ_d) + 1)")
+    qid: str
+    query: str
+    rank: int
+    height: int = Field(description="y: n_{q→d} − ρ(d, σ_q) (higher = more exposing)")
+
+
+class Document(BaseModel):
+    docid: str
+    title: str
+    text: str
+    fields: dict[str, Any]
+    system: str
+    browsing_model: str
+    depth: int
+    n_exposing: int = Field(description="queries whose top-n contains the document")
+    exposure: float = Field(description="Σ_q μ_{q→d}(rank)")
+    weighted_exposure: float = Field(description="Σ_q o_q · μ_{q→d}(rank)")
+    total: int
+    offset: int
+    limit: int
+    queries: list[ExposingQuery]
+    chart: list[ChartBar]
+
+
+class ExposedDocument(BaseModel):
+    docid: str
+    title: str
+    rank: int
+    score: float
+    exposure: float
+
+
+class Query(BaseModel):
+    qid: str
+    query: str
+    weight: float
+    system: str
+    browsing_model: str
+    depth: int
+    total: int
+    threshold: float | None = Field(description="score at rank n (null: fewer than n retrieved)")
+    offset: int
+    limit: int
+    documents: list[ExposedDocument]
+
+
+class QueryMatch(BaseModel):
+    qid: str
+    query: str
+    weight: float
+    n_retrieved: int
+
+
+class QueryList(BaseModel):
+    search: str
+    system: str
+    total: int
+    offset: int
+    limit: int
+    queries: list[QueryMatch]
+
+
+class Lorenz(BaseModel):
+    x: list[float] = Field(description="cumulative share of documents (ascending r(d))")
+    y: list[float] = Field(description="cumulative share of retrievability")
+
+
+class RetrievabilitySummary(BaseModel):
+    system: str
+    c: int
+    gini: float = Field(description="over every document of the collection")
+    gini_retrieved_only: float
+    retrievable_fraction: float
+    n_docs: int
+    n_queries: int
+    lorenz: Lorenz
+
+
+class RankedDocument(BaseModel):
+    rank: int
+    docid: str
+    title: str
+    r: float
+
+
+class RankedDocuments(BaseModel):
+    system: str
+    c: int
+    order: str
+    total: int
+    offset: int
+    limit: int
+    documents: list[RankedDocument]
+
+
+class Group(BaseModel):
+    group: str
+    n_docs: int
+    r_sum: float
+    r_mean: float
+    r_share: float
+    retrievable_fraction: float
+
+
+class Groups(BaseModel):
+    system: str
+    c: int
+    field: str
+    total: int
+    offset: int
+    limit: int
+    groups: list[Group]
+
+
+class EqiRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="the new or edited document")
+    system: str | None = Field(default=None, max_length=200, description="audited system (default: the first)")
+    k: int = Field(default=20, ge=1, le=MAX_EQI_K, description="n_{d→q}: exposing queries to return")
+
+
+class EqiQuery(BaseModel):
+    position: int = Field(description="1-based position in this list")
+    qid: str
+    query: str
+    weight: float
+    rank: int | None = Field(description="1-based rank the document would get for the query in the system "
+                                         "(exact reverse search); null when it would not be in the top n")
+    score: float | None
+    in_both: bool = Field(description="also in the other list (the dotted bars of the paper's Figure 1)")
+
+
+class EqiList(BaseModel):
+    method: str
+    available: bool
+    message: str | None = None
+    n_exposing: int | None = Field(default=None, description="exact: every query that would expose the document")
+    queries: list[EqiQuery]
+
+
+class EqiResults(BaseModel):
+    system: str
+    depth: int
+    k: int
+    exact: EqiList
+    learned: list[EqiList]
+    note: str | None

@@ -1,0 +1,133 @@
+"""A small real audit directory for the ``limelight serve`` tests (built once per test session).
+
+The movies catalog (3,201 films; group field ``Major Genre``) and the first 3,000 distinct
+queries of the shared query log, BM25 and dense (all-MiniLM-L6-v2) systems at depth 100,
+written with the library (``build_index``, ``compute_exposure``) into the ``AuditDir`` layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+N_QUERIES = 3000
+DEPTH = 100
+
+
+def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIES, dense: bool = False,
+                group_field: str | None = "Major Genre") -> Path:
+    """Build a test audit into ``out`` (skipped when ``out/audit.json`` exists): two BM25 systems
+    (bm25s's k1=0.9, b=0.4 and Lucene's classic k1=1.2, b=0.75), the index with a dense part
+    when ``dense`` (then a dense system too)."""
+    from limelight.audit import AuditDir
+    from limelight.data import load_catalog, load_dataset, load_query_log
+    from limelight.exposure.exact import compute_exposure
+    from limelight.retrieval.index_dir import build_index, open_retriever
+
+    ad = AuditDir(out)
+    if ad.exists():
+        return out
+    coll = load_catalog(collection) if collection in ("movies", "debian") else load_dataset(collection).collection
+    queries = load_query_log().take(list(range(n_queries)))
+    build_index(coll, ad.index_dir, dense=dense)
+    systems = [{"name": "bm25", "kind": "bm25", "k1": 0.9, "b": 0.4},
+               {"name": "bm25-classic", "kind": "bm25", "k1": 1.2, "b": 0.75}]
+    if dense:
+        systems.append({"name": "dense", "kind": "dense"})
+    for s in systems:
+        params = {k: v for k, v in s.items() if k in ("k1", "b")}
+        compute_exposure(open_retriever(ad.index_dir, s["kind"], **params), queries, ad.store_dir(s["name"]),
+                         depth=DEPTH)
+    manifest = {"format": "limelight-audit/1", "name": "serve-test", "complete": True,
+                "collection": {"source": "movies", "name": coll.name, "n_docs": len(coll),
+                               "group_field": group_field},
+                "queries": {"source": "log", "n_queries": len(queries)},
+                "depth": DEPTH, "cutoffs": [10, 100], "systems": systems}
+    ad.manifest_path.write_text(json.dumps(manifest, indent=1))
+    return out
+
+
+@pytest.fixture(scope="session")
+def audit_dir(tmp_path_factory) -> Path:
+    """The shared test audit (a session-wide directory, built by the first test that needs it)."""
+    root = tmp_path_factory.getbasetemp() / "serve-audit"
+    lock = tmp_path_factory.getbasetemp() / "serve-audit.lock"
+    with _file_lock(lock):
+        return build_audit(root)
+
+
+@pytest.fixture(scope="session")
+def dense_audit_dir(tmp_path_factory) -> Path:
+    """A tiny audit with a dense index and system (adi, 82 documents; 300 log queries)."""
+    root = tmp_path_factory.getbasetemp() / "serve-audit-dense"
+    with _file_lock(tmp_path_factory.getbasetemp() / "serve-audit-dense.lock"):
+        return build_audit(root, "adi", n_queries=300, dense=True, group_field=None)
+
+
+@pytest.fixture(scope="session")
+def service(audit_dir):
+    from limelight.service.core import AuditService
+
+    return AuditService(audit_dir)
+
+
+@pytest.fixture(scope="session")
+def client(service):
+    from fastapi.testclient import TestClient
+
+    from limelight.service.app import create_app
+
+    with TestClient(create_app(service, max_body=256 * 1024)) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def live_server(service):
+    """The app served by uvicorn on a free loopback port, in a background thread."""
+    import uvicorn
+
+    from limelight.service.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(service, max_body=256 * 1024), host="127.0.0.1",
+                                           port=port, log_level="warning", access_log=False))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not t.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    t.join(10)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    import fcntl
+
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def test_support_builds_an_audit_dir(audit_dir):
+    from limelight.audit import AuditDir
+
+    ad = AuditDir(audit_dir)
+    assert ad.systems == ["bm25", "bm25-classic"]
+    assert ad.store("bm25").depth == DEPTH
+    assert len(ad.store("bm25-classic").queries) == N_QUERIES
+    assert ad.store("bm25").manifest["retriever"] != ad.store("bm25-classic").manifest["retriever"]
