@@ -529,38 +529,38 @@ class WEmbedSynSwap(_WordSwap):
             mat = np.asarray(emb[:v], dtype=np.float32)
             mat = mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
             mat[~ok] = 0.0
-            self._state = (words, emb, lookup, top, mat, Stemmer.Stemmer("english"))
+            import faiss
+
+            index = faiss.IndexFlatIP(mat.shape[1])
+            index.add(mat)
+            self._state = (words, emb, lookup, top, index, Stemmer.Stemmer("english"))
         return self._state
 
     def prepare(self, texts: Sequence[str]) -> None:
-        """Nearest neighbours of every distinct non-stopword of ``texts``, in batched matrix
-        products."""
-        words, emb, lookup, top, mat, stem = self._load()
+        """Nearest neighbours of every distinct non-stopword of ``texts``, in one batched
+        exact FAISS inner-product search."""
+        words, emb, lookup, top, index, stem = self._load()
         todo = sorted({c for t in texts for tok in t.split()
                        if not self._is_stop(c := _split_core(tok).core.lower()) and c not in self._nn})
         known = [w for w in todo if w in lookup]
         for w in todo:
             if w not in lookup:
                 self._nn[w] = None
-        step = 256
-        for s in range(0, len(known), step):
-            chunk = known[s:s + step]
-            q = np.asarray(emb[[lookup[w] for w in chunk]], dtype=np.float32)
-            q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-            sims = q @ mat.T
-            k = min(self.candidates + 1, sims.shape[1])
-            part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-            order = np.take_along_axis(part, np.argsort(-np.take_along_axis(sims, part, 1), 1, kind="stable"), 1)
-            for row, w in enumerate(chunk):
-                ws = stem.stemWord(w)
-                self._nn[w] = None
-                for j in order[row].tolist():
-                    cand = top[j]
-                    if sims[row, j] < self.min_cosine:
-                        break
-                    if cand != w and stem.stemWord(cand) != ws:
-                        self._nn[w] = cand
-                        break
+        if not known:
+            return
+        q = np.asarray(emb[[lookup[w] for w in known]], dtype=np.float32)
+        q = np.ascontiguousarray(q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12))
+        sims, nbrs = index.search(q, self.candidates + 1)  # exact inner product (FAISS, batched)
+        for row, w in enumerate(known):
+            ws = stem.stemWord(w)
+            self._nn[w] = None
+            for sim, j in zip(sims[row].tolist(), nbrs[row].tolist(), strict=True):
+                if j < 0 or sim < self.min_cosine:
+                    break
+                cand = top[j]
+                if cand != w and stem.stemWord(cand) != ws:
+                    self._nn[w] = cand
+                    break
 
     def replacement(self, word: str) -> str | None:
         key = word.lower()
