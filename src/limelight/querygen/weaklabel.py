@@ -1,0 +1,388 @@
+"""Weak labeling for CtrlQGen (Penha et al., WWW 2023, §3.1.2 and appendix A).
+
+**WeakLabeling-Un** (unsupervised) turns an entity into (query, intent) pairs:
+
+- *narrow*: words sampled (``sample_words``, word fraction P with probabilities Pr) from a random
+  non-empty combination of the narrow fields (Debian: ``name``, ``summary``, or both);
+- *broad*: one or two category values of the broad fields (Debian: ``section``, debtags such as
+  ``use::editing`` → ``editing``), or a short query from a free-text broad field, made either by
+  IDF-prioritised word sampling or by extractive keyphrase extraction (YAKE, standing in for the
+  paper's T5 one-line summarizer, which does not ship offline);
+- then, stochastically, the appendix A query variations: ``qv_ordering`` (swap two words),
+  ``qv_misspelling`` (remove or replace one character) and ``qv_prefix_query`` (cut a suffix).
+
+Readings where the paper is silent: ``sample_words`` keeps the sampled words in their original
+order (the ordering variation is applied separately, as appendix A.2) and samples at least one
+word; the variation probabilities (``p_ordering=0.1``, ``p_misspelling=0.1``, ``p_prefix=0.1``)
+and the P/Pr defaults are ours; each variation is applied at most once.
+
+**WeakLabeling-IP** (intent prediction) labels an existing (query, entity) pair: *narrow* when the
+query's cosine similarity (all-MiniLM-L6-v2) to the entity's narrow-field values is higher than to
+its broad-field values (broad and broad free text), else *broad*.
+
+**Click sets** (``click_dataset``): the paper's Books protocol — WeakLabeling-Un queries for a
+random sample of entities, 75% narrow and 25% broad, the source entity relevant, split into
+train/validation/test, plus a broad-only test set.
+
+All randomness takes a seed (``numpy.random.Generator``); equal seeds give equal queries.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from limelight.analysis import Analyzer
+from limelight.data.collection import Collection
+from limelight.data.ids import IdMap
+from limelight.data.qrels import Qrels
+from limelight.data.queries import Queries
+from limelight.errors import LimelightError
+from limelight.querygen.serialize import Schema, field_values, load_schema
+
+INTENTS = ("narrow", "broad")
+
+
+def check_intent(intent: str) -> str:
+    """``intent`` if it is ``narrow`` or ``broad``, else a clear error."""
+    if intent not in INTENTS:
+        raise LimelightError(f"unknown intent {intent!r} (expected narrow or broad)")
+    return intent
+
+
+def tokenize(text: str) -> list[str]:
+    """The appendix's ``tokenize``: whitespace words (pure punctuation dropped)."""
+    return [w for w in text.split() if any(ch.isalnum() for ch in w)]
+
+
+# ---- appendix A -------------------------------------------------------------------------------
+
+
+def sample_words(words: Sequence[str], P: Sequence[float], Pr: Sequence[float],
+                 rng: np.random.Generator) -> list[str]:
+    """A.1: a fraction p ~ (P, Pr) of the words, drawn without replacement (at least one word),
+    kept in their original order."""
+    if not words:
+        return []
+    p = float(rng.choice(np.asarray(P, dtype=np.float64), p=np.asarray(Pr, dtype=np.float64)))
+    n = min(len(words), max(1, int(len(words) * p)))
+    idx = np.sort(rng.choice(len(words), n, replace=False))
+    return [words[i] for i in idx.tolist()]
+
+
+def qv_ordering(q: str, rng: np.random.Generator) -> str:
+    """A.2: swap two random words (queries of one word are returned unchanged)."""
+    words = tokenize(q)
+    if len(words) < 2:
+        return q
+    p1, p2 = rng.choice(len(words), 2, replace=False)
+    words[p1], words[p2] = words[p2], words[p1]
+    return " ".join(words)
+
+
+def qv_misspelling(q: str, P: Sequence[float], rng: np.random.Generator) -> str:
+    """A.3: remove (``rem``) or replace (``mdf``) one random character, with probabilities P."""
+    if len(q) < 2:
+        return q
+    t = rng.choice(["rem", "mdf"], p=np.asarray(P, dtype=np.float64))
+    i = int(rng.integers(len(q)))
+    if t == "rem":
+        return q[:i] + q[i + 1:]
+    letters = string.ascii_letters
+    return q[:i] + letters[int(rng.integers(len(letters)))] + q[i + 1:]
+
+
+def qv_prefix_query(q: str, P: Sequence[float], Pr: Sequence[float],
+                    rng: np.random.Generator) -> str:
+    """A.4: drop a fraction ``rem`` ~ (P, Pr) of the query's characters from its end (never all)."""
+    rem = float(rng.choice(np.asarray(P, dtype=np.float64), p=np.asarray(Pr, dtype=np.float64)))
+    return q[:max(1, int((1 - rem) * len(q)))].rstrip()
+
+
+def keyphrase(text: str, n: int = 1, max_words: int = 3) -> list[str]:
+    """A.5 stand-in: the ``n`` best extractive keyphrases of a free text (YAKE, ≤ ``max_words``
+    words each), best first."""
+    if not text or not text.strip():
+        return []
+    import yake
+
+    kw = yake.KeywordExtractor(lan="en", n=max_words, top=n, dedupLim=0.7)
+    return [k for k, _ in kw.extract_keywords(text)]
+
+
+# ---- WeakLabeling-Un --------------------------------------------------------------------------
+
+
+@dataclass
+class WeakLabelingUn:
+    """Unsupervised weak labels: ``(query, intent)`` pairs for catalog entities.
+
+    ``fit(collection)`` computes the IDF of free-text words once; ``generate`` then draws queries.
+    """
+
+    schema: Schema
+    P: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    Pr: tuple[float, ...] = (0.3, 0.3, 0.2, 0.2)
+    p_ordering: float = 0.1
+    p_misspelling: float = 0.1
+    p_prefix: float = 0.1
+    P_misspelling: tuple[float, float] = (0.5, 0.5)
+    P_prefix: tuple[float, ...] = (0.25, 0.5)
+    Pr_prefix: tuple[float, ...] = (0.5, 0.5)
+    ft_words: tuple[int, ...] = (1, 2, 3)
+    use_keyphrases: bool = True
+    analyzer: Analyzer = field(default_factory=Analyzer)
+    _collection: Collection | None = field(default=None, repr=False)
+    _idf: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.schema = load_schema(self.schema)
+        for name, p in (("Pr", self.Pr), ("P_misspelling", self.P_misspelling),
+                        ("Pr_prefix", self.Pr_prefix)):
+            if abs(sum(p) - 1.0) > 1e-9 or min(p) < 0:
+                raise LimelightError(f"{name} must be probabilities summing to 1, got {p}")
+
+    def fit(self, collection: Collection) -> WeakLabelingUn:
+        """Check the schema against the catalog and compute IDF over its free-text fields."""
+        from limelight.retrieval.bm25 import analyze_flat
+
+        self.schema.check_collection(collection)
+        self._collection = collection
+        self._idf = {}
+        for f in self.schema.broad_ft:
+            texts = ["" if not isinstance(t, str) else t for t in collection.fields[f].tolist()]
+            rows, codes, terms = analyze_flat(self.analyzer, texts)
+            pairs = np.unique(rows * (len(terms) + 1) + codes)
+            df = np.bincount(pairs % (len(terms) + 1), minlength=len(terms))
+            idf = np.log((len(texts) + 1) / (df + 0.5))
+            self._idf.update(zip(terms, idf.tolist(), strict=True))
+        return self
+
+    # -- pieces --
+    def _vary(self, q: str, rng: np.random.Generator) -> str:
+        u = rng.random(3)
+        if u[0] < self.p_ordering:
+            q = qv_ordering(q, rng)
+        if u[1] < self.p_misspelling:
+            q = qv_misspelling(q, self.P_misspelling, rng)
+        if u[2] < self.p_prefix:
+            q = qv_prefix_query(q, self.P_prefix, self.Pr_prefix, rng)
+        return q
+
+    def _values(self, entity: dict, names: Sequence[str]) -> dict[str, list[str]]:
+        out = {}
+        for n in names:
+            v = field_values(self.schema.spec(n), entity.get(n), for_query=True)
+            if v:
+                out[n] = v
+        return out
+
+    def narrow_query(self, entity: dict, rng: np.random.Generator) -> str | None:
+        """Words sampled from a random combination of the entity's non-empty narrow fields."""
+        vals = self._values(entity, self.schema.narrow)
+        if not vals:
+            return None
+        names = list(vals)
+        combos = [c for r in range(1, len(names) + 1) for c in combinations(names, r)]
+        combo = combos[int(rng.integers(len(combos)))]
+        words: list[str] = []
+        for n in combo:
+            words.extend(tokenize(" ".join(vals[n])))
+        return " ".join(sample_words(words, self.P, self.Pr, rng)) or None
+
+    def ft_query(self, text: str, rng: np.random.Generator) -> str | None:
+        """IDF-prioritised sampling of 1-3 distinct words of a free text, kept in text order."""
+        toks = [t for t in self.analyzer.tokenize(text) if not t.isdigit()]
+        if not toks:
+            return None
+        uniq, first = np.unique(np.asarray(toks, dtype=object), return_index=True)
+        w = np.asarray([max(self._idf.get(t, 1.0), 1e-3) for t in uniq.tolist()])
+        n = min(len(uniq), int(rng.choice(self.ft_words)))
+        pick = rng.choice(len(uniq), n, replace=False, p=w / w.sum())
+        return " ".join(uniq[pick[np.argsort(first[pick])]].tolist())
+
+    def broad_query(self, entity: dict, rng: np.random.Generator) -> str | None:
+        """A category value (one or two) of a broad field, or a short query from free text."""
+        cats = self._values(entity, self.schema.broad)
+        fts = [t for n in self.schema.broad_ft
+               for t in field_values(self.schema.spec(n), entity.get(n))]
+        ft = " ".join(fts)
+        sources = (["cat"] if cats else []) + (["idf"] if ft else []) + \
+                  (["kp"] if ft and self.use_keyphrases else [])
+        if not sources:
+            return None
+        src = sources[int(rng.integers(len(sources)))]
+        if src == "cat":
+            pool = list(dict.fromkeys(v for vs in cats.values() for v in vs))
+            n = min(len(pool), 1 + int(rng.random() < 0.3))
+            pick = np.sort(rng.choice(len(pool), n, replace=False))
+            return " ".join(pool[i] for i in pick.tolist()).lower()
+        if src == "idf":
+            return self.ft_query(ft, rng)
+        kps = keyphrase(ft, n=3)
+        return kps[int(rng.integers(len(kps)))].lower() if kps else self.ft_query(ft, rng)
+
+    def query(self, entity: dict, intent: str, rng: np.random.Generator) -> str | None:
+        """One weak-label query of ``intent`` for an entity (None when its fields cannot give one)."""
+        check_intent(intent)
+        q = self.narrow_query(entity, rng) if intent == "narrow" else self.broad_query(entity, rng)
+        if not q:
+            return None
+        q = self._vary(q.lower(), rng).strip()
+        return q or None
+
+    # -- batches --
+    def _entity(self, i: int) -> dict:
+        coll = self._require()
+        return {n: coll.fields[n][i] for n in self.schema.names}
+
+    def _require(self) -> Collection:
+        if self._collection is None:
+            raise LimelightError("WeakLabelingUn: call fit(collection) first")
+        return self._collection
+
+    def generate(self, idx: Sequence[int] | np.ndarray, intents: Sequence[str] | str,
+                 seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Queries for the entities at ``idx`` (one per entry) with the given intents.
+
+        Returns ``(entity_index, intent, query)`` arrays for the entries that gave a query
+        (entities whose fields of that role are empty are left out).
+        """
+        coll = self._require()
+        idx = np.asarray(idx, dtype=np.int64)
+        intents_a = np.full(len(idx), intents, dtype=object) if isinstance(intents, str) \
+            else np.asarray(intents, dtype=object)
+        for it in set(intents_a.tolist()):
+            check_intent(it)
+        rng = np.random.default_rng(seed)
+        ids = coll.ids.strings
+        out_i, out_t, out_q = [], [], []
+        for i, it in zip(idx.tolist(), intents_a.tolist(), strict=True):
+            ent = self._entity(i)
+            ent["id"] = ids[i]
+            q = self.query(ent, it, rng)
+            if q:
+                out_i.append(i)
+                out_t.append(it)
+                out_q.append(q)
+        return (np.asarray(out_i, dtype=np.int64), np.asarray(out_t, dtype=object),
+                np.asarray(out_q, dtype=object))
+
+
+# ---- WeakLabeling-IP --------------------------------------------------------------------------
+
+
+def role_texts(collection: Collection, schema: Schema, idx: np.ndarray) -> tuple[list[str], list[str]]:
+    """For each entity at ``idx``: its narrow-field values and its broad-field values as texts."""
+    schema.check_collection(collection)
+    narrow, broad = [], []
+    for i in np.asarray(idx).tolist():
+        nv = [v for n in schema.narrow for v in field_values(schema.spec(n), collection.fields[n][i])]
+        bv = [v for n in schema.broad for v in field_values(schema.spec(n), collection.fields[n][i], True)]
+        bv += [v for n in schema.broad_ft for v in field_values(schema.spec(n), collection.fields[n][i])]
+        narrow.append(", ".join(nv))
+        broad.append(", ".join(bv))
+    return narrow, broad
+
+
+def weaklabel_ip(queries: Sequence[str], collection: Collection, schema: Schema | str,
+                 entity_idx: Sequence[int] | np.ndarray, encoder=None,
+                 return_scores: bool = False):
+    """WeakLabeling-IP: the intent of each (query, entity) pair.
+
+    ``narrow`` when cos(q, narrow values) > cos(q, broad values) under the encoder (default
+    all-MiniLM-L6-v2), else ``broad``; an entity with no broad values gives ``narrow``, one with no
+    narrow values ``broad``. With ``return_scores``, also returns the two similarity arrays.
+    """
+    from limelight.retrieval.dense import Encoder
+
+    schema = load_schema(schema)
+    idx = np.asarray(entity_idx, dtype=np.int64)
+    if len(idx) != len(queries):
+        raise LimelightError(f"{len(queries)} queries but {len(idx)} entities")
+    enc = encoder if encoder is not None else Encoder()
+    narrow, broad = role_texts(collection, schema, idx)
+    uniq_e, inv = np.unique(idx, return_inverse=True)
+    first = np.zeros(len(uniq_e), dtype=np.int64)
+    first[inv[::-1]] = np.arange(len(idx))[::-1]
+    qv = enc.encode(list(queries))
+    nv = enc.encode([narrow[j] for j in first.tolist()])[inv]
+    bv = enc.encode([broad[j] for j in first.tolist()])[inv]
+    sn = np.einsum("ij,ij->i", qv, nv)
+    sb = np.einsum("ij,ij->i", qv, bv)
+    has_n = np.asarray([bool(t) for t in narrow])
+    has_b = np.asarray([bool(t) for t in broad])
+    sn = np.where(has_n, sn, -np.inf)
+    sb = np.where(has_b, sb, -np.inf)
+    labels = np.where(sn > sb, "narrow", "broad").astype(object)
+    return (labels, sn, sb) if return_scores else labels
+
+
+# ---- Click sets -------------------------------------------------------------------------------
+
+
+@dataclass
+class ClickSet:
+    """A WeakLabeling-Un "Click" set: queries (with intents) and qrels per split."""
+
+    queries: dict[str, Queries]
+    qrels: dict[str, Qrels]
+    entity_idx: dict[str, np.ndarray]
+
+    def pairs(self, split: str) -> tuple[list[str], np.ndarray]:
+        """(query texts, source-entity indices) of a split, for bi-encoder training."""
+        return self.queries[split].texts.tolist(), self.entity_idx[split]
+
+
+def click_dataset(collection: Collection, schema: Schema | str, n_queries: int = 10_000,
+                  p_narrow: float = 0.75, splits: tuple[float, float, float] = (0.8, 0.1, 0.1),
+                  n_broad_test: int = 500, seed: int = 0,
+                  labeler: WeakLabelingUn | None = None,
+                  entity_weights: np.ndarray | None = None) -> ClickSet:
+    """The paper's Books-style Click set: ``n_queries`` WeakLabeling-Un queries, a fraction
+    ``p_narrow`` narrow and the rest broad, for entities drawn at random (with probability
+    ∝ ``entity_weights`` when given: a popularity proxy such as vote counts), the source entity
+    relevant (grade 1); split train/val/test; plus ``broad_test``, broad queries for other
+    entities. Duplicate (query text, entity) pairs are dropped."""
+    if not 0 <= p_narrow <= 1:
+        raise LimelightError(f"p_narrow must be in [0, 1], got {p_narrow}")
+    if abs(sum(splits) - 1) > 1e-9:
+        raise LimelightError(f"splits must sum to 1, got {splits}")
+    lab = labeler or WeakLabelingUn(load_schema(schema))
+    if lab._collection is not collection:
+        lab.fit(collection)
+    rng = np.random.default_rng(seed)
+    n = len(collection)
+    p = None
+    if entity_weights is not None:
+        w = np.asarray(entity_weights, dtype=np.float64)
+        p = w / w.sum()
+    ent = rng.choice(n, n_queries, replace=True, p=p)
+    intents = np.where(rng.random(n_queries) < p_narrow, "narrow", "broad").astype(object)
+    ei, it, qs = lab.generate(ent, intents, seed=seed + 1)
+    ei, it, qs = _dedup(ei, it, qs)
+    perm = rng.permutation(len(qs))
+    cuts = (np.cumsum(splits)[:-1] * len(qs)).astype(int)
+    parts = dict(zip(("train", "val", "test"), np.split(perm, cuts), strict=True))
+    bent = rng.choice(n, n_broad_test, replace=False) if n_broad_test <= n else rng.choice(n, n_broad_test)
+    bi, bt, bq = _dedup(*lab.generate(bent, "broad", seed=seed + 2))
+    out_q, out_r, out_e = {}, {}, {}
+    for name, (a, b, c) in {**{k: (ei[v], it[v], qs[v]) for k, v in parts.items()},
+                            "broad_test": (bi, bt, bq)}.items():
+        qids = [f"{name}-{j}" for j in range(len(c))]
+        out_q[name] = Queries(IdMap(qids, kind="query"), c, None, b, name=f"click-{name}")
+        out_r[name] = Qrels.from_arrays(qids, collection.ids.strings[a].tolist(), [1] * len(qids),
+                                        f"click-{name}")
+        out_e[name] = a
+    return ClickSet(out_q, out_r, out_e)
+
+
+def _dedup(ei: np.ndarray, it: np.ndarray, qs: np.ndarray):
+    key = np.asarray([f"{q}\x00{e}" for q, e in zip(qs.tolist(), ei.tolist(), strict=True)], dtype=object)
+    _, first = np.unique(key, return_index=True)
+    first = np.sort(first)
+    return ei[first], it[first], qs[first]
