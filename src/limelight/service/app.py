@@ -10,11 +10,10 @@ document it). Unknown ids answer 404 with a message; values outside the audit 42
 the size limit 413; nothing in a request is ever used as a file-system path.
 """
 
-from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import quote
 
 from fastapi import FastAPI, Form, Query, Request
@@ -40,8 +39,9 @@ API_ERRORS = {404: {"model": S.Error, "description": "unknown id or name"},
 Limit = Annotated[int, Query(ge=1, le=S.MAX_LIMIT, description="rows per page")]
 Offset = Annotated[int, Query(ge=0, le=S.MAX_OFFSET, description="rows to skip")]
 SystemQ = Annotated[str | None, Query(max_length=200, description="audited system (default: the first)")]
-Browsing = Annotated[str, Query(max_length=40, description="browsing model μ_{q→d}: rbp:γ, dcg, exhaustive, cutoff:c")]
-Cutoff = Annotated[int, Query(ge=1, le=100_000, description="retrievability cutoff c (≤ the store depth)")]
+BROWSING_PATTERN = r"^(rbp(:(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?))?|dcg|exhaustive|exh|cutoff(:[1-9][0-9]{0,5})?)$"
+Browsing = Annotated[str, Query(max_length=40, pattern=BROWSING_PATTERN,
+                                description="browsing model μ_{q→d}: rbp:γ (0 < γ ≤ 1), dcg, exhaustive, cutoff:c")]
 
 
 class BodyLimit:
@@ -113,6 +113,11 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
                   description="Who search puts in the limelight: search, exposing queries, what a query "
                               "exposes and retrievability over one limelight audit (read-only).")
     app.state.service = service
+    # what the schema allows is what this audit can answer
+    Cutoff = Annotated[int, Query(ge=1, le=min(s.store.depth for s in service.systems.values()),
+                                  description="retrievability cutoff c (≤ the store depth)")]
+    Model = Literal[tuple(service.search_models)]  # type: ignore[valid-type]
+    has_reranker = service.reranker is not None
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -166,9 +171,11 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.get("/api/search", response_model=S.SearchResults, responses=API_ERRORS, tags=["search"])
     def api_search(q: Annotated[str, Query(min_length=1, max_length=S.MAX_QUERY, description="query text")],
-                   model: Annotated[str, Query(max_length=20, description="bm25, dense or hybrid")] = "bm25",
+                   model: Annotated[Model, Query(description="retrieval model")] = "bm25",
                    limit: Annotated[int, Query(ge=1, le=100)] = 10, offset: Annotated[int, Query(ge=0, le=900)] = 0,
-                   rerank: bool = False) -> dict:
+                   rerank: Annotated[bool, Query(include_in_schema=has_reranker,
+                                                 description="re-rank the top 50 with the loaded re-ranker")] = False
+                   ) -> dict:
         """Search the audited collection; results with snippets and highlighted query terms."""
         return service.search(q, model, limit, offset, rerank)
 
@@ -285,6 +292,22 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
                                                                 [r["in_both"] for r in lst["queries"]], n_slots=k)})
         return page(request, "eqi.html", text=text, res=res, panels=panels, system=res["system"], k=k)
 
+    @app.get("/api", response_class=HTMLResponse, include_in_schema=False)
+    def api_page(request: Request):
+        """The JSON API, read from the OpenAPI schema (works offline, unlike /docs's CDN assets)."""
+        ops = []
+        for path, methods in app.openapi()["paths"].items():
+            for method, op in methods.items():
+                params = [{"name": p["name"], "in": p["in"], "required": p.get("required", False),
+                           "type": _type_of(p.get("schema", {})), "description": p.get("description", "")}
+                          for p in op.get("parameters", [])]
+                body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+                ops.append({"method": method.upper(), "path": path, "summary": op.get("summary", ""),
+                            "description": op.get("description", ""), "params": params,
+                            "body": body.get("$ref", "").rsplit("/", 1)[-1],
+                            "responses": sorted(op.get("responses", {}))})
+        return page(request, "api.html", ops=ops)
+
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return RedirectResponse("/static/favicon.svg")
@@ -299,6 +322,16 @@ def _c(service: AuditService, system: str | None, c: int) -> int:
     if c > depth:
         raise BadRequest(f"cutoff c={c} exceeds the store depth {depth}")
     return c
+
+
+def _type_of(schema: dict) -> str:
+    if "anyOf" in schema:
+        return " | ".join(_type_of(x) for x in schema["anyOf"])
+    if "enum" in schema:
+        return " | ".join(map(str, schema["enum"]))
+    t = schema.get("type", "")
+    bounds = [f"{k} {schema[k]}" for k in ("minimum", "maximum", "maxLength") if k in schema]
+    return t + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 def _jsonable(errors: list) -> list:

@@ -203,8 +203,6 @@ class AuditService:
     def search(self, text: str, model: str = "bm25", limit: int = 10, offset: int = 0,
                rerank: bool = False) -> dict:
         """Top results of ``text`` under ``model`` (optionally re-ranked), with snippets."""
-        if not text.strip():
-            raise BadRequest("the query is empty")
         if rerank and self.reranker is None:
             raise BadRequest("no re-ranker is loaded (start the server with --reranker CHECKPOINT)")
         retriever = self.retriever(model)
@@ -413,8 +411,6 @@ class AuditService:
         system's query set, and each learned EQI model of the audit, side by side."""
         from limelight.service import eqi as _eqi
 
-        if not text.strip():
-            raise BadRequest("the document text is empty")
         sysm = self.system(system)
         exact = _eqi.exact_reverse(self, sysm, text, k)
         learned = []
