@@ -39,6 +39,7 @@ def _register_all() -> None:
     from limelight.audit.cli import register as _ra; _ra(app)  # noqa: E702, I001
     from limelight.service.cli import register as _rs; _rs(app)  # noqa: E702, I001
     from limelight.querygen.ctrlqgen_cli import register as _rq; _rq(app)  # noqa: E702, I001
+    from limelight.exposure.eqi_cli import register as _re; _re(app)  # noqa: E702, I001
 
 
 _register_all()

@@ -1,0 +1,342 @@
+"""Metric learning for EQI (Li et al. §4): Append and Residual heads over frozen embeddings.
+
+The base encoder (all-MiniLM-L6-v2, 384 dimensions, frozen) gives x; a head transforms it:
+
+- ``append``:   y = (x, FF(x)); FF has four linear layers 384 → 64 → 64 → 64 → 32 (the paper's
+  hidden 64 / output 32 kept as is), so y has 416 dimensions (the paper: 768 + 32 = 800);
+- ``residual``: y = x + FF(x); FF is 384 → 192 → 384 (the paper's hidden size is half the
+  embedding size: 384 for 768), its last layer initialised to zero so training starts from
+  dense-reverse.
+
+Each hidden layer is Linear → ReLU → Dropout(0.1) → LayerNorm. Queries and documents get their own
+head (h_Q, h_D); u(d, q) = h_Q(q) · h_D(d). Training data follow Algorithm 1 (``training_data``):
+a random query sample Q_train is "retrieved" through the exposure store, which is the retrieval
+cache C (their top-n_{q→d}); training documents are drawn from the documents they retrieve
+(minus held-out ones); each training document's n_{d→q} nearest queries of Q_train in the base
+space are looked up in C (ρ = ∞ when absent). Our reading of lines 12-20: the positives of a
+document are all its exposing queries in C (C holds them at no cost, and Case 2 exists to reach
+"exposing queries far away from the document"), the negatives its nearest queries that do not
+expose it. Triples ⟨d, q+, q−⟩ are Case 1 (ρ+ < ρ− < n) with probability α = 0.5 and Case 2
+(ρ+ < n ≤ ρ−) otherwise; loss RankNet log(1 + e^{−(u+ − u−)}); Adam (lr 1e-4, β 0.9/0.999,
+ε 1e-8). The paper trains 1K × 100 batches of 1000 on a GPU; on CPU we default to a budget of
+``steps`` batches of ``batch_size`` (see ``train_eqi``) and say so wherever results are reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from limelight._io import atomic_dir
+from limelight.data.queries import Queries
+from limelight.errors import IndexMismatchError, LimelightError
+from limelight.exposure.eqi.base import (
+    check_k,
+    check_store,
+    check_texts,
+    faiss_ip_index,
+    faiss_search,
+    store_fingerprint,
+)
+
+METHODS = ("append", "residual")
+MODEL_FORMAT = "limelight-eqi-model/1"
+
+
+# ---- training data (Algorithm 1) -------------------------------------------------------------
+@dataclass
+class TrainingData:
+    """Ψ_train as CSR arrays per training document: positives ``(pos_q, pos_rho)`` (exposing
+    queries, 0-based ρ < n) and negatives ``neg_q`` (nearest queries with ρ = ∞)."""
+
+    docs: np.ndarray
+    pos_ptr: np.ndarray
+    pos_q: np.ndarray
+    pos_rho: np.ndarray
+    neg_ptr: np.ndarray
+    neg_q: np.ndarray
+    train_queries: np.ndarray
+
+    def summary(self) -> dict:
+        return {"docs": len(self.docs), "train_queries": len(self.train_queries),
+                "positives": len(self.pos_q), "negatives": len(self.neg_q)}
+
+
+def training_data(store, query_emb: np.ndarray, doc_emb: np.ndarray, n_queries: int,
+                  n_docs: int, exclude_docs: np.ndarray | None = None, n_dq: int = 100,
+                  seed: int = 0, train_queries: np.ndarray | None = None) -> TrainingData:
+    """Algorithm 1 over an exposure store. ``query_emb`` (|Q|, dim) and ``doc_emb`` (|D|, dim)
+    are the frozen base embeddings; ``n_queries``/``n_docs`` size Q_train and D_train;
+    ``exclude_docs`` (e.g. test documents) never enter D_train."""
+    rng = np.random.default_rng(seed)
+    nq = len(store.queries)
+    if train_queries is None:
+        train_queries = np.sort(rng.choice(nq, size=min(int(n_queries), nq), replace=False))
+    train_queries = np.asarray(train_queries, dtype=np.int64)
+    ranks = store.ranks()  # docs × queries, 1-based (the retrieval cache C, read for Q_train)
+    cache = ranks[:, train_queries].tocsr()
+    cand = np.flatnonzero(np.diff(cache.indptr) > 0)  # D_candidate
+    if exclude_docs is not None and len(exclude_docs):
+        cand = np.setdiff1d(cand, np.asarray(exclude_docs))
+    if len(cand) == 0:
+        raise LimelightError("no candidate training document (no query of Q_train exposes one)")
+    docs = np.sort(rng.choice(cand, size=min(int(n_docs), len(cand)), replace=False))
+    sub = cache[docs]
+    pos_ptr = sub.indptr.astype(np.int64)
+    pos_q = train_queries[sub.indices].astype(np.int32)
+    pos_rho = (sub.data - 1).astype(np.int32)
+    # nearest queries of Q_train around each training document in the base space (line 12)
+    index = faiss_ip_index(query_emb[train_queries])
+    nn, _ = faiss_search(index, doc_emb[docs], n_dq)
+    nn_q = np.where(nn >= 0, train_queries[np.maximum(nn, 0)], -1)
+    rows = np.repeat(np.arange(len(docs)), nn.shape[1])
+    flat = nn_q.ravel()
+    exposed = np.zeros(len(flat), dtype=bool)
+    ok = flat >= 0
+    exposed[ok] = np.asarray(ranks[docs[rows[ok]], flat[ok]]).ravel() > 0
+    neg = ok & ~exposed
+    neg_ptr = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[neg], minlength=len(docs)), out=neg_ptr[1:])
+    return TrainingData(docs, pos_ptr, pos_q, pos_rho, neg_ptr, flat[neg].astype(np.int32),
+                        train_queries)
+
+
+def sample_triples(td: TrainingData, batch: int, alpha: float, rng: np.random.Generator
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One batch of ⟨d, q+, q−⟩ (document rows of ``td``, query codes): Case 1 with
+    probability ``alpha``, Case 2 otherwise (vectorized; pairs with tied ρ are redrawn)."""
+    npos = np.diff(td.pos_ptr)
+    nneg = np.diff(td.neg_ptr)
+    d1 = np.flatnonzero(npos >= 2)
+    d2 = np.flatnonzero((npos >= 1) & (nneg >= 1))
+    n1 = int(rng.binomial(batch, alpha)) if len(d1) else 0
+    if not len(d2):
+        n1 = batch
+    n2 = batch - n1
+    out_d, out_p, out_n = [], [], []
+    if n1:
+        need, tries = n1, 0
+        while need > 0:
+            d = d1[rng.integers(0, len(d1), size=2 * need)]
+            a = td.pos_ptr[d] + (rng.random(len(d)) * npos[d]).astype(np.int64)
+            b = td.pos_ptr[d] + (rng.random(len(d)) * npos[d]).astype(np.int64)
+            ra, rb = td.pos_rho[a], td.pos_rho[b]
+            keep = np.flatnonzero(ra != rb)[:need]
+            better = ra[keep] < rb[keep]
+            p = np.where(better, a[keep], b[keep])
+            q = np.where(better, b[keep], a[keep])
+            out_d.append(d[keep])
+            out_p.append(td.pos_q[p])
+            out_n.append(td.pos_q[q])
+            need -= len(keep)
+            tries += 1
+            if tries > 50 and need > 0:
+                raise LimelightError("Case 1 needs documents with two exposing queries of different ranks")
+    if n2:
+        d = d2[rng.integers(0, len(d2), size=n2)]
+        a = td.pos_ptr[d] + (rng.random(n2) * npos[d]).astype(np.int64)
+        b = td.neg_ptr[d] + (rng.random(n2) * nneg[d]).astype(np.int64)
+        out_d.append(d)
+        out_p.append(td.pos_q[a])
+        out_n.append(td.neg_q[b])
+    return np.concatenate(out_d), np.concatenate(out_p), np.concatenate(out_n)
+
+
+# ---- heads ---------------------------------------------------------------------------------------
+def _make_head(method: str, dim: int, dropout: float):
+    import torch
+    from torch import nn
+
+    def hidden(i: int, o: int) -> list:
+        return [nn.Linear(i, o), nn.ReLU(), nn.Dropout(dropout), nn.LayerNorm(o)]
+
+    if method == "append":
+        ff = nn.Sequential(*hidden(dim, 64), *hidden(64, 64), *hidden(64, 64), nn.Linear(64, 32))
+
+        class Append(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ff = ff
+
+            def forward(self, x):
+                return torch.cat([x, self.ff(x)], dim=-1)
+
+        return Append()
+    if method == "residual":
+        last = nn.Linear(dim // 2, dim)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
+        ff = nn.Sequential(*hidden(dim, dim // 2), last)
+
+        class Residual(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ff = ff
+
+            def forward(self, x):
+                return x + self.ff(x)
+
+        return Residual()
+    raise LimelightError(f"unknown EQI model {method!r} ({', '.join(METHODS)})")
+
+
+class EQIModel:
+    """A trained Append/Residual EQI model: heads h_Q, h_D over frozen base embeddings.
+
+    ``index_queries(query_emb)`` embeds the query log through h_Q into a FAISS index (done by
+    ``train_eqi`` and ``load`` when given embeddings); ``search`` returns the top-k queries of
+    documents (texts through ``encoder``, or base ``embeddings``).
+    """
+
+    def __init__(self, method: str, dim: int, meta: dict, dropout: float = 0.1):
+        self.method = method
+        self.dim = dim
+        self.meta = meta
+        self.name = method
+        self.h_q = _make_head(method, dim, dropout)
+        self.h_d = _make_head(method, dim, dropout)
+        self.queries: Queries | None = None
+        self.encoder = None
+        self._index = None
+
+    def transform(self, emb: np.ndarray, side: str, batch: int = 65536) -> np.ndarray:
+        """h_Q (``side='q'``) or h_D (``'d'``) of base embeddings, in eval mode (float32)."""
+        import torch
+
+        head = self.h_q if side == "q" else self.h_d
+        emb = np.asarray(emb, dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[1] != self.dim:
+            raise IndexMismatchError(f"embeddings have shape {emb.shape}; the {self.method} model "
+                                     f"expects {self.dim} dimensions")
+        head.eval()
+        out = []
+        with torch.no_grad():
+            for s in range(0, len(emb), batch):
+                out.append(head(torch.from_numpy(emb[s:s + batch])).numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    def index_queries(self, queries: Queries, query_emb: np.ndarray, encoder=None) -> EQIModel:
+        """Index the query log (possibly larger than at training: no retraining needed)."""
+        if len(query_emb) != len(queries):
+            raise LimelightError(f"{len(query_emb)} query embeddings for {len(queries)} queries")
+        self.queries = queries
+        self.encoder = encoder or self.encoder
+        self._index = faiss_ip_index(self.transform(query_emb, "q"))
+        return self
+
+    def search(self, texts: Sequence[str] | None = None, embeddings: np.ndarray | None = None,
+               k: int = 100) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` queries: ``(codes (m, k) int32, scores float32)``."""
+        if self._index is None:
+            raise LimelightError("the EQI model has no query index (call index_queries)")
+        if embeddings is None:
+            if texts is None or self.encoder is None:
+                raise LimelightError(f"{self.method}: give document embeddings, or texts and an encoder")
+            embeddings = self.encoder.encode(check_texts(texts))
+        return faiss_search(self._index, self.transform(embeddings, "d"), check_k(k))
+
+    def check_store(self, store) -> None:
+        """``IndexMismatchError`` when ``store`` is not the one this model was trained on."""
+        check_store(store, self.meta.get("store", {}), f"the {self.method} model")
+
+    # -- persistence --
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``model.json`` and ``heads.pt`` into directory ``path`` atomically."""
+        import torch
+
+        path = Path(path)
+        with atomic_dir(path) as tmp:
+            torch.save({"h_q": self.h_q.state_dict(), "h_d": self.h_d.state_dict()}, tmp / "heads.pt")
+            (tmp / "model.json").write_text(json.dumps(
+                {"format": MODEL_FORMAT, "method": self.method, "dim": self.dim, **self.meta}, indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> EQIModel:
+        """Read a model written by ``save`` (index the queries before searching)."""
+        import torch
+
+        path = Path(path)
+        mp = path / "model.json"
+        if not mp.is_file():
+            raise LimelightError(f"{path}: not an EQI model (no model.json; train one with `limelight eqi train`)")
+        try:
+            meta = json.loads(mp.read_text())
+        except json.JSONDecodeError as e:
+            raise IndexMismatchError(f"{mp}: corrupt model metadata ({e.msg})") from None
+        if meta.get("format") != MODEL_FORMAT:
+            raise IndexMismatchError(f"{mp}: unsupported model format {meta.get('format')!r}")
+        meta = dict(meta)
+        meta.pop("format")
+        method, dim = meta.pop("method"), int(meta.pop("dim"))
+        model = cls(method, dim, meta)
+        try:
+            state = torch.load(path / "heads.pt", map_location="cpu", weights_only=True)
+            model.h_q.load_state_dict(state["h_q"])
+            model.h_d.load_state_dict(state["h_d"])
+        except (OSError, RuntimeError, KeyError) as e:
+            raise IndexMismatchError(f"{path / 'heads.pt'}: cannot load ({str(e).splitlines()[0]})") from None
+        return model
+
+
+def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
+              n_queries: int = 50_000, n_docs: int = 20_000, exclude_docs: np.ndarray | None = None,
+              steps: int = 2000, batch_size: int = 1000, alpha: float = 0.5, lr: float = 1e-4,
+              dropout: float = 0.1, n_dq: int = 100, seed: int = 0, encoder=None,
+              data: TrainingData | None = None,
+              progress: Callable[[int, int, float], None] | None = None) -> EQIModel:
+    """Train an Append or Residual model on ``store`` (the paper's §4; see the module docstring).
+
+    ``query_emb``/``doc_emb``: frozen base embeddings of the store's queries and documents.
+    ``steps`` batches of ``batch_size`` triples (the paper: 100,000 batches of 1000 on a GPU).
+    The returned model has the store's queries indexed and records the store's fingerprint."""
+    import torch
+
+    if method not in METHODS:
+        raise LimelightError(f"unknown EQI model {method!r} ({', '.join(METHODS)})")
+    if not 0.0 <= alpha <= 1.0:
+        raise LimelightError(f"alpha must be in [0, 1], got {alpha}")
+    if len(query_emb) != len(store.queries) or len(doc_emb) != len(store.doc_ids):
+        raise IndexMismatchError(f"embeddings ({len(query_emb)} queries, {len(doc_emb)} documents) "
+                                 f"do not match the store ({len(store.queries)}, {len(store.doc_ids)})")
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    if data is None:
+        data = training_data(store, query_emb, doc_emb, n_queries, n_docs, exclude_docs, n_dq, seed)
+    dim = int(query_emb.shape[1])
+    meta = {"store": store_fingerprint(store), "alpha": alpha, "lr": lr, "dropout": dropout,
+            "steps": steps, "batch_size": batch_size, "seed": seed, "n_dq": n_dq,
+            "training": data.summary(),
+            "encoder": encoder.identity() if encoder is not None else None}
+    model = EQIModel(method, dim, meta, dropout)
+    qe = torch.from_numpy(np.ascontiguousarray(query_emb, dtype=np.float32))
+    de = torch.from_numpy(np.ascontiguousarray(doc_emb, dtype=np.float32))
+    params = list(model.h_q.parameters()) + list(model.h_d.parameters())
+    opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    model.h_q.train()
+    model.h_d.train()
+    t0 = time.perf_counter()
+    losses = []
+    for step in range(steps):
+        d, qp, qn = sample_triples(data, batch_size, alpha, rng)
+        hd = model.h_d(de[data.docs[d]])
+        up = (hd * model.h_q(qe[qp])).sum(-1)
+        un = (hd * model.h_q(qe[qn])).sum(-1)
+        loss = torch.nn.functional.softplus(-(up - un)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        if progress and (step % 100 == 0 or step == steps - 1):
+            progress(step + 1, steps, float(np.mean(losses[-100:])))
+    model.meta["train_seconds"] = round(time.perf_counter() - t0, 2)
+    model.meta["loss_first_100"] = float(np.mean(losses[:100])) if losses else None
+    model.meta["loss_last_100"] = float(np.mean(losses[-100:])) if losses else None
+    model.index_queries(store.queries, query_emb, encoder)
+    return model

@@ -1,0 +1,281 @@
+"""EQI (limelight.exposure.eqi): exact reverse search against brute-force recomputation,
+reverse baselines, metric learning, evaluation and the CLI, on real data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from limelight.cli import app
+from limelight.data import load_dataset, load_query_log
+from limelight.data.collection import Collection
+from limelight.data.ids import IdMap
+from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
+from limelight.exposure import ExposureStore, compute_exposure
+from limelight.exposure.eqi import (
+    BM25Reverse,
+    BruteForce,
+    DenseReverse,
+    EQIModel,
+    ExactReverse,
+    evaluate_eqi,
+    sample_triples,
+    train_eqi,
+    training_data,
+    tune_bm25_reverse,
+)
+from limelight.exposure.eqi.exact import recompute_new_exposure
+from limelight.exposure.relq import relq_many
+from limelight.retrieval.bm25 import BM25, BM25Index
+
+
+def _split(coll: Collection, n_new: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    new = np.sort(rng.choice(len(coll), n_new, replace=False))
+    keep = np.setdiff1d(np.arange(len(coll)), new)
+    base = Collection(IdMap(coll.ids.strings[keep], kind="document"), coll.texts[keep], name=coll.name)
+    return base, coll.texts[new].tolist(), coll.ids.strings[new].tolist()
+
+
+@pytest.fixture(scope="module")
+def log() -> object:
+    return load_query_log()
+
+
+@pytest.fixture(scope="module")
+def bm25_setup(log, tmp_path_factory):
+    """cranfield minus 60 held-out documents, 4000 log queries, top 100."""
+    base, new_texts, new_ids = _split(load_dataset("cranfield").collection, 60)
+    ret = BM25(BM25Index.build(base), threads=2)
+    qs = log.head(4000)
+    st = compute_exposure(ret, qs, tmp_path_factory.mktemp("eqi") / "store", depth=100)
+    return ret, qs, st, base, new_texts, new_ids
+
+
+def _same(a, b, exact_scores: bool = True):
+    for f in ("ptr", "q", "rank"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    if exact_scores:
+        assert np.array_equal(a.score, b.score)
+    else:  # FAISS's BLAS blocking may change the last bit of a dense score
+        assert np.allclose(a.score, b.score, rtol=1e-6, atol=1e-7)
+
+
+def test_exact_reverse_bm25_equals_recomputation(bm25_setup):
+    ret, qs, st, _, texts, ids = bm25_setup
+    ex = ExactReverse.build(st, ret)
+    got = ex.add_documents(texts, ids)
+    want = recompute_new_exposure(ret, qs, 100, texts, ids, frozen=True)
+    assert len(want.q) > 100  # the held-out documents are exposed by many queries
+    _same(got, want)
+    # one at a time: the same as a re-run with that document alone
+    one = ex.query(text=texts[7], docid=ids[7], k=1000)
+    alone = recompute_new_exposure(ret, qs, 100, texts[7:8], ids[7:8], frozen=True)
+    q, r, s = alone.lists(0)
+    assert [x["qid"] for x in one] == qs.ids.decode(q).tolist()
+    assert [x["rank"] for x in one] == r.tolist()
+    assert np.allclose([x["score"] for x in one], s)
+
+
+def test_recomputed_statistics_drift_is_measured(bm25_setup):
+    ret, qs, st, _, texts, ids = bm25_setup
+    exact = ExactReverse.build(st, ret).add_documents(texts, ids)
+    fresh = recompute_new_exposure(ret, qs, 100, texts, ids, frozen=False)
+    # ground truth from the recomputed run: ranks of each new document per query
+    import scipy.sparse as sp
+
+    rows = np.repeat(np.arange(len(ids)), np.diff(fresh.ptr))
+    truth = sp.csr_matrix((fresh.rank, (rows, fresh.q)), shape=(len(ids), len(qs)))
+    v = relq_many(exact.ranked_codes(100), truth, "RELQ(0.5,0.9)")["RELQ(0.5,0.9)"]
+    ok = ~np.isnan(v)
+    assert ok.any() and 0.0 < np.nanmean(v) <= 1.0
+    # frozen statistics differ from fresh ones, so some list differs
+    assert not (np.array_equal(exact.q, fresh.q) and np.array_equal(exact.rank, fresh.rank))
+
+
+def test_exact_reverse_stored_docid_and_errors(bm25_setup, tmp_path):
+    ret, qs, st, base, texts, _ = bm25_setup
+    ex = ExactReverse.build(st, ret)
+    d = base.ids[int(np.argmax(st.n_exposing()))]
+    assert ex.query(docid=d, k=5) == st.exposing_queries(d)[:5]
+    with pytest.raises(UnknownIdError):
+        ex.query(docid="no-such-doc")
+    with pytest.raises(LimelightError, match="empty"):
+        ex.query(text="   ")
+    with pytest.raises(LimelightError):
+        ex.add_documents(texts[:2], ["x", "x"])
+    other = BM25(BM25Index.build(load_dataset("adi").collection))
+    with pytest.raises(IndexMismatchError):
+        ExactReverse.build(st, other)
+    with pytest.raises(IndexMismatchError, match="k1"):
+        ExactReverse.build(st, BM25(ret.index, k1=1.5))
+
+
+def test_edited_document_replaces_its_old_version(bm25_setup):
+    ret, qs, st, base, _, _ = bm25_setup
+    ex = ExactReverse.build(st, ret)
+    d = int(np.argmax(st.n_exposing()))
+    docid = base.ids[d]
+    same = {r["qid"]: r["rank"] for r in ex.query(text=str(base.texts[d]), docid=docid, k=1000)}
+    stored = {r["qid"]: r["rank"] for r in st.exposing_queries(docid)}
+    # unchanged text: the same exposure except where a tie at the threshold moves it out
+    assert set(same) <= set(stored) and len(same) >= 0.95 * len(stored)
+    assert all(same[q] == stored[q] for q in same)
+    gone = ex.query(text="zzzz qqqq xylophone", docid=docid, k=1000)
+    assert len(gone) < len(stored)
+
+
+def test_reverse_baselines_and_tuning(bm25_setup):
+    ret, qs, st, base, _, _ = bm25_setup
+    docs = np.flatnonzero(st.n_exposing() > 0)[:80]
+    texts = base.texts[docs].tolist()
+    rev = BM25Reverse(qs, ret.index.analyzer)
+    tuned, grid = tune_bm25_reverse(rev, st, docs, texts, k1s=(0.9, 1.5), bs=(0.4, 1.0))
+    default = next(g for g in grid if g["k1"] == 0.9 and g["b"] == 0.4)["RELQ(0.5,0.9)"]
+    assert max(g["RELQ(0.5,0.9)"] for g in grid) >= default
+    res = evaluate_eqi(st, {"brute-force": BruteForce(st), "bm25-reverse": rev, "bm25-tuned": tuned},
+                       docs, texts=texts)
+    assert all(v == pytest.approx(1.0) for k, v in res["brute-force"].items() if k != "n_docs")
+    assert 0 < res["bm25-reverse"]["RELQ(0.5,0.9)"] < 1
+    assert res["bm25-tuned"]["RELQ(0.5,0.9)"] >= res["bm25-reverse"]["RELQ(0.5,0.9)"]
+    codes, scores = rev.search(texts=texts[:3], k=10)
+    assert codes.shape == (3, 10) and (np.diff(scores, axis=1) <= 0).all()
+
+
+# ---- dense --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dense_setup(log, tmp_path_factory):
+    """adi minus 8 held-out documents, 1000 log queries embedded once, top 20."""
+    from limelight.exposure.eqi import encode_queries_cached
+    from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
+
+    enc = Encoder()
+    coll = load_dataset("adi").collection
+    base, new_texts, new_ids = _split(coll, 8, seed=1)
+    ret = DenseRetriever(DenseIndex.build(base, enc), enc)
+    qs = log.head(1000)
+    qemb = encode_queries_cached(qs, enc, cache_dir=None)
+    lookup = {t: i for i, t in enumerate(qs.texts.tolist())}
+
+    class FromEmbeddings:  # the store is computed from the same query embeddings
+        doc_ids = ret.doc_ids
+        name = "dense-precomputed"
+
+        def search_batch(self, texts, k):
+            return ret.search_vectors(qemb[[lookup[t] for t in texts]], k)
+
+    st = compute_exposure(FromEmbeddings(), qs, tmp_path_factory.mktemp("eqi") / "dense", depth=20)
+    return enc, ret, qs, qemb, st, base, new_texts, new_ids
+
+
+def test_exact_reverse_dense_equals_recomputation(dense_setup):
+    enc, ret, qs, qemb, st, _, texts, ids = dense_setup
+    ex = ExactReverse.build(st, ret, query_embeddings=qemb)
+    demb = enc.encode(texts)
+    got = ex.add_documents(texts, ids, embeddings=demb)
+    want = recompute_new_exposure(ret, qs, 20, texts, ids, query_embeddings=qemb, doc_embeddings=demb)
+    assert len(want.q) > 50
+    _same(got, want, exact_scores=False)
+
+
+def test_learned_models_train_save_load(dense_setup, tmp_path):
+    enc, ret, qs, qemb, st, base, _, _ = dense_setup
+    demb = np.asarray(ret.index.embeddings, np.float32)
+    test = np.arange(0, len(base), 4)
+    td = training_data(st, qemb, demb, n_queries=1000, n_docs=50, exclude_docs=test, n_dq=20)
+    assert not np.isin(td.docs, test).any()
+    assert (np.diff(td.pos_ptr) >= 1).all()  # every training document has an exposing query
+    ranks = st.ranks()
+    assert np.isin(td.pos_q, td.train_queries).all() and np.isin(td.neg_q, td.train_queries).all()
+    drow = np.repeat(np.arange(len(td.docs)), np.diff(td.neg_ptr))
+    assert (np.asarray(ranks[td.docs[drow], td.neg_q]).ravel() == 0).all()
+    prow = np.repeat(np.arange(len(td.docs)), np.diff(td.pos_ptr))
+    assert np.array_equal(np.asarray(ranks[td.docs[prow], td.pos_q]).ravel() - 1, td.pos_rho)
+    # Case 1 / Case 2 triples: q+ always exposes d at a better rank than q-
+    rng = np.random.default_rng(0)
+    d, qp, qn = sample_triples(td, 500, 0.5, rng)
+    rp = np.asarray(ranks[td.docs[d], qp]).ravel()
+    rn = np.asarray(ranks[td.docs[d], qn]).ravel()
+    assert (rp > 0).all() and ((rn == 0) | (rp < rn)).all()
+    assert 0.3 < (rn > 0).mean() < 0.7  # α = 0.5
+    model = train_eqi("residual", st, qemb, demb, data=td, steps=30, batch_size=200, encoder=enc)
+    assert model.meta["loss_last_100"] < model.meta["loss_first_100"] + 1e-9
+    dense = DenseReverse(qs, qemb, enc)
+    a = model.search(embeddings=demb[test], k=20)
+    model.save(tmp_path / "m")
+    loaded = EQIModel.load(tmp_path / "m").index_queries(qs, qemb, enc)
+    b = loaded.search(embeddings=demb[test], k=20)
+    assert np.array_equal(a[0], b[0]) and np.allclose(a[1], b[1])
+    app_model = train_eqi("append", st, qemb, demb, data=td, steps=5, batch_size=100)
+    assert app_model.transform(qemb[:3], "q").shape == (3, 384 + 32)
+    res = evaluate_eqi(st, {"dense-reverse": dense, "residual": loaded}, test, embeddings=demb[test])
+    assert set(res) == {"dense-reverse", "residual"} and res["residual"]["n_docs"] > 0
+    # a store built from other documents is refused
+    loaded.check_store(st)
+    other = ExposureStore(st.path, {**st.manifest, "documents": "x"}, st.queries, st.doc_ids)
+    with pytest.raises(IndexMismatchError):
+        loaded.check_store(other)
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory) -> Path:
+    from limelight.exposure.cli import open_retriever
+    from limelight.retrieval.index_dir import build_index
+
+    root = tmp_path_factory.mktemp("eqicli")
+    idx = build_index(load_dataset("adi").collection, root / "idx")
+    qf = root / "q.tsv"
+    log = load_query_log().head(800)
+    qf.write_text("".join(f"{i}\t{t}\n" for i, t in zip(log.ids.strings, log.texts, strict=True)))
+    runner = CliRunner()
+    r = runner.invoke(app, ["exposure", "compute", "--index", str(idx), "--queries", str(qf),
+                            "--out", str(root / "store"), "--depth", "10"])
+    assert r.exit_code == 0, r.output
+    del open_retriever
+    return root / "store"
+
+
+def test_cli_query_and_evaluate(cli_store):
+    runner = CliRunner()
+    st = ExposureStore.open(cli_store)
+    d = st.doc_ids[int(np.argmax(st.n_exposing()))]
+    r = runner.invoke(app, ["eqi", "query", d, "--store", str(cli_store), "--method", "exact", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert rows and set(rows[0]) == {"qid", "query", "score", "rank"}
+    assert [x["qid"] for x in rows] == [x["qid"] for x in st.exposing_queries(d)]
+    r = runner.invoke(app, ["eqi", "query", "--store", str(cli_store), "--method", "exact",
+                            "--text", "computer information retrieval systems", "--k", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    assert 0 < len(json.loads(r.stdout)) <= 5
+    r = runner.invoke(app, ["eqi", "query", d, "--store", str(cli_store), "--method", "bm25-reverse",
+                            "--k", "7", "--json"])
+    out = json.loads(r.stdout)
+    assert len(out) == 7 and set(out[0]) == {"qid", "query", "score"}
+    r = runner.invoke(app, ["eqi", "evaluate", "--store", str(cli_store), "--methods",
+                            "brute-force,bm25-reverse", "--docs", "30", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["brute-force"]["RELQ(0.5,0.9)"] == pytest.approx(1.0)
+    assert 0 <= res["bm25-reverse"]["RELQ(0.5,0.9)"] <= 1
+
+
+def test_cli_bad_input(cli_store):
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "limelight.cli", "eqi", *args],
+                              capture_output=True, text=True)
+
+    r = run("query", "nope", "--store", str(cli_store), "--method", "exact")
+    assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
+    r = run("query", "--store", str(cli_store), "--method", "exact", "--text", " ")
+    assert r.returncode == 2 and "empty" in r.stderr
+    r = run("query", "--store", str(cli_store), "--method", "residual", "--text", "x")
+    assert r.returncode == 2 and "--model" in r.stderr
