@@ -271,6 +271,7 @@ def test_model_methods_run_a_local_checkpoint(tmp_path):
     T5ForConditionalGeneration(T5Config(vocab_size=len(words), d_model=16, d_ff=32, num_layers=1,
                                         num_decoder_layers=1, num_heads=2, d_kv=8, pad_token_id=0,
                                         eos_token_id=1, decoder_start_token_id=0)).save_pretrained(tmp_path)
+    torch.set_num_threads(1)  # a tiny model: threads only add contention
     qs = {"a": "what is durable medical equipment consist of", "b": "right pelvic pain causes", "c": ""}
     models_ = dict.fromkeys(V.MODEL_METHODS, tmp_path)
     v1 = generate_variations(qs, list(V.MODEL_METHODS), n=1, models=models_)

@@ -490,6 +490,26 @@ def _glove():
     return words, emb
 
 
+@lru_cache(maxsize=2)
+def _glove_index(vocab_size: int, stopwords: frozenset[str]):
+    """GloVe words, vectors, a word → row map, and an exact FAISS inner-product index over the
+    ``vocab_size`` most frequent words (non-alphabetic words and stopwords zeroed out)."""
+    import faiss
+    import Stemmer
+
+    words, emb = _glove()
+    lookup = {w: i for i, w in enumerate(words.tolist())}
+    v = min(vocab_size, len(words))
+    top = words[:v]
+    ok = np.fromiter((w.isalpha() and w not in stopwords for w in top), bool, count=v)
+    mat = np.asarray(emb[:v], dtype=np.float32)
+    mat = mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+    mat[~ok] = 0.0
+    index = faiss.IndexFlatIP(mat.shape[1])
+    index.add(np.ascontiguousarray(mat))
+    return words, emb, lookup, top, index, Stemmer.Stemmer("english")
+
+
 class WEmbedSynSwap(_WordSwap):
     """Replaces one non-stopword by its nearest neighbour (cosine) in GloVe 6B 50d.
 
@@ -519,21 +539,7 @@ class WEmbedSynSwap(_WordSwap):
 
     def _load(self):
         if self._state is None:
-            import Stemmer
-
-            words, emb = _glove()
-            lookup = {w: i for i, w in enumerate(words.tolist())}
-            v = min(self.vocab_size, len(words))
-            top = words[:v]
-            ok = np.fromiter((w.isalpha() and w not in self.stopwords for w in top), bool, count=v)
-            mat = np.asarray(emb[:v], dtype=np.float32)
-            mat = mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-            mat[~ok] = 0.0
-            import faiss
-
-            index = faiss.IndexFlatIP(mat.shape[1])
-            index.add(mat)
-            self._state = (words, emb, lookup, top, index, Stemmer.Stemmer("english"))
+            self._state = _glove_index(self.vocab_size, self.stopwords)
         return self._state
 
     def prepare(self, texts: Sequence[str]) -> None:
