@@ -28,7 +28,7 @@ def adi():
 
 @pytest.fixture(scope="module")
 def encoder():
-    return Encoder()
+    return Encoder(variant="torch-fp32")  # the reference path (fast variants: test_dense_fast.py)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_encoder_offline_unit_vectors(encoder):
 
 
 def test_model_by_path_is_compatible_and_bad_path_is_one_line(encoder, tmp_path):
-    by_path = Encoder(str(default_model_path()))
+    by_path = Encoder(str(default_model_path()), variant="torch-fp32")
     assert by_path.compatible_with(encoder.identity())
     with pytest.raises(LimelightError) as e:
         Encoder(str(tmp_path / "nope.bin"))

@@ -128,13 +128,26 @@ class Encoder:
     local sentence-transformers folder, or a hub name. ``max_seq_length`` truncates inputs (in
     tokens; ``None`` keeps the model's own limit, 256 for MiniLM); ``truncate_dim`` keeps the first
     dimensions (Matryoshka-style). Texts are encoded in batches of ``batch_size`` after sorting them
-    by length, so that each batch pads little.
+    by length, so that each batch pads little (``sort_by_length=False`` keeps input order; ONNX
+    variants only).
+
+    ``variant`` chooses the back-end (``limelight.retrieval.encoders``): ``"torch-fp32"``,
+    ``"onnx"`` (fused ONNX Runtime graph, float32), ``"onnx-int8"`` (the same graph with dynamic
+    int8 weights) or ``"auto"`` (default: the fastest variant meeting the quality bound on CPU,
+    ``"torch-fp32"`` on other devices). ONNX graphs are exported once from the local weights into
+    ``model_cache`` (default ``$LIMELIGHT_CACHE`` or ``./.cache``, under ``models/``). The
+    variant is part of ``identity()``: an index or cache file written by one variant is never
+    read with another.
     """
 
     def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int = 64,
                  max_seq_length: int | None = None, normalize: bool = True,
                  truncate_dim: int | None = None, device: str = "cpu",
-                 show_progress: bool = False):
+                 show_progress: bool = False, variant: str = "auto",
+                 model_cache: str | os.PathLike | None = None, threads: int | None = None,
+                 sort_by_length: bool = True):
+        from limelight.retrieval import encoders as _enc
+
         name = DEFAULT_MODEL if model is None or str(model) in _DEFAULT_ALIASES else str(model)
         if name == DEFAULT_MODEL:
             path: Path | None = default_model_path()
@@ -160,6 +173,24 @@ class Encoder:
         dim = get_dim()
         self.dim = int(dim if dim is not None else self._model.encode(["x"]).shape[1])
         self.fingerprint = _folder_fingerprint(path) if path is not None else name
+        self.sort_by_length = bool(sort_by_length)
+        requested = variant
+        self.variant = _enc.resolve_variant(variant, device)
+        self._backend = None
+        if self.variant in _enc.ONNX_VARIANTS:
+            root = Path(model_cache) if model_cache is not None else None
+            try:
+                onnx_path = _enc.export_model(self._model, self.variant, self.fingerprint, root,
+                                              threads=threads)
+                self._backend = _enc.OnnxBackend(onnx_path, _enc._input_names(self._model),
+                                                 threads=threads)
+            except LimelightError as e:
+                if str(requested).lower() != "auto":
+                    raise
+                import warnings
+
+                warnings.warn(f"{e}; falling back to variant torch-fp32", stacklevel=2)
+                self.variant = "torch-fp32"
 
     @staticmethod
     def _load(name: str, path: Path | None, device: str, truncate_dim: int | None):
@@ -188,15 +219,32 @@ class Encoder:
         """What decides whether two encoders produce comparable vectors (stored in indexes)."""
         return {"model": self.name, "path": None if self.path is None else str(self.path),
                 "fingerprint": self.fingerprint, "dim": self.dim, "normalize": self.normalize,
-                "max_seq_length": self.max_seq_length, "truncate_dim": self.truncate_dim}
+                "max_seq_length": self.max_seq_length, "truncate_dim": self.truncate_dim,
+                "variant": self.variant}
 
     def compatible_with(self, identity: dict[str, Any]) -> bool:
-        """True when vectors of this encoder live in the same space as those of ``identity``."""
+        """True when vectors of this encoder live in the same space as those of ``identity``
+        (same weights, dimensions, normalisation and variant; no recorded variant means
+        ``torch-fp32``, what earlier versions wrote)."""
         return (identity.get("fingerprint") == self.fingerprint and identity.get("dim") == self.dim
-                and identity.get("normalize") == self.normalize)
+                and identity.get("normalize") == self.normalize
+                and identity.get("variant", _legacy_variant()) == self.variant)
+
+    def mismatch(self, identity: dict[str, Any]) -> str:
+        """Why vectors described by ``identity`` cannot be mixed with this encoder's ('' if they can)."""
+        theirs = identity.get("variant", _legacy_variant())
+        if theirs != self.variant and identity.get("fingerprint") == self.fingerprint:
+            return (f"they were encoded by variant {theirs!r} of {identity.get('model')!r}, this "
+                    f"encoder is variant {self.variant!r} (pass variant={theirs!r} or rebuild)")
+        if not self.compatible_with(identity):
+            return (f"they were encoded by {identity.get('model')!r} (dim {identity.get('dim')}, "
+                    f"variant {theirs!r}), not {self.name!r} (dim {self.dim}, variant "
+                    f"{self.variant!r})")
+        return ""
 
     def __repr__(self) -> str:
-        return f"Encoder({self.name!r}, dim={self.dim}, max_seq_length={self.max_seq_length})"
+        return (f"Encoder({self.name!r}, dim={self.dim}, max_seq_length={self.max_seq_length}, "
+                f"variant={self.variant!r})")
 
     # ---- encoding ----------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], batch_size: int | None = None,
@@ -212,6 +260,21 @@ class Encoder:
         order = np.argsort(-lengths, kind="stable")  # longest first: the first batch fails fast
         chunk = bs * 8
         show = self.show_progress if show_progress is None else show_progress
+        if self._backend is not None:
+            from limelight.retrieval.encoders import encode_onnx
+
+            if not self.sort_by_length:
+                order = np.arange(n)
+            with _progress(show, n, description) as advance:
+                emb = encode_onnx(self._model, self._backend, [texts[i] for i in order.tolist()],
+                                  bs, sort_by_length=self.sort_by_length, advance=advance)
+            if self.truncate_dim:
+                emb = emb[:, :self.truncate_dim]
+            if self.normalize:
+                emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+            out[order] = emb
+            self.n_encoded += n
+            return out
         with _progress(show, n, description) as advance:
             for s in range(0, n, chunk):
                 idx = order[s:s + chunk]
@@ -239,6 +302,8 @@ class Encoder:
         fp = collection_fingerprint(collection)
         ident = {k: self.identity()[k] for k in ("model", "fingerprint", "dim", "normalize",
                                                    "max_seq_length")}
+        if self.variant != _legacy_variant():  # torch-fp32 keeps the key of earlier versions
+            ident["variant"] = self.variant
         key = hashlib.sha256(json.dumps({**ident, "collection": fp,
                                          "dtype": cache_dtype}, sort_keys=True).encode()).hexdigest()[:20]
         stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in collection.name)
@@ -248,9 +313,9 @@ class Encoder:
             meta = json.loads(meta_path.read_text())
             emb = np.load(npy, mmap_mode=None)
             if not self.compatible_with(meta) or emb.shape != (len(collection), self.dim):
-                raise IndexMismatchError(
-                    f"{npy}: cached embeddings were made by {meta.get('model')!r} "
-                    f"(dim {meta.get('dim')}), not {self.name!r} (dim {self.dim}); delete the file")
+                why = self.mismatch(meta) or f"shape {emb.shape} is not {(len(collection), self.dim)}"
+                raise IndexMismatchError(f"{npy}: cached embeddings cannot be used: {why}; "
+                                         f"delete the file")
             return np.asarray(emb, dtype=np.float32)
         emb = self.encode(collection.texts.tolist(), show_progress=show_progress,
                           description=f"encoding {collection.name}")
@@ -262,6 +327,12 @@ class Encoder:
                                        "collection_fingerprint": fp, "n_docs": len(collection),
                                        "dtype": cache_dtype}, indent=1))
         return emb if cache_dtype == "float32" else emb.astype(np.float16).astype(np.float32)
+
+
+def _legacy_variant() -> str:
+    from limelight.retrieval.encoders import LEGACY_VARIANT
+
+    return LEGACY_VARIANT
 
 
 @contextlib.contextmanager
@@ -484,11 +555,15 @@ class DenseRetriever(Retriever):
             encoder = Encoder(None if model == DEFAULT_MODEL else model,
                               max_seq_length=ident.get("max_seq_length") or None,
                               normalize=ident.get("normalize", True),
-                              truncate_dim=ident.get("truncate_dim"))
+                              truncate_dim=ident.get("truncate_dim"),
+                              variant=ident.get("variant", _legacy_variant()))
         if not encoder.compatible_with(ident):
+            theirs = ident.get("variant", _legacy_variant())
             raise IndexMismatchError(
-                f"dense index was built with {ident.get('model')!r} (dim {ident.get('dim')}), "
-                f"not {encoder.name!r} (dim {encoder.dim}); rebuild it or pass the same model")
+                f"dense index was built with {ident.get('model')!r} (dim {ident.get('dim')}, "
+                f"variant {theirs!r}), not {encoder.name!r} (dim {encoder.dim}, variant "
+                f"{encoder.variant!r}); vectors of different variants are never mixed: rebuild "
+                f"the index or pass the same model and variant")
         self.index = index
         self.encoder = encoder
         self.doc_ids = index.doc_ids

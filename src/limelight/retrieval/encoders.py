@@ -1,0 +1,312 @@
+"""Encoder variants: the same sentence-transformers model computed by different CPU back-ends.
+
+``Encoder(variant=...)`` (``limelight.retrieval.dense``) picks one of:
+
+- ``"torch-fp32"``: the model's own PyTorch forward in float32 (the reference);
+- ``"onnx"``: the model exported to ONNX from the local weights, its graph fused by ONNX Runtime's
+  transformer optimizer (attention, embedding/skip layer norm, bias+GELU), run in float32 by
+  ONNX Runtime;
+- ``"onnx-int8"``: the fused graph with dynamic int8 quantization of its weights (per output
+  channel, signed weights; activations quantized per batch at run time);
+- ``"auto"``: the fastest variant that meets the quality bound on CPU (``CPU_PREFERENCE``, first
+  available; measured in ``docs/results-dense.md``), ``"torch-fp32"`` on other devices.
+
+The export is done once per (model weights, variant, library versions) from the weights on disk,
+offline, into ``<cache>/models/`` (``cache`` is ``$LIMELIGHT_CACHE`` or ``./.cache``), written
+atomically, and checked before use: the exported graph must reproduce the float32 torch vectors
+of a few probe texts (cosine >= ``PROBE_MIN_COSINE[variant]``), otherwise it is rejected with
+a one-line error. Vectors from different variants never share an index or a cache file: the
+variant is part of ``Encoder.identity()`` and of the embedding cache key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from limelight._io import atomic_dir
+from limelight.errors import LimelightError
+
+VARIANTS = ("torch-fp32", "onnx", "onnx-int8")
+ONNX_VARIANTS = ("onnx", "onnx-int8")
+#: What ``variant="auto"`` picks on CPU: the first available, fastest first. Every entry met the
+#: quality bound (nDCG@10 loss < 0.005 on scifact and npl vs torch-fp32; docs/results-dense.md).
+CPU_PREFERENCE = ("onnx-int8", "onnx", "torch-fp32")
+#: The variant that vectors with no recorded variant (indexes and caches of earlier versions) have.
+LEGACY_VARIANT = "torch-fp32"
+#: Minimum cosine between an exported graph's vectors and torch float32 on the probe texts.
+PROBE_MIN_COSINE = {"onnx": 0.9999, "onnx-int8": 0.97}
+RECIPE = 1  # bump when the export recipe changes (invalidates exported models)
+_PROBES = (
+    "information retrieval",
+    "vitamin d and bone density in older adults",
+    "a text editor for the terminal with syntax highlighting and a plugin system " * 6,
+    "x",
+    "",
+)
+
+
+def cache_root() -> Path:
+    """Root of limelight's local caches: ``$LIMELIGHT_CACHE`` or ``./.cache``."""
+    env = os.environ.get("LIMELIGHT_CACHE")
+    return Path(env).expanduser() if env else Path.cwd() / ".cache"
+
+
+def onnx_available() -> bool:
+    """True when ONNX Runtime and the ``onnx`` package can be imported."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_variant(variant: str | None, device: str = "cpu") -> str:
+    """The concrete variant for ``variant`` (``None``/``"auto"`` resolved for ``device``)."""
+    v = "auto" if variant is None else str(variant).lower()
+    if v == "auto":
+        if not str(device).startswith("cpu"):
+            return "torch-fp32"
+        for cand in CPU_PREFERENCE:
+            if cand == "torch-fp32" or onnx_available():
+                return cand
+        return "torch-fp32"  # pragma: no cover
+    if v not in VARIANTS:
+        raise LimelightError(f"unknown encoder variant {variant!r} (one of auto, {', '.join(VARIANTS)})")
+    if v in ONNX_VARIANTS and not str(device).startswith("cpu"):
+        raise LimelightError(f"encoder variant {v!r} runs on CPU only (device {device!r}); "
+                             f"use variant='torch-fp32'")
+    if v in ONNX_VARIANTS and not onnx_available():
+        raise LimelightError(f"encoder variant {v!r} needs onnxruntime and onnx "
+                             f"(pip install onnxruntime==1.31.1 onnx==1.23.2)")
+    return v
+
+
+# ---- export -----------------------------------------------------------------------------------
+def _versions() -> dict[str, str]:
+    import onnxruntime
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "onnxruntime": onnxruntime.__version__, "recipe": str(RECIPE)}
+
+
+def _input_names(st_model) -> list[str]:
+    feats = st_model.preprocess(["probe"])
+    return [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in feats]
+
+
+@contextlib.contextmanager
+def _eager_attention(st_model) -> Iterator[None]:
+    """Export with the explicit (eager) attention graph, which ONNX Runtime's optimizer fuses
+    into its ``Attention`` kernel; the SDPA graph of transformers 5 is left unfused."""
+    auto = getattr(st_model[0], "auto_model", None)
+    old = getattr(getattr(auto, "config", None), "_attn_implementation", None)
+    switched = False
+    if auto is not None and old not in (None, "eager") and hasattr(auto, "set_attn_implementation"):
+        try:
+            auto.set_attn_implementation("eager")
+            switched = True
+        except Exception:  # noqa: BLE001 - an architecture without eager attention: export as is
+            switched = False
+    try:
+        yield
+    finally:
+        if switched:
+            auto.set_attn_implementation(old)
+
+
+def _export_fp32(st_model, names: list[str], path: Path) -> None:
+    import torch
+
+    class _Wrapper(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            feats = dict(zip(names, inputs, strict=True))
+            feats["modality"] = "text"
+            return self.model(feats)["sentence_embedding"]
+
+    feats = st_model.preprocess(["hello world", "a slightly longer example sentence"])
+    args = tuple(feats[k] for k in names)
+    dyn = {k: {0: "batch", 1: "sequence"} for k in names}
+    dyn["embedding"] = {0: "batch"}
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings(), _eager_attention(st_model):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Wrapper(st_model).eval(), args, str(path), input_names=names,
+                          output_names=["embedding"], dynamic_axes=dyn, opset_version=17,
+                          dynamo=False, do_constant_folding=True)
+
+
+def _fuse(src: Path, dst: Path, config) -> bool:
+    """ONNX Runtime's transformer fusions for BERT-type models; False when not applicable."""
+    if getattr(config, "model_type", None) != "bert":
+        return False
+    import logging
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    opt = optimize_model(str(src), model_type="bert", num_heads=int(config.num_attention_heads),
+                         hidden_size=int(config.hidden_size), opt_level=1)
+    opt.save_model_to_file(str(dst))
+    return True
+
+
+def _quantize(src: Path, dst: Path) -> None:
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))
+    # per-channel signed weights: per-tensor weights lose up to 5 % cosine on MiniLM (measured)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
+                     extra_options={"DefaultTensorType": 1})  # FLOAT, for fused-op outputs
+
+
+def export_dir(fingerprint: str, variant: str, root: Path | None = None) -> Path:
+    """Where the exported graph of a model (by weight fingerprint) and variant is kept."""
+    key = hashlib.sha256(json.dumps({"fp": fingerprint, "variant": variant, **_versions()},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    return (root or cache_root()) / "models" / f"{fingerprint}-{variant}-{key}"
+
+
+def export_model(st_model, variant: str, fingerprint: str, root: Path | None = None,
+                 threads: int | None = None) -> Path:
+    """The ONNX graph of ``st_model`` for ``variant``, exported on first use and then reused.
+
+    Returns the ``.onnx`` file. The export runs offline from the loaded weights, is checked on
+    probe texts against the torch float32 vectors, and is written atomically.
+    """
+    if variant not in ONNX_VARIANTS:
+        raise LimelightError(f"no ONNX export for variant {variant!r}")
+    out = export_dir(fingerprint, variant, root)
+    onnx_path = out / "model.onnx"
+    if onnx_path.exists() and (out / "export.json").exists():
+        return onnx_path
+    names = _input_names(st_model)
+    t0 = time.perf_counter()
+    with atomic_dir(out) as tmp:
+        raw = tmp / "raw.onnx"
+        try:
+            _export_fp32(st_model, names, raw)
+            fused = tmp / "fused.onnx"
+            src = fused if _fuse(raw, fused, st_model[0].auto_model.config) else raw
+            if variant == "onnx-int8":
+                _quantize(src, tmp / "model.onnx")
+            else:
+                src.replace(tmp / "model.onnx")
+        except LimelightError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any exporter failure becomes one line
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise LimelightError(f"cannot export the encoder to ONNX ({variant}): {msg}") from None
+        for p in tmp.iterdir():
+            if p.name != "model.onnx":
+                p.unlink()
+        backend = OnnxBackend(tmp / "model.onnx", names, threads=threads)
+        cos = _probe_cosine(st_model, backend, names)
+        if cos < PROBE_MIN_COSINE[variant]:
+            raise LimelightError(f"the exported {variant} encoder disagrees with torch float32 "
+                                 f"(min cosine {cos:.4f} on probe texts); not used")
+        meta = {"variant": variant, "fingerprint": fingerprint, "inputs": names,
+                "probe_min_cosine": round(float(cos), 6),
+                "export_seconds": round(time.perf_counter() - t0, 1), **_versions()}
+        (tmp / "export.json").write_text(json.dumps(meta, indent=1))
+    return onnx_path
+
+
+def _probe_cosine(st_model, backend: OnnxBackend, names: list[str]) -> float:
+    import torch
+
+    texts = [t for t in _PROBES if t]
+    feats = st_model.preprocess(texts)
+    with torch.no_grad():
+        ref = st_model(feats)["sentence_embedding"].float().numpy()
+    got = backend.run({k: feats[k].numpy() for k in names})
+    ref = ref / np.linalg.norm(ref, axis=1, keepdims=True)
+    got = got / np.linalg.norm(got, axis=1, keepdims=True)
+    return float((ref * got).sum(1).min())
+
+
+# ---- runtime ----------------------------------------------------------------------------------
+class OnnxBackend:
+    """An ONNX Runtime CPU session over an exported encoder graph."""
+
+    def __init__(self, path: str | os.PathLike, input_names: list[str], threads: int | None = None):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.inter_op_num_threads = 1
+        if threads:
+            so.intra_op_num_threads = int(threads)
+        so.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise LimelightError(f"{path}: cannot load the ONNX encoder ({msg}); delete the "
+                                 f"folder to export it again") from None
+        self.path = Path(path)
+        self.input_names = list(input_names)
+
+    def run(self, feats: dict[str, np.ndarray]) -> np.ndarray:
+        """Sentence embeddings (float32, not re-normalised) for padded token arrays."""
+        inputs = {k: np.ascontiguousarray(feats[k], dtype=np.int64) for k in self.input_names}
+        return np.asarray(self.session.run(None, inputs)[0], dtype=np.float32)
+
+
+def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], batch_size: int,
+                sort_by_length: bool = True, chunk: int = 2048,
+                advance=None) -> np.ndarray:
+    """Embeddings of ``texts`` (input order) through ``backend``.
+
+    Texts are tokenized by the model's own ``preprocess`` (same truncation as torch) a chunk at a
+    time; with ``sort_by_length`` the chunk's texts are ordered by token count so that each batch
+    is padded only to its own longest text (the caller pre-sorts by characters across chunks).
+    """
+    n = len(texts)
+    dim = None
+    out: np.ndarray | None = None
+    names = backend.input_names
+    for s in range(0, n, chunk):
+        part = texts[s:s + chunk]
+        feats = st_model.preprocess(part)
+        arrs = {k: feats[k].numpy() for k in names}
+        lengths = arrs["attention_mask"].sum(1)
+        order = np.argsort(-lengths, kind="stable") if sort_by_length else np.arange(len(part))
+        for b in range(0, len(part), batch_size):
+            idx = order[b:b + batch_size]
+            width = max(int(lengths[idx].max()), 1)
+            emb = backend.run({k: v[idx, :width] for k, v in arrs.items()})
+            if out is None:
+                dim = emb.shape[1]
+                out = np.zeros((n, dim), dtype=np.float32)
+            out[s + idx] = emb
+        if advance is not None:
+            advance(len(part))
+    return out if out is not None else np.zeros((0, 0), np.float32)
+
+
+def describe(variant: str) -> dict[str, Any]:
+    """A short description of a variant (for reports)."""
+    return {"torch-fp32": {"backend": "torch", "weights": "float32"},
+            "onnx": {"backend": "onnxruntime", "weights": "float32", "graph": "fused"},
+            "onnx-int8": {"backend": "onnxruntime", "weights": "int8 per-channel (dynamic)",
+                          "graph": "fused"}}[variant]

@@ -1,0 +1,127 @@
+"""Fast CPU encoder variants (ONNX Runtime, int8) against the float32 torch path: real MiniLM,
+real ONNX export, real query log and adi collection."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from limelight.data import load_dataset, load_query_log
+from limelight.errors import IndexMismatchError, LimelightError
+from limelight.retrieval import encoders
+from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
+
+
+@pytest.fixture(scope="module")
+def adi():
+    return load_dataset("adi")
+
+
+@pytest.fixture(scope="module")
+def torch_enc():
+    return Encoder(variant="torch-fp32")
+
+
+@pytest.fixture(scope="module")
+def int8_enc():
+    return Encoder(variant="onnx-int8")  # exported once into ./.cache/models (or reused)
+
+
+@pytest.fixture(scope="module")
+def log_queries():
+    texts = load_query_log().texts
+    rng = np.random.default_rng(7)
+    return [str(t) for t in texts[np.sort(rng.choice(len(texts), 300, replace=False))]]
+
+
+def test_int8_agrees_with_float32_on_shared_queries(torch_enc, int8_enc, log_queries, adi):
+    ref = torch_enc.encode(log_queries)
+    got = int8_enc.encode(log_queries)
+    assert got.shape == ref.shape and got.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    cos = np.einsum("ij,ij->i", ref, got)
+    assert cos.mean() > 0.99 and cos.min() > 0.95
+    # rows come back in input order: each vector is far closer to its own reference
+    sims = got @ ref.T
+    assert (sims.argmax(1) == np.arange(len(log_queries))).mean() > 0.99
+    docs = adi.collection.texts.tolist()
+    dcos = np.einsum("ij,ij->i", torch_enc.encode(docs), int8_enc.encode(docs))
+    assert dcos.mean() > 0.99
+
+
+def test_onnx_float32_export_is_exact_and_reused(torch_enc, log_queries, tmp_path):
+    enc = Encoder(variant="onnx", model_cache=tmp_path)
+    folders = list((tmp_path / "models").iterdir())
+    assert len(folders) == 1 and "-onnx-" in folders[0].name
+    meta = json.loads((folders[0] / "export.json").read_text())
+    assert meta["variant"] == "onnx" and meta["probe_min_cosine"] >= encoders.PROBE_MIN_COSINE["onnx"]
+    assert sorted(p.name for p in folders[0].iterdir()) == ["export.json", "model.onnx"]
+    texts = log_queries[:60] + ["", "x", "a much longer text about indexing documents " * 80]
+    got = enc.encode(texts)
+    np.testing.assert_allclose(got, torch_enc.encode(texts), atol=2e-5)
+    # length-sorted and input-order batching give the same vectors (float32 graph)
+    enc.sort_by_length = False
+    np.testing.assert_allclose(enc.encode(texts, batch_size=7), got, atol=2e-5)
+    # a second encoder reuses the exported graph instead of exporting again
+    stamp = (folders[0] / "model.onnx").stat().st_mtime_ns
+    short = Encoder(variant="onnx", model_cache=tmp_path, max_seq_length=16)
+    assert (folders[0] / "model.onnx").stat().st_mtime_ns == stamp
+    assert len(list((tmp_path / "models").iterdir())) == 1
+    # and truncates to its max_seq_length as sentence-transformers does
+    ref = short.model.encode(texts[-3:], normalize_embeddings=True)
+    np.testing.assert_allclose(short.encode(texts[-3:]), ref, atol=2e-5)
+    assert np.abs(short.encode(texts[-1:]) - got[-1:]).max() > 1e-3
+
+
+def test_auto_variant_and_bad_variants(int8_enc):
+    assert encoders.resolve_variant("auto", "cpu") == encoders.CPU_PREFERENCE[0]
+    assert encoders.resolve_variant(None, "cuda:0") == "torch-fp32"
+    assert Encoder().variant == encoders.CPU_PREFERENCE[0]
+    assert int8_enc.identity()["variant"] == "onnx-int8"
+    for bad, device in (("onnx-fp8", "cpu"), ("onnx-int8", "cuda")):
+        with pytest.raises(LimelightError) as e:
+            encoders.resolve_variant(bad, device)
+        assert "\n" not in str(e.value) and bad in str(e.value)
+
+
+def test_cache_key_includes_variant(adi, torch_enc, int8_enc, tmp_path):
+    coll = adi.collection.head(30)
+    a = torch_enc.encode_collection(coll, cache_dir=tmp_path)
+    b = int8_enc.encode_collection(coll, cache_dir=tmp_path)
+    metas = {json.loads(p.read_text()).get("variant"): p for p in tmp_path.glob("*.json")}
+    assert set(metas) == {"torch-fp32", "onnx-int8"}  # two entries, one per variant
+    n = int8_enc.n_encoded
+    np.testing.assert_array_equal(int8_enc.encode_collection(coll, cache_dir=tmp_path), b)
+    np.testing.assert_array_equal(torch_enc.encode_collection(coll, cache_dir=tmp_path), a)
+    assert int8_enc.n_encoded == n  # cache hits
+    assert not np.array_equal(a, b)
+    # an entry whose recorded variant is another one is refused, with a one-line error
+    meta = json.loads(metas["onnx-int8"].read_text())
+    metas["onnx-int8"].write_text(json.dumps({**meta, "variant": "onnx"}))
+    with pytest.raises(IndexMismatchError) as e:
+        int8_enc.encode_collection(coll, cache_dir=tmp_path)
+    assert "variant 'onnx'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_index_refuses_to_mix_variants(adi, torch_enc, int8_enc, tmp_path):
+    idx = DenseIndex.build(adi.collection, int8_enc)
+    assert idx.encoder_identity["variant"] == "onnx-int8"
+    with pytest.raises(IndexMismatchError) as e:
+        DenseRetriever(idx, torch_enc)
+    assert "onnx-int8" in str(e.value) and "torch-fp32" in str(e.value)
+    assert "\n" not in str(e.value)
+    # a saved index reopens with its own variant for the queries
+    loaded = DenseIndex.load(idx.save(tmp_path / "dense"))
+    retr = DenseRetriever(loaded)
+    assert retr.encoder.variant == "onnx-int8"
+    docs, _ = retr.search_batch(adi.queries.texts.tolist()[:5], 5)
+    np.testing.assert_array_equal(docs, DenseRetriever(idx, int8_enc).search_batch(
+        adi.queries.texts.tolist()[:5], 5)[0])
+    # an index of an earlier version (no recorded variant) is torch float32 vectors
+    legacy_ident = {k: v for k, v in torch_enc.identity().items() if k != "variant"}
+    legacy = DenseIndex.from_embeddings(idx.doc_ids, idx.embeddings, {"encoder": legacy_ident})
+    assert DenseRetriever(legacy, torch_enc).encoder is torch_enc
+    with pytest.raises(IndexMismatchError):
+        DenseRetriever(legacy, int8_enc)
