@@ -105,6 +105,9 @@ def register(app: typer.Typer) -> None:
         view: bool = typer.Option(False, "--view",
                                   help="make exposure a DuckDB view over the shards instead of a table"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+        engine: str = typer.Option("local", help="local, or ray: query shards as Ray tasks"),
+        address: str = typer.Option(None, help="with --engine ray: a running cluster "
+                                               "(HOST:PORT or auto); default a local one"),
     ) -> None:
         """Compute every query's top-n into DIR/shards/ and DIR/exposure.duckdb (resumable)."""
         import time
@@ -113,9 +116,17 @@ def register(app: typer.Typer) -> None:
 
         if model not in ("bm25", "dense"):
             raise LimelightError(f"unknown model {model!r} (bm25 or dense)")
+        if engine not in ("local", "ray"):
+            raise LimelightError(f"unknown engine {engine!r} (local or ray)")
+        if address is not None and engine != "ray":
+            raise LimelightError("--address goes with --engine ray")
         qs = load_queries_file(queries)
         validate_queries(qs)
         retriever, fp, settings = open_retriever(index, model, k1=k1, b=b, threads=threads)
+        if engine == "ray":  # workers open the index by path, memory-mapped
+            from limelight.scale.exposure import IndexRetriever
+
+            retriever = IndexRetriever(index, model, k1=k1, b=b, retriever=retriever)
         t0 = time.perf_counter()
         with _progress() as prog:
             task = prog.add_task(f"exposure ({model}, top {depth})", total=len(qs))
@@ -126,7 +137,7 @@ def register(app: typer.Typer) -> None:
             st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
                                   fingerprint=fp, settings={**settings, "index": str(index)},
                                   progress=progress, art_indexes=art_indexes,
-                                  materialize=not view)
+                                  materialize=not view, engine=engine, address=address)
         res = st.retrievability(c=depth)
         summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
                    "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),

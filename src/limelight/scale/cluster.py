@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Iterator
 
 from limelight.errors import LimelightError
@@ -54,6 +55,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
                                  "an existing cluster at an address has its own")
         kwargs.pop("include_dashboard")
         kwargs["address"] = address
+        _probe(address)
     try:
         ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -64,6 +66,19 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
         yield ray
     finally:
         ray.shutdown()
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Fail fast (Ray itself retries for minutes) when nothing listens at ``HOST:PORT``."""
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise LimelightError(f"Ray address {address!r}: expected HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise LimelightError(f"cannot reach a Ray cluster at {address}: {e.strerror or e}") from None
 
 
 def cluster_cpus(ray) -> int:

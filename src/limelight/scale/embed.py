@@ -12,6 +12,7 @@ documents this way (through the embedding cache when given ``cache_dir``), and
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -28,7 +29,11 @@ class _EmbedChunks:
     def __init__(self, spec: dict):
         import torch
 
-        torch.set_num_threads(max(1, int(spec.pop("threads"))))
+        spec = dict(spec)
+        threads = max(1, int(spec.pop("threads")))
+        torch.set_num_threads(threads)
+        if "threads" in inspect.signature(Encoder.__init__).parameters:
+            spec["threads"] = threads
         self.encoder = Encoder(**spec)
 
     def __call__(self, batch: dict) -> dict:
@@ -47,14 +52,11 @@ class RayEncoder(Encoder):
                  workers: int | None = None, cpus_per_worker: int = 1, **kwargs):
         super().__init__(model, **kwargs)
         self.address, self.workers, self.cpus_per_worker = address, workers, int(cpus_per_worker)
-        self._kwargs = kwargs
-
-    def _spec(self) -> dict:
-        model = str(self.path) if self.path is not None else self.name
-        return {"model": model, "batch_size": self.batch_size,
-                "max_seq_length": self.max_seq_length or None, "normalize": self.normalize,
-                "truncate_dim": self.truncate_dim, "device": self.device,
-                "threads": self.cpus_per_worker}
+        # the actors build the same encoder: the same arguments, the back-end resolved here
+        args = {**kwargs, "model": None if model is None else str(model), "show_progress": False}
+        if "variant" in inspect.signature(Encoder.__init__).parameters and hasattr(self, "variant"):
+            args["variant"] = self.variant
+        self._args = args
 
     def encode(self, texts: Sequence[str], batch_size: int | None = None,
                show_progress: bool | None = None, description: str = "encoding") -> np.ndarray:
@@ -70,7 +72,7 @@ class RayEncoder(Encoder):
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         order = np.argsort(-lengths, kind="stable")  # as Encoder.encode: longest first
         chunk = bs * 8
-        spec = {**self._spec(), "batch_size": bs}
+        spec = {**self._args, "batch_size": bs, "threads": self.cpus_per_worker}
         with ray_session(self.address) as ray:
             logging.getLogger("ray.data").setLevel(logging.WARNING)
             ctx = ray.data.DataContext.get_current()
