@@ -67,8 +67,7 @@ class NewExposure:
 
 
 # ---- kernels -----------------------------------------------------------------------------------
-@numba.njit(cache=True, parallel=True)
-def _merge(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numba
+def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numba
     """Per query with candidates (sorted by score desc, new-doc code asc): merge with the stored
     list (scores ``S`` desc, lexical keys ``L``, -inf padding) keeping the engines' top-n, and
     rank each selected candidate by (score desc, lexical key desc). Returns ranks (0 = out)."""
@@ -169,8 +168,7 @@ def _bm25_block(i0, i1, dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, 
             wmap[dterm[p]] = 0
 
 
-@numba.njit(cache=True, parallel=True)
-def _bm25_reverse_scores(dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, n_terms, nq,
+def _bm25_reverse_scores_py(dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, n_terms, nq,
                          optr, out_q, out_s, n_blocks):  # pragma: no cover - numba
     """For each new document (CSR ``dptr``/``dterm``/``dw`` over the extended vocabulary): touch
     the queries that contain its terms and could beat their threshold (inverted index
@@ -189,6 +187,13 @@ def _bm25_reverse_scores(dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full,
             _bm25_block(i0, i1, dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, n_terms,
                         nq, optr, out_q, out_s, counts)
     return counts
+
+
+# parallel kernels for batches; serial ones for a document or two (no thread wake-ups)
+_merge_par = numba.njit(cache=True, parallel=True)(_merge_py)
+_merge_ser = numba.njit(cache=True)(_merge_py)
+_bm25_par = numba.njit(cache=True, parallel=True)(_bm25_reverse_scores_py)
+_bm25_ser = numba.njit(cache=True)(_bm25_reverse_scores_py)
 
 
 # ---- the engine --------------------------------------------------------------------------------
@@ -365,7 +370,8 @@ class ExactReverse:
             np.cumsum(cap, out=optr[1:])
             out_q = np.empty(int(optr[-1]), dtype=np.int32)
             out_s = np.empty(int(optr[-1]), dtype=np.float32)
-            counts = _bm25_reverse_scores(dptr, dterm, dw, self.iptr, self.iq, self.ikey, self.qptr,
+            kern = _bm25_par if m > 2 else _bm25_ser
+            counts = kern(dptr, dterm, dw, self.iptr, self.iq, self.ikey, self.qptr,
                                           self.qtok, self.thr, self.full, self.n_ext, nq, optr,
                                           out_q, out_s, nb)
             pos = np.arange(int(optr[-1])) - np.repeat(optr[:-1], cap)
@@ -444,7 +450,8 @@ class ExactReverse:
         starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]]) if len(cq) else np.zeros(0, np.int64)
         cptr = np.r_[starts, len(cq)].astype(np.int64)
         clex = new_lex[cdoc]
-        rank = _merge(cptr, cq, cdoc, cs, clex, S, L, self.depth)  # sorts each group in place
+        merge = _merge_par if len(cptr) > 4096 else _merge_ser
+        rank = merge(cptr, cq, cdoc, cs, clex, S, L, self.depth)  # sorts each group in place
         sel = rank > 0
         cq, cdoc, cs, rank = cq[sel], cdoc[sel], cs[sel], rank[sel]
         qlex = self.queries.ids.lexical_rank()
