@@ -1,7 +1,7 @@
 """Table 4 analog: BM25 and MiniLM (dense) on cranfield, npl and scifact under every available
 query variation method (one variant per query and method, seed 0).
 
-    .venv/bin/python experiments/variations/table4.py [cranfield npl scifact] [--tk CKPT]
+    .venv/bin/python experiments/variations/table4.py [cranfield npl scifact] [--tk CKPT] [--systems bm25,dense]
 
 Writes experiments/variations/out/table4_<collection>.{md,json,png} and variants_<collection>.tsv.
 """
@@ -26,6 +26,11 @@ def main(argv: list[str]) -> None:
         i = argv.index("--tk")
         tk = Path(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
+    systems_spec = "bm25,dense"
+    if "--systems" in argv:
+        i = argv.index("--systems")
+        systems_spec = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     names = argv or ["cranfield", "npl", "scifact"]
     OUT.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -34,7 +39,7 @@ def main(argv: list[str]) -> None:
         var = generate_variations(ds.queries, "all", n=1, seed=0)
         var.write_tsv(OUT / f"variants_{name}.tsv")
         t1 = time.time()
-        systems = build_systems(ds.collection, "bm25,dense", k=1000, tk=tk)
+        systems = build_systems(ds.collection, systems_spec, k=1000, tk=tk)
         rep = robustness_report(systems, ds.queries, ds.qrels, variations=var, measure="nDCG@10",
                                 mode="both" if tk else "full", dataset=name, progress=True)
         md = rep.to_markdown()
