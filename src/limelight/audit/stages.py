@@ -52,16 +52,10 @@ def index(runner: AuditRunner, inp: AuditInputs) -> None:
         from limelight.retrieval.index_dir import build_index
 
         coll = inp.dataset.collection
-        bar.update(0, 2 if dense else 1)
         build_index(coll, runner.dir.index_dir)
-        bar.update(1, 2 if dense else 1)
         out = {"n_docs": len(coll), "built": ["bm25"]}
         if dense:
-            from limelight.retrieval.dense import DenseIndex
-
-            bar.pause()  # the encoder shows its own bar while it encodes the collection
-            di = DenseIndex.build(coll, runner.encoder(), cache_dir=runner.cfg.embedding_cache,
-                                  show_progress=runner.bars.show)
+            di = _dense_index(runner, coll, bar)
             di.save(runner.dir.index_dir / "dense")
             meta_p = runner.dir.index_dir / "meta.json"
             meta = json.loads(meta_p.read_text())
@@ -74,6 +68,35 @@ def index(runner: AuditRunner, inp: AuditInputs) -> None:
 
     runner._stage("index", "BM25 (and dense) index of the collection",
                   (inp.collection_fp, dense), body, outputs=(runner.dir.index_dir,))
+
+
+CHUNK_DOCS = 8192
+
+
+def _dense_index(runner: AuditRunner, coll, bar):
+    """The dense index of ``coll``. Large collections are encoded in chunks of ``CHUNK_DOCS``
+    documents, each through the embedding cache, so that an interrupted encoding (the demo's
+    dominant cost) resumes at the last finished chunk."""
+    from limelight.data.collection import Collection
+    from limelight.data.ids import IdMap
+    from limelight.retrieval.dense import DenseIndex, collection_fingerprint
+
+    enc, cache = runner.encoder(), runner.cfg.embedding_cache
+    n = len(coll)
+    if n <= 2 * CHUNK_DOCS:
+        return DenseIndex.build(coll, enc, cache_dir=cache)
+    emb = np.zeros((n, enc.dim), dtype=np.float32)
+    ids = coll.ids.strings
+    bar.update(0, n)
+    for s in range(0, n, CHUNK_DOCS):
+        e = min(n, s + CHUNK_DOCS)
+        part = Collection(IdMap(ids[s:e].tolist(), kind="document"), coll.texts[s:e],
+                          name=f"{coll.name}-docs{s:07d}-{e:07d}")
+        emb[s:e] = enc.encode_collection(part, cache_dir=cache)
+        bar.update(e, n)
+    meta = {"encoder": enc.identity(), "collection": coll.name, "n_docs": n,
+            "collection_fingerprint": collection_fingerprint(coll)}
+    return DenseIndex.from_embeddings(coll.ids, emb, meta)
 
 
 def query_vectors(runner: AuditRunner, inp: AuditInputs) -> None:
@@ -334,9 +357,15 @@ def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
         ranker = NeuralRanker.create(TKConfig(n_layers=int(opts["layers"])), vocab, seed)
         triples = QrelsTriples.build(inp.eval_queries, ds.qrels, first, ds.collection, tr)
         bar.update(1, 3)
-        res = train(ranker, ds.collection, inp.eval_queries, triples,
-                    TrainConfig(epochs=int(opts["epochs"]), seed=seed, threads=1,
-                                max_seconds=float(opts["max_seconds"])))
+        import torch
+
+        n_threads = torch.get_num_threads()  # training sets its own; later stages keep theirs
+        try:
+            res = train(ranker, ds.collection, inp.eval_queries, triples,
+                        TrainConfig(epochs=int(opts["epochs"]), seed=seed, threads=1,
+                                    max_seconds=float(opts["max_seconds"])))
+        finally:
+            torch.set_num_threads(n_threads)
         bar.update(2, 3)
         test_q = inp.eval_queries.take(inp.eval_queries.ids.encode(np.asarray(te, dtype=object)))
         first_te = runner.retriever(base, query_vectors=False).retrieve(test_q, int(opts["depth"])).rename(base.name)
@@ -368,19 +397,76 @@ def _capability(module: str, attr: str) -> Any | None:
 
 
 def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
-    """EQI models trained and evaluated (RELQ table) plus exact reverse search."""
+    """EQI (Li et al., WWW 2022) per BM25 / dense system: reverse baselines (BM25-reverse,
+    dense-reverse) and a trained Residual model evaluated with RELQ against the exposure store on
+    a seeded sample of exposed documents; exact reverse search for the most exposed document."""
     title = "exposing-query identification (RELQ) and exact reverse search"
     if not runner.cfg.stages["eqi"]:
         runner._skip("eqi", title, "switched off in [stages]")
         return
-    fn = _capability("limelight.exposure.eqi", "audit_eqi")
-    if fn is None:
-        runner._skip("eqi", title, "capability not available yet: limelight.exposure.eqi (issue 5) "
-                                   "provides no audit entry point in this checkout")
+    if _capability("limelight.exposure.eqi", "evaluate_eqi") is None:
+        runner._skip("eqi", title, "capability not available yet: limelight.exposure.eqi (issue 5)")
         return
-    deps = [_key(runner, f"exposure-{s.name}") for s in runner.cfg.systems]
-    runner._stage("eqi", title, (deps, runner.cfg.options.get("eqi", {}), runner.quick),
-                  lambda bar: fn(runner.dir, quick=runner.quick, **runner.cfg.options.get("eqi", {})))
+    specs = [s for s in runner.cfg.systems if s.kind in ("bm25", "dense")
+             and (st := runner.status(f"exposure-{s.name}")) is not None and st.present]
+    if not specs:
+        runner._skip("eqi", title, "no BM25 or dense system with an exposure store (EQI has no "
+                                   "exact reverse search for fused systems)")
+        return
+    opts = {"docs": 50 if runner.quick else 300, "steps": 30 if runner.quick else 300,
+            "methods": ["residual"], "k": 100, **runner.cfg.options.get("eqi", {})}
+
+    def body(bar) -> dict:
+        from limelight.exposure.eqi import (
+            BM25Reverse,
+            DenseReverse,
+            ExactReverse,
+            evaluate_eqi,
+            train_eqi,
+        )
+
+        rows, reverse_rows, summary = [], [], {}
+        rng = np.random.default_rng(runner.cfg.seed)
+        coll = inp.dataset.collection
+        for i, spec in enumerate(specs):
+            store = runner.dir.store(spec.name)
+            n_exp = store.n_exposing()
+            exposed = np.flatnonzero(n_exp > 0)
+            docs = np.sort(rng.choice(exposed, size=min(int(opts["docs"]), len(exposed)), replace=False))
+            retr = runner.retriever(spec)
+            if spec.kind == "bm25":
+                methods = {"bm25-reverse": BM25Reverse(store.queries, retr.index.analyzer)}
+                texts, emb = coll.texts[docs].tolist(), None
+            else:
+                qv = np.load(runner.dir.query_vectors)
+                doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
+                methods = {"dense-reverse": DenseReverse(store.queries, qv)}
+                for m in opts["methods"]:
+                    methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
+                                           n_queries=min(50_000, len(store.queries)),
+                                           n_docs=min(20_000, len(exposed)), exclude_docs=docs,
+                                           seed=runner.cfg.seed)
+                texts, emb = None, doc_emb[docs]
+            res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
+            for m, vals in res.items():
+                rows.append({"system": spec.name, "method": m, **vals})
+            summary[spec.name] = res
+            if spec.kind == "bm25" or spec.kind == "dense":
+                top = int(np.argmax(n_exp))
+                ex = ExactReverse.build(store, retr, np.load(runner.dir.query_vectors)
+                                        if spec.kind == "dense" else None, cache_dir=None)
+                docid = store.doc_ids.strings[top]
+                for r in ex.query(docid=docid, k=10):
+                    reverse_rows.append({"system": spec.name, "docid": docid, **r})
+            bar.update(i + 1, len(specs))
+        _write_table(runner, "relq", pd.DataFrame(rows))
+        if reverse_rows:
+            _write_table(runner, "reverse", pd.DataFrame(reverse_rows))
+        return {"summary": summary}
+
+    deps = [_key(runner, f"exposure-{s.name}") for s in specs]
+    runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors")), body,
+                  requires=("index",))
 
 
 def robustness(runner: AuditRunner, inp: AuditInputs) -> None:

@@ -191,7 +191,10 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
              ("preferences", "All-pairs LexiRecall preferences: wins/ties/losses with sign tests.")])
     section("rerank", "TK re-ranking", [("rerank", "First stage vs TK re-ranked on held-out queries.")])
     section("eqi", "Exposing-query identification (RELQ) and exact reverse search",
-            [("relq", "RELQ per EQI method.")])
+            [("relq", "Mean RELQ (Li et al., WWW 2022, eq. 1-4) of each EQI method against the exact "
+                      "exposing-query lists of the store, on a seeded sample of exposed documents."),
+             ("reverse", "Exact reverse search: the top exposing queries of each system's most "
+                         "exposed document (1-based ranks, from the exposure store).")])
     section("robustness", "Query-variation robustness (Penha et al., ECIR 2022, Table 4)",
             [("robustness", "Per system, variation method and category: mean, drop against the "
                             "original queries, paired t-test with Bonferroni correction.")])

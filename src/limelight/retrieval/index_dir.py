@@ -52,7 +52,10 @@ def build_index(collection: Collection, out: str | os.PathLike, dense: bool = Fa
 
 
 def _docs_frame(collection: Collection) -> pd.DataFrame:
-    df = pd.DataFrame({"doc_id": collection.ids.strings.astype(str), "text": collection.texts.astype(str)})
+    # lists of str, not .astype(str): a fixed-width numpy unicode array is n × longest text × 4
+    # bytes (10 GB for the Debian catalog, whose longest description has ~40k characters)
+    df = pd.DataFrame({"doc_id": [str(x) for x in collection.ids.strings.tolist()],
+                       "text": [str(x) for x in collection.texts.tolist()]})
     for k, v in collection.fields.items():
         if k in ("text", "doc_id"):
             k = f"field_{k}"
