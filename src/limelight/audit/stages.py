@@ -506,37 +506,70 @@ def robustness(runner: AuditRunner, inp: AuditInputs) -> None:
 
 
 def ctrlqgen(runner: AuditRunner, inp: AuditInputs) -> None:
-    """CtrlQGen synthetic queries and their effect on retrievability."""
+    """CtrlQGen (Penha et al., WWW 2023) synthetic queries of each intent (WeakLabeling-Un unless
+    ``[ctrlqgen] generator`` names a trained model) for a seeded sample of entities, their exact
+    exposure under the first system, and the effect on retrievability: r(d) and Gini under the
+    log, under the generated queries, and under both (r is additive over queries)."""
     title = "CtrlQGen synthetic queries and their retrievability effect"
     if not runner.cfg.stages["ctrlqgen"]:
         runner._skip("ctrlqgen", title, "switched off in [stages]")
         return
-    fn = _capability("limelight.querygen", "generate_queries")
+    fn = _capability("limelight.querygen.generator", "generate_queries")
     if fn is None:
         runner._skip("ctrlqgen", title, "capability not available yet: "
                                         "limelight.querygen.generate_queries (issue 6)")
+        return
+    spec = runner.cfg.systems[0]
+    if not (st := runner.status(f"retrievability-{spec.name}")) or not st.present:
+        runner._skip("ctrlqgen", title, f"needs the retrievability of {spec.name}")
+        return
+    from limelight.errors import LimelightError
+    from limelight.querygen.serialize import load_schema
+
+    opts = {"schema": inp.dataset.name, "intents": ["narrow", "broad"], "n": 1,
+            "n_entities": 500 if runner.quick else 5000, "generator": None,
+            **runner.cfg.options.get("ctrlqgen", {})}
+    try:
+        schema = load_schema(opts["schema"])
+        schema.check_collection(inp.dataset.collection)
+    except LimelightError as e:
+        runner._skip("ctrlqgen", title, f"{inp.dataset.name} has no CtrlQGen entity schema "
+                                        f"(narrow/broad fields): {e}")
         return
 
     def body(bar) -> dict:
         from limelight.exposure.exact import compute_exposure
 
-        gen = fn(inp.dataset.collection, **runner.cfg.options.get("ctrlqgen", {}))
-        spec = runner.cfg.systems[0]
-        st = compute_exposure(runner.retriever(spec, query_vectors=False), gen,
-                              runner.dir.path / "ctrlqgen" / "exposure", depth=runner.cfg.depth,
-                              progress=bar.update)
-        base = runner.status(f"retrievability-{spec.name}").result["cutoffs"]
-        rows = []
-        for c in runner.cfg.cutoffs:
-            rv = st.retrievability(c=c)
-            rows.append({"system": spec.name, "c": c, "gini_log": base[str(c)]["gini"],
-                         "gini_generated": rv.gini,
-                         "retrievable_fraction_log": base[str(c)]["retrievable_fraction"],
-                         "retrievable_fraction_generated": rv.retrievable_fraction})
-        _write_table(runner, "ctrlqgen", pd.DataFrame(rows))
-        return {"summary": {"n_generated": len(gen), "rows": rows}}
+        coll = inp.dataset.collection
+        base = pd.read_parquet(runner.dir.retrievability_path(spec.name))
+        rows, n_gen = [], {}
+        intents = list(opts["intents"])
+        for i, intent in enumerate(intents):
+            gen = fn(coll, schema, intent, n=int(opts["n"]), generator=opts["generator"],
+                     n_entities=min(int(opts["n_entities"]), len(coll)), seed=runner.cfg.seed)
+            n_gen[intent] = len(gen)
+            st = compute_exposure(runner.retriever(spec, query_vectors=False), gen,
+                                  runner.dir.path / "ctrlqgen" / intent, depth=runner.cfg.depth,
+                                  shard_size=runner.cfg.shard_size)
+            sample = pd.DataFrame({"intent": intent, "entity_id": gen.fields["entity_id"][:20],
+                                   "query": gen.texts[:20]})
+            _write_table(runner, f"ctrlqgen_sample_{intent}", sample)
+            for c in runner.cfg.cutoffs:
+                from limelight.exposure.retrievability import gini, retrievable_fraction
 
-    runner._stage("ctrlqgen", title, (_key(runner, f"retrievability-{runner.cfg.systems[0].name}"),
-                                      runner.cfg.options.get("ctrlqgen", {})), body,
-                  outputs=(runner.dir.path / "ctrlqgen",),
-                  requires=(f"retrievability-{runner.cfg.systems[0].name}",))
+                r_log = base[f"r_c{c}"].to_numpy()
+                r_gen = st.retrievability(c=c).r
+                for label, r in (("log", r_log), (f"generated ({intent})", r_gen),
+                                 (f"log + generated ({intent})", r_log + r_gen)):
+                    if label == "log" and i > 0:
+                        continue
+                    rows.append({"system": spec.name, "queries": label, "c": c, "gini": gini(r),
+                                 "retrievable_fraction": retrievable_fraction(r)})
+            bar.update(i + 1, len(intents))
+        df = pd.DataFrame(rows).sort_values(["c", "queries"], kind="stable", ignore_index=True)
+        _write_table(runner, "ctrlqgen", df)
+        return {"summary": {"system": spec.name, "n_generated": n_gen,
+                            "generator": opts["generator"] or "WeakLabeling-Un"}}
+
+    runner._stage("ctrlqgen", title, (st.key, {k: v for k, v in opts.items()}, runner.cfg.seed),
+                  body, outputs=(runner.dir.path / "ctrlqgen",))

@@ -203,7 +203,10 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
                   f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} --out {out}  "
                   "(stage robustness; library: limelight.querygen.robustness.robustness_report)"))
     section("ctrlqgen", "CtrlQGen synthetic queries: retrievability effect",
-            [("ctrlqgen", "Query log vs generated queries.")])
+            [("ctrlqgen", "Gini and retrievable fraction of the first system under the query log, "
+                          "the generated queries of each intent, and both together."),
+             ("ctrlqgen_sample_narrow", "A few generated narrow queries."),
+             ("ctrlqgen_sample_broad", "A few generated broad queries.")])
     a(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
       f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in <code>{_esc(audit.systems_dir)}</code> '
       "(DuckDB + Parquet shards).</p>")
