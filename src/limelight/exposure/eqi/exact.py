@@ -374,9 +374,10 @@ class ExactReverse:
             counts = kern(dptr, dterm, dw, self.iptr, self.iq, self.ikey, self.qptr,
                                           self.qtok, self.thr, self.full, self.n_ext, nq, optr,
                                           out_q, out_s, nb)
-            pos = np.arange(int(optr[-1])) - np.repeat(optr[:-1], cap)
-            keep = pos < np.repeat(counts, cap)
-            out_q, out_s = out_q[keep], out_s[keep]
+            # each document's results start at optr[i]: gather them (O(results), not O(capacity))
+            cstart = np.cumsum(counts) - counts
+            idx = np.repeat(optr[:-1] - cstart, counts) + np.arange(int(counts.sum()))
+            out_q, out_s = out_q[idx], out_s[idx]
             doc = np.repeat(np.arange(m, dtype=np.int32), counts)
             return out_q, doc, out_s
         from limelight.exposure.eqi.base import faiss_ip_index, faiss_search
