@@ -37,7 +37,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from limelight.data import load_catalog
-    from limelight.querygen.generator import ANSWER, QueryGenerator, entity_dicts, training_pairs
+    from limelight.querygen.generator import ANSWER, QueryGenerator, training_pairs
     from limelight.querygen.serialize import load_schema
     from limelight.querygen.weaklabel import WeakLabelingUn
     from limelight.retrieval.dense import Encoder
