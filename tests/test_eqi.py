@@ -265,17 +265,27 @@ def test_cli_query_and_evaluate(cli_store):
     assert 0 <= res["bm25-reverse"]["RELQ(0.5,0.9)"] <= 1
 
 
-def test_cli_bad_input(cli_store):
+def test_cli_bad_input(cli_store, monkeypatch, capsys):
     import subprocess
     import sys
 
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "limelight.cli", "eqi", *args],
-                              capture_output=True, text=True)
+    from limelight.cli import main
 
-    r = run("query", "nope", "--store", str(cli_store), "--method", "exact")
-    assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
-    r = run("query", "--store", str(cli_store), "--method", "exact", "--text", " ")
-    assert r.returncode == 2 and "empty" in r.stderr
-    r = run("query", "--store", str(cli_store), "--method", "residual", "--text", "x")
-    assert r.returncode == 2 and "--model" in r.stderr
+    def run(*args):
+        monkeypatch.setattr(sys, "argv", ["limelight", "eqi", *args])
+        with pytest.raises(SystemExit) as e:
+            main()
+        return e.value.code, capsys.readouterr().err
+
+    code, err = run("query", "nope", "--store", str(cli_store), "--method", "exact")
+    assert code == 2 and "nope" in err
+    code, err = run("query", "--store", str(cli_store), "--method", "exact", "--text", " ")
+    assert code == 2 and "empty" in err
+    code, err = run("query", "--store", str(cli_store), "--method", "residual", "--text", "x")
+    assert code == 2 and "--model" in err
+    code, err = run("evaluate", "--store", str(cli_store), "--methods", "bm25-reverse,magic")
+    assert code == 2 and "magic" in err
+    # the installed entry point: one line on stderr, no traceback
+    r = subprocess.run([sys.executable, "-m", "limelight.cli", "eqi", "query", "nope", "--store",
+                        str(cli_store)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
