@@ -165,6 +165,9 @@ def test_callable_retriever_and_task_errors(cluster, local_store, work):
     with pytest.raises(LimelightError, match="outside its collection") as e:
         compute_exposure(OutOfRange(), qs, work / "bad", depth=10, shard_size=400, engine="ray")
     assert "\n" not in str(e.value)
+    with pytest.raises(LimelightError, match="largest node of the cluster has 1 CPUs"):
+        compute_exposure(bm25, qs, work / "bad4", depth=10, shard_size=400, engine="ray",
+                         engine_options={"cpus_per_task": 2})
     with pytest.raises(LimelightError, match="unknown engine"):
         compute_exposure(bm25, qs, work / "bad2", engine="spark")
     with pytest.raises(LimelightError, match="address goes with"):

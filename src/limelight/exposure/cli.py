@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
         engine: str = typer.Option("local", help="local, or ray: query shards as Ray tasks"),
         address: str = typer.Option(None, help="with --engine ray: a running cluster "
                                                "(HOST:PORT or auto); default a local one"),
+        cpus_per_task: int = typer.Option(1, help="with --engine ray: CPUs per shard task"),
     ) -> None:
         """Compute every query's top-n into DIR/shards/ and DIR/exposure.duckdb (resumable)."""
         import time
@@ -137,7 +138,9 @@ def register(app: typer.Typer) -> None:
             st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
                                   fingerprint=fp, settings={**settings, "index": str(index)},
                                   progress=progress, art_indexes=art_indexes,
-                                  materialize=not view, engine=engine, address=address)
+                                  materialize=not view, engine=engine, address=address,
+                                  engine_options={"cpus_per_task": cpus_per_task}
+                                  if engine == "ray" else None)
         res = st.retrievability(c=depth)
         summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
                    "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),

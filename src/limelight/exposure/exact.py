@@ -488,6 +488,7 @@ def compute_exposure(
     materialize: bool = True,
     engine: str = "local",
     address: str | None = None,
+    engine_options: dict | None = None,
 ) -> ExposureStore:
     """Compute (or resume) the exact exposure of ``queries`` under ``retriever`` into ``out``.
 
@@ -499,7 +500,8 @@ def compute_exposure(
     retriever (default: ``retriever_fingerprint``); ``settings`` are recorded in the manifest.
     ``engine="ray"`` computes the shards as Ray tasks (``limelight.scale``) on the cluster at
     ``address`` (a local one when ``None``); the store is the same, and either engine resumes a
-    store the other started.
+    store the other started; ``engine_options`` go to ``limelight.scale.compute_shards``
+    (``cpus_per_task``, ``write_on``, ``max_retries``, ``num_cpus``).
     """
     if engine not in ("local", "ray"):
         raise LimelightError(f"unknown engine {engine!r} (local or ray)")
@@ -586,7 +588,7 @@ def compute_exposure(
         t0 = time.perf_counter()
         compute_shards(retriever, queries, store, todo, depth=depth, shard_size=shard_size,
                        batch_size=bs, doc_ids=doc_ids, lex=lex, address=address,
-                       progress=progress, done=done)
+                       progress=progress, done=done, **(engine_options or {}))
         timings["retrieve_s"] = time.perf_counter() - t0
         todo = []
     writer = _ShardWriter(shards, depth)

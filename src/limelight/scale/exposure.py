@@ -153,9 +153,17 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
 
     if write_on not in ("worker", "driver"):
         raise LimelightError(f"write_on must be worker or driver, not {write_on!r}")
+    if cpus_per_task < 1:
+        raise LimelightError(f"cpus_per_task must be ≥ 1, got {cpus_per_task}")
     nq = len(queries)
     with ray_session(address, num_cpus=num_cpus if address is None else None) as ray:
         from ray.exceptions import RayError, RayTaskError
+
+        biggest = max((int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]),
+                      default=0)
+        if cpus_per_task > biggest:  # Ray would wait for such a node forever
+            raise LimelightError(f"cpus_per_task={cpus_per_task}, but the largest node of the "
+                                 f"cluster has {biggest} CPUs")
 
         task = ray.remote(exposure_shard).options(num_cpus=cpus_per_task, max_retries=max_retries,
                                                   retry_exceptions=False)
