@@ -45,6 +45,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--table3-steps", type=int, default=500)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: table3,fig2,fig3,fig1")
+    ap.add_argument("--reuse", action="store_true", help="load the Table 2 models saved by a previous run")
+    ap.add_argument("--t3-queries", default="10000,50000,100000")
+    ap.add_argument("--t3-docs", default="1500,6000")
+    ap.add_argument("--fig2-starts", default="20000,60000")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     name = args.dataset
@@ -60,7 +64,12 @@ def main() -> None:
     test = sample_docs(st, 1000, seed=0)
     dense = DenseReverse(qs, qemb, enc)
     models = {}
+    from limelight.exposure.eqi import EQIModel
+
     for method in ("residual", "append"):
+        if args.reuse and (CACHE / f"{name}-{method}" / "model.json").exists():
+            models[method] = EQIModel.load(CACHE / f"{name}-{method}").index_queries(qs, qemb, enc)
+            continue
         with Timer() as t:
             models[method] = train_eqi(method, st, qemb, demb, n_queries=50_000, n_docs=6000,
                                        exclude_docs=test, steps=args.steps, batch_size=1000,
@@ -79,15 +88,16 @@ def main() -> None:
                                                  "loss_first_100", "loss_last_100")}
                        for k, m in models.items()}
     res["load"] = os.getloadavg()
-    save(f"table2_dense_{name}", res)
+    if not args.reuse:
+        save(f"table2_dense_{name}", res)
     print(res, flush=True)
 
     ranks = st.ranks()
     truth = ranks[test]
     if "table3" not in skip:  # training queries × training documents
         t3 = {}
-        for nq in (10_000, 50_000, 100_000):
-            for nd in (1500, 6000):
+        for nq in map(int, args.t3_queries.split(",")):
+            for nd in map(int, args.t3_docs.split(",")):
                 m = train_eqi("residual", st, qemb, demb, n_queries=nq, n_docs=nd, exclude_docs=test,
                               steps=args.table3_steps, batch_size=1000, seed=1)
                 v = relq_many(method_lists(m, test, embeddings=demb[test]), truth, M)[M]
@@ -109,7 +119,7 @@ def main() -> None:
         perm = rng.permutation(len(qs))
         sizes = [20_000, 40_000, 60_000, 90_000, len(qs)]
         curves = {}
-        for q0 in (20_000, 60_000):
+        for q0 in map(int, args.fig2_starts.split(",")):
             m = train_eqi("residual", st, qemb, demb, n_queries=q0, n_docs=6000, exclude_docs=test,
                           steps=args.table3_steps, batch_size=1000, seed=2,
                           train_queries=np.sort(perm[:q0]))
