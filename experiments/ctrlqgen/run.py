@@ -55,6 +55,8 @@ def main() -> int:
     ap.add_argument("--n-log", type=int, default=3000)
     ap.add_argument("--n-gen", type=int, default=160, help="entities E' with generated queries")
     ap.add_argument("--gen-steps", type=int, default=30)
+    ap.add_argument("--gen-lr", type=float, default=5e-4)
+    ap.add_argument("--gen-layers", type=int, default=4)
     ap.add_argument("--bi-steps", type=int, default=25)
     ap.add_argument("--bi-batch", type=int, default=16)
     ap.add_argument("--n-h2", type=int, default=40, help="log queries that get suggestions")
@@ -138,8 +140,9 @@ def main() -> int:
         else:
             prompts, targets = training_pairs(g, coll, te, tq)
         t = time.perf_counter()
-        g.fit(prompts, targets, steps=args.gen_steps, batch_size=8, train_layers=4,
-                   progress=lambda s, loss: log(f"  {kind} step {s} loss {loss:.3f}") if s % 10 == 0 else None)
+        g.fit(prompts, targets, steps=args.gen_steps, batch_size=8, train_layers=args.gen_layers,
+              lr=args.gen_lr,
+                   progress=lambda s, loss: log(f"  {kind} step {s} loss {loss:.3f}") if s % 5 == 0 else None)
         timings[f"gen_fit_{kind}_s_per_step"] = (time.perf_counter() - t) / args.gen_steps
         g.save(path)
         return g
@@ -205,26 +208,32 @@ def main() -> int:
     log("validity", {k: v for k, v in valid.items() if k != "examples"})
 
     # ---- bi-encoders --------------------------------------------------------------------------
-    tr_q = click.queries["train"].texts.tolist()
-    tr_e = click.entity_idx["train"]
-    n_pairs = args.bi_steps * args.bi_batch
+    # every bi-encoder sees the same number of distinct training pairs (the paper: "all dense
+    # models were trained on the same amount of (synthetic or not) queries"): the size of the
+    # smallest generated set; steps and batch size are equal too
+    qn, en = flat(q_ctrl_n)
+    qb, eb = flat(q_ctrl_b)
+    gen_sets = {"QGen": flat(q_qgen), "InPars": flat(q_inp), "CtrlQGen_narrow": (qn, en),
+                "CtrlQGen_broad": (qb, eb)}
+    # both: narrow queries for the first half of E', broad queries for the second half
+    first = set(gen_sel[: len(gen_sel) // 2].tolist())
+    both = [(q, e) for q, e in zip(qn, en.tolist(), strict=True) if e in first] + \
+           [(q, e) for q, e in zip(qb, eb.tolist(), strict=True) if e not in first]
+    gen_sets["CtrlQGen_both"] = ([q for q, _ in both], np.asarray([e for _, e in both]))
+    n_pairs = min(len(v[0]) for v in gen_sets.values())
+    tr_q = click.queries["train"].texts.tolist()[:n_pairs]
+    tr_e = click.entity_idx["train"][:n_pairs]
     r2 = np.random.default_rng(7)
     wl_e = r2.choice(len(coll), n_pairs)
     wl_i = np.where(r2.random(n_pairs) < 0.75, "narrow", "broad")
     wle, _, wlq = lab.generate(wl_e, wl_i, seed=8)
-    qn, en = flat(q_ctrl_n)
-    qb, eb = flat(q_ctrl_b)
-    half = min(len(qn), len(qb)) // 2
-    n_syn = max(1, len(tr_q) // 9)  # 10% synthetic, 90% click (the paper's footnote 15)
+    n_syn = max(1, n_pairs // 10)  # 10% synthetic, 90% click (the paper's footnote 15)
     trainsets = {
         "Click": (tr_q, tr_e),
         "WeakLabelingUn": (wlq.tolist(), wle),
-        "QGen": flat(q_qgen),
-        "InPars": flat(q_inp),
-        "CtrlQGen_narrow": (qn, en),
-        "CtrlQGen_broad": (qb, eb),
-        "CtrlQGen_both": (qn[:half] + qb[:half], np.concatenate([en[:half], eb[:half]])),
-        "Click+CtrlQGen": (tr_q + (qn + qb)[:n_syn], np.concatenate([tr_e, np.concatenate([en, eb])[:n_syn]])),
+        **{k: (list(v[0])[:n_pairs], np.asarray(v[1])[:n_pairs]) for k, v in gen_sets.items()},
+        "Click+CtrlQGen": (tr_q[:n_pairs - n_syn] + (qn + qb)[:n_syn],
+                           np.concatenate([tr_e[:n_pairs - n_syn], np.concatenate([en, eb])[:n_syn]])),
     }
     models = {"zero-shot": None}
     for name, (q, e) in trainsets.items():

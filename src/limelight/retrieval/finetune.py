@@ -96,12 +96,13 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
     n_warm = max(1, int(warmup * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    prep = getattr(st, "preprocess", None) or st.tokenize  # tokenize is deprecated in ST 6
     st.train()
     out_losses = []
     t0 = time.perf_counter()
     for b in batches:
-        qf = st.tokenize([queries[i] for i in b.tolist()])
-        df = st.tokenize([doc_texts[i] for i in b.tolist()])
+        qf = prep([queries[i] for i in b.tolist()])
+        df = prep([doc_texts[i] for i in b.tolist()])
         loss = loss_fn([qf, df], None)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
