@@ -132,7 +132,7 @@ def test_changed_setting_reruns_only_dependents(audit, tmp_path):
 
 def test_interrupt_and_resume_gives_identical_results(audit, tmp_path):
     a, res, _ = audit
-    text = QUICK.read_text() + "\n[stages]\nrerank = false\nrobustness = false\n"
+    text = QUICK.read_text() + "\n[stages]\nrerank = false\nrobustness = false\neqi = false\n"
     cfg = parse_config(text, QUICK)
     out = tmp_path / "interrupted"
 
