@@ -62,6 +62,8 @@ def main() -> int:
     ap.add_argument("--n-h2", type=int, default=40, help="log queries that get suggestions")
     ap.add_argument("--n-boot", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--c", type=int, default=1,
+                    help="retrievability cutoff (the paper: 100 over ~600k entities; scale it)")
     args = ap.parse_args()
 
     import torch
@@ -112,7 +114,7 @@ def main() -> int:
     log(f"entities {len(coll)}; click train/val/test/broad {[len(click.queries[s]) for s in ('train', 'val', 'test', 'broad_test')]}; log {len(qlog)}")
 
     # ---- WeakLabeling-IP on the Click train set (agreement with the WeakLabeling-Un intents) --
-    enc0 = Encoder(max_seq_length=64)
+    enc0 = Encoder(max_seq_length=64, variant="torch-fp32")
     ip = cached(work, "ip_train", lambda: weaklabel_ip(
         click.queries["train"].texts.tolist(), coll, schema, click.entity_idx["train"], enc0))
     wl_int = click.queries["train"].intents
@@ -270,7 +272,7 @@ def main() -> int:
                 bm = BM25(BM25Index.build(coll))
                 search = lambda texts: bm.search_batch(texts, 100)[0]  # noqa: E731
             else:
-                enc = Encoder(models[name], max_seq_length=64)
+                enc = Encoder(models[name], max_seq_length=64, variant="torch-fp32")
                 t = time.perf_counter()
                 emb = enc.encode(coll.texts.tolist())
                 out["encode_docs_s"] = time.perf_counter() - t
@@ -291,10 +293,13 @@ def main() -> int:
         q, d, r = ranks_of(res[n]["log_docs"])
         m = rank_matrix(q, d, r, len(coll), len(qlog))
         mats[n] = m
-        ra = analyse(m, coll.ids, log_w, c=100)
+        ra = analyse(m, coll.ids, log_w, c=args.c)
         summary[n] = {"R@100_click_test": float(res[n]["click_test"].mean()),
                       "R@100_broad_test": float(res[n]["broad_test"].mean()),
-                      "gini_log": ra.gini, "retrievable_fraction_log": ra.retrievable_fraction}
+                      "gini_log": ra.gini, "retrievable_fraction_log": ra.retrievable_fraction,
+                      **{f"gini_log_c{c}": analyse(m, coll.ids, log_w, c=c).gini for c in (1, 10, 100)},
+                      **{f"retrievable_c{c}": analyse(m, coll.ids, log_w, c=c).retrievable_fraction
+                         for c in (1, 10, 100)}}
         log(n, summary[n])
 
     # t-tests (Bonferroni over all pairs of systems) and paired bootstrap of the Gini
@@ -306,7 +311,7 @@ def main() -> int:
         for s in qsets:
             p = paired_t(res[a][s], res[b][s])
             row[f"p_{s}_bonf"] = min(1.0, p * m_tests)
-        pb = paired_bootstrap_gini(mats[a], mats[b], log_w, c=100, n_boot=args.n_boot, seed=0)
+        pb = paired_bootstrap_gini(mats[a], mats[b], log_w, c=args.c, n_boot=args.n_boot, seed=0)
         row["gini_diff"] = pb["diff"]
         row["gini_ci"] = (pb["low"], pb["high"])
         row["p_gini_bonf"] = min(1.0, pb["p_value"] * m_tests)
@@ -330,7 +335,7 @@ def main() -> int:
     fig4 = {}
     accept = [0.0, 0.25, 0.5, 0.75, 1.0]
     for model in ("CtrlQGen_both", "Click"):
-        enc = Encoder(models[model], max_seq_length=64)
+        enc = Encoder(models[model], max_seq_length=64, variant="torch-fp32")
         emb = enc.encode(coll.texts.tolist())
         idx = DenseIndex.from_embeddings(coll.ids, emb, {"encoder": enc.identity()})
         sd = h2d["sugg"][model]
@@ -358,7 +363,7 @@ def main() -> int:
             curve = []
             for a in accept:
                 w = np.concatenate([log_w, np.asarray(s_w) * (np.random.default_rng(13).random(len(s_w)) < a)])
-                rr = retrievability(m, w, c=100)
+                rr = retrievability(m, w, c=args.c)
                 curve.append({"acceptance": a, "gini": gini(rr), "retrievable_fraction": retrievable_fraction(rr)})
             fig4[f"{model}/{src}"] = {"n_suggestions": len(s_text), "curve": curve}
             log("H2", model, src, [(c["acceptance"], round(c["gini"], 4)) for c in curve])

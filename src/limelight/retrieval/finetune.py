@@ -85,7 +85,7 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
                              f"(got {len(queries)} and {len(doc_texts)})")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    st = Encoder(model).model
+    st = Encoder(model, variant="torch-fp32").model  # the torch weights are what we train
     if max_seq_length is not None:
         st.max_seq_length = int(max_seq_length)
     keys = np.asarray(doc_keys if doc_keys is not None else doc_texts, dtype=object)
