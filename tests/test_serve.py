@@ -122,31 +122,25 @@ def test_groups_match_group_retrievability(client, service):
 
 
 def test_exact_reverse_search_of_a_known_document(client, service):
-    """Pasting the text of a document of the collection: each query's score of the copy is the
-    stored score of the original, and its rank is 1 + the stored documents scoring as much."""
+    """Pasting the text of a document of the collection (BM25): the copy scores, bit for bit,
+    what the original scores for each query, and is ranked first among the documents tied with
+    it (trec_eval's order: score, then id descending; 'new-document' sorts after 'movie…')."""
     st = service.system("bm25").store
     docid = _busy_doc(service)
     text = service.docs.texts[service.doc_row(docid)]
     j = client.post("/api/eqi", json={"text": text, "system": "bm25", "k": 1000}).json()
     exact = {q["qid"]: q for q in j["exact"]["queries"]}
-    assert j["exact"]["available"] and j["exact"]["n_exposing"] == len(exact)
-    checked = 0
-    for t in st.exposing_queries(docid):
-        stored = st.exposed_documents(t["qid"])
-        ahead = sum(s["score"] >= np.float32(t["score"]) for s in stored)
-        if ahead + 1 <= st.depth:
-            e = exact[t["qid"]]
-            assert e["score"] == pytest.approx(t["score"], rel=1e-5)
-            assert e["rank"] == ahead + 1
-            checked += 1
-    assert checked > 20
-    ranks = [q["rank"] for q in j["exact"]["queries"]]
-    assert ranks == sorted(ranks) and max(ranks) <= st.depth
+    truth = st.exposing_queries(docid)
+    assert j["exact"]["available"] and j["exact"]["n_exposing"] == len(exact) == len(truth) > 20
+    for t in truth:
+        stored = np.float32([x["score"] for x in st.exposed_documents(t["qid"])])
+        assert exact[t["qid"]]["score"] == t["score"]
+        assert exact[t["qid"]]["rank"] == 1 + (stored > np.float32(t["score"])).sum() <= t["rank"]
     assert j["learned"] == [] and "no learned EQI model" in j["note"]
 
 
 def test_exact_reverse_search_dense(dense_audit_dir):
-    """The same property for a dense system (the copy scores what the original scores)."""
+    """The same for a dense system and its stored query vectors, up to the encoder's noise."""
     from fastapi.testclient import TestClient
 
     from limelight.service.app import create_app
@@ -163,11 +157,11 @@ def test_exact_reverse_search_dense(dense_audit_dir):
         j = c.post("/api/eqi", json={"text": svc.docs.texts[svc.doc_row(docid)], "system": "dense", "k": 1000}).json()
     exact = {q["qid"]: q for q in j["exact"]["queries"]}
     # the pasted text is encoded alone; a quantized (onnx-int8) encoder's vector of a text depends
-    # a little on the batch it was encoded in. Queries are unit vectors, so by Cauchy-Schwarz the
-    # copy's score is within ‖e_alone − e_indexed‖ of the original's.
+    # a little on the batch it was encoded in. Query vectors are the stored unit vectors, so by
+    # Cauchy-Schwarz the copy's score is within ‖e_alone − e_indexed‖ of the original's.
     r = svc.retriever("dense")
     row = svc.doc_row(docid)
-    tol = float(np.linalg.norm(r.encoder.encode([svc.docs.texts[row]])[0] - r.index.embeddings[row])) + 1e-5
+    tol = float(np.linalg.norm(r.encoder.encode([svc.docs.texts[row]])[0] - r.index.embeddings[row])) + 1e-6
     thr = st.thresholds()
     n = 0
     for t in st.exposing_queries(docid):
@@ -177,9 +171,9 @@ def test_exact_reverse_search_dense(dense_audit_dir):
             n += 1
     assert n > 10
     for e in j["exact"]["queries"]:  # ranks are consistent with the stored lists
-        stored = st.exposed_documents(e["qid"])
-        assert e["rank"] == 1 + sum(np.float32(x["score"]) >= np.float32(e["score"]) for x in stored)
-        assert e["rank"] <= st.depth
+        stored = np.float32([x["score"] for x in st.exposed_documents(e["qid"])])
+        s = np.float32(e["score"])
+        assert 1 + (stored > s).sum() <= e["rank"] <= min(1 + (stored >= s).sum(), st.depth)
 
 
 def test_unknown_ids_are_404_with_a_message(client):

@@ -34,7 +34,9 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
     if ad.exists():
         return out
     coll = load_catalog(collection) if collection in ("movies", "debian") else load_dataset(collection).collection
-    queries = load_query_log().take(list(range(n_queries)))
+    queries = load_query_log()
+    if n_queries:  # 0: every distinct query of the log
+        queries = queries.take(list(range(min(n_queries, len(queries)))))
     build_index(coll, ad.index_dir, dense=dense)
     systems = [{"name": "bm25", "kind": "bm25", "k1": 0.9, "b": 0.4},
                {"name": "bm25-classic", "kind": "bm25", "k1": 1.2, "b": 0.75}]
@@ -42,8 +44,11 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
         systems.append({"name": "dense", "kind": "dense"})
     for s in systems:
         params = {k: v for k, v in s.items() if k in ("k1", "b")}
-        compute_exposure(open_retriever(ad.index_dir, s["kind"], **params), queries, ad.store_dir(s["name"]),
-                         depth=DEPTH)
+        retriever = open_retriever(ad.index_dir, s["kind"], **params)
+        if s["kind"] == "dense":
+            # as the audit does: the query vectors are computed once and kept beside the stores
+            retriever = _with_query_vectors(retriever, queries, ad.query_vectors)
+        compute_exposure(retriever, queries, ad.store_dir(s["name"]), depth=DEPTH)
     manifest = {"format": "limelight-audit/1", "name": "serve-test", "complete": True,
                 "collection": {"source": "movies", "name": coll.name, "n_docs": len(coll),
                                "group_field": group_field},
@@ -51,6 +56,26 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
                 "depth": DEPTH, "cutoffs": [10, 100], "systems": systems}
     ad.manifest_path.write_text(json.dumps(manifest, indent=1))
     return out
+
+
+def _with_query_vectors(retriever, queries, path: Path):
+    """A dense retriever answering the log's queries from vectors saved at ``path``."""
+    import numpy as np
+
+    vectors = retriever.encoder.encode(queries.texts.tolist())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    rows = {t: i for i, t in enumerate(queries.texts.tolist())}
+
+    class Stored:
+        doc_ids = retriever.doc_ids
+        name = retriever.name
+        fingerprint = f"dense-stored-vectors:{len(queries)}"
+
+        def search_batch(self, texts, k):
+            return retriever.search_vectors(vectors[[rows[t] for t in texts]], k)
+
+    return Stored()
 
 
 @pytest.fixture(scope="session")

@@ -83,7 +83,7 @@ class AuditService:
         self.title_field = next((f for f in TITLE_FIELDS if f in self.docs.fields), None)
         self.group_fields = [f for f in self.docs.fields
                              if f != self.title_field and self._is_categorical(self.docs.fields[f])]
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._retrievers: dict[str, Any] = {}
         self._retrievability: dict[tuple[str, int], Any] = {}
         self._eqi: dict[str, Any] = {}

@@ -1,0 +1,265 @@
+"""A bounded load test of ``limelight serve`` on loopback: C concurrent clients for S seconds.
+
+    .venv/bin/python benchmarks/serve.py --audit DIR [--clients 50] [--seconds 30] [--json out.json]
+    .venv/bin/python benchmarks/serve.py --audit DIR --screenshots docs   # docs/serve-*.png only
+    .venv/bin/python benchmarks/serve.py --audit .cache/serve-bench-debian --build debian  # build it first
+
+``--build debian`` writes an audit directory (the tests' builder: two BM25 systems, k1/b 0.9/0.4
+and 1.2/0.75, depth 100, group field ``section``) over the whole distinct query log, if absent.
+
+The server is the real command (``limelight serve --audit DIR`` in a subprocess, uvicorn, one
+process); the clients are asyncio tasks on one ``httpx.AsyncClient`` in this process, each
+issuing requests back to back over a fixed mix of the API's endpoints with parameters drawn
+(seeded) from the audit: search texts from its query log, document ids, query ids, pasted
+document texts. Printed per endpoint: requests, requests/s, p50 and p99 latency, errors (any
+status ≥ 400 or transport error). The anchor, side by side and as a ratio, is the same call made
+in-process through ``AuditService`` (no HTTP, one at a time): p50 over HTTP under load ÷ p50 of
+the library call. Client and server share the machine's cores; the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ENDPOINTS = ["search", "document", "query", "find_queries", "retrievability", "ranked", "groups", "eqi"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(audit: str, port: int) -> subprocess.Popen:
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "limelight.cli", "serve", "--audit", audit,
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {proc.stderr.read().strip()}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/info", timeout=5).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.terminate()
+    raise SystemExit("server did not start within 900 s")
+
+
+class Workload:
+    """Seeded request parameters drawn from the audit."""
+
+    def __init__(self, svc, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.svc = svc
+        st = next(iter(svc.systems.values())).store
+        q = st.queries
+        exposed = np.flatnonzero(st.n_exposing() > 0)
+        self.docids = st.doc_ids.decode(exposed).tolist()
+        self.qids = q.ids.strings.tolist()
+        self.texts = q.texts.tolist()
+        self.systems = list(svc.systems)
+        self.field = svc.group_field
+        self.words = [w for t in self.texts[:5000] for w in t.split() if len(w) > 3][:20000]
+
+    def make(self, kind: str) -> tuple[str, str, dict | None, dict | None]:
+        """(method, path, params, json body) of one request."""
+        r = self.rng
+        system = r.choice(self.systems)
+        if kind == "search":
+            return "GET", "/api/search", {"q": r.choice(self.texts), "limit": 10}, None
+        if kind == "document":
+            return "GET", f"/api/documents/{r.choice(self.docids)}", {"system": system, "limit": 50}, None
+        if kind == "query":
+            return "GET", f"/api/queries/{r.choice(self.qids)}", {"system": system}, None
+        if kind == "find_queries":
+            return "GET", "/api/queries", {"search": r.choice(self.words), "limit": 20}, None
+        if kind == "retrievability":
+            return "GET", "/api/retrievability", {"system": system, "c": r.choice([10, 100])}, None
+        if kind == "ranked":
+            return "GET", "/api/retrievability/documents", {"system": system, "order": r.choice(["most", "least"]),
+                                                            "offset": r.randrange(0, 1000)}, None
+        if kind == "groups":
+            return "GET", "/api/retrievability/groups", {"system": system, "field": self.field}, None
+        d = self.svc.doc_row(r.choice(self.docids))
+        return "POST", "/api/eqi", None, {"text": str(self.svc.docs.texts[d])[:4000], "system": system, "k": 20}
+
+    def call_library(self, kind: str) -> None:
+        """The same operation through ``AuditService`` (the anchor)."""
+        m, path, params, body = self.make(kind)
+        s = self.svc
+        if kind == "search":
+            s.search(params["q"], "bm25", 10)
+        elif kind == "document":
+            s.document(path.rsplit("/", 1)[1], params["system"], limit=50)
+        elif kind == "query":
+            s.query(path.rsplit("/", 1)[1], params["system"])
+        elif kind == "find_queries":
+            s.find_queries(params["search"], limit=20)
+        elif kind == "retrievability":
+            s.retrievability_summary(params["system"], params["c"])
+        elif kind == "ranked":
+            s.ranked_documents(params["system"], 100, params["order"], 20, params["offset"])
+        elif kind == "groups":
+            s.groups(params["field"], params["system"])
+        else:
+            s.eqi(body["text"], body["system"], 20)
+
+
+async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
+    import httpx
+
+    lat: dict[str, list[float]] = {k: [] for k in ENDPOINTS}
+    errors: dict[str, list[str]] = {k: [] for k in ENDPOINTS}
+    stop = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as http:
+        async def client(i: int) -> None:
+            j = i
+            while time.perf_counter() < stop:
+                kind = ENDPOINTS[j % len(ENDPOINTS)]
+                j += 1
+                method, path, params, body = work.make(kind)
+                t0 = time.perf_counter()
+                try:
+                    r = await http.request(method, path, params=params, json=body)
+                    if r.status_code >= 400:
+                        errors[kind].append(f"{r.status_code} {path} {r.text[:120]}")
+                except httpx.HTTPError as e:
+                    errors[kind].append(f"{type(e).__name__} {path}")
+                lat[kind].append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(i) for i in range(clients)))
+        wall = time.perf_counter() - t0
+    return {"lat": lat, "errors": errors, "wall": wall}
+
+
+def anchor(work: Workload, n: int) -> dict[str, float]:
+    out = {}
+    for kind in ENDPOINTS:
+        work.call_library(kind)  # warm
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            work.call_library(kind)
+            ts.append(time.perf_counter() - t0)
+        out[kind] = float(np.median(ts))
+    return out
+
+
+def screenshots(base: str, out: Path, work: Workload) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    doc = work.svc.ranked_documents(None, 100, "most", 1, 0)["documents"][0]["docid"]
+    qid = work.svc.document(doc, limit=1)["queries"][0]["qid"]
+    text = str(work.svc.docs.texts[work.svc.doc_row(doc)])
+    shots = []
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"]
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path="/usr/bin/chromium", args=args, headless=True)
+        pg = b.new_page(viewport={"width": 1280, "height": 900})
+        pg.set_default_timeout(300_000)
+        for name, url in [("search", "/?q=" + work.texts[1]), ("document", f"/documents/{doc}"),
+                          ("query", f"/queries/{qid}"), ("retrievability", "/retrievability")]:
+            pg.goto(base + url)
+            shots.append(out / f"serve-{name}.png")
+            pg.screenshot(path=str(shots[-1]), full_page=False)
+        pg.goto(base + "/eqi")
+        pg.fill("#eqi-text", text)
+        pg.click("#eqi-form button")
+        pg.wait_for_selector("#eqi-results")
+        shots.append(out / "serve-eqi.png")
+        pg.screenshot(path=str(shots[-1]), full_page=False)
+        b.close()
+    return shots
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--audit", required=True)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--anchor-calls", type=int, default=30)
+    ap.add_argument("--json")
+    ap.add_argument("--screenshots", help="write docs/serve-*.png into this folder and exit")
+    ap.add_argument("--build", choices=["debian", "movies"], help="build the audit first (if absent)")
+    a = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if a.build:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from test_serve_support import build_audit
+
+        t0 = time.perf_counter()
+        build_audit(Path(a.audit), a.build, n_queries=0,
+                    group_field="section" if a.build == "debian" else "Major Genre")
+        print(f"audit {a.audit} ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    from limelight.service.core import AuditService
+
+    t0 = time.perf_counter()
+    port = free_port()
+    proc = start_server(a.audit, port)
+    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up)", flush=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        svc = AuditService(a.audit)
+        work = Workload(svc)
+        if a.screenshots:
+            for p in screenshots(base, Path(a.screenshots), work):
+                print("wrote", p)
+            return
+        load_before = os.getloadavg()
+        res = asyncio.run(load(base, work, a.clients, a.seconds))
+        load_after = os.getloadavg()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print(f"anchor: each operation through AuditService in-process, {a.anchor_calls} calls, one at a time", flush=True)
+    svc.warm()
+    anc = anchor(work, a.anchor_calls)
+    load_end = os.getloadavg()
+    total = sum(len(v) for v in res["lat"].values())
+    n_err = sum(len(v) for v in res["errors"].values())
+    print(f"\n{a.clients} concurrent clients for {res['wall']:.1f} s on loopback; audit {a.audit}")
+    print(f"load average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}; 2 vCPU shared by clients and server")
+    hdr = f"{'endpoint':<16}{'requests':>9}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}{'library p50 ms':>16}{'ratio':>8}"
+    print(hdr)
+    rows = {}
+    for k in ENDPOINTS:
+        ls = np.asarray(res["lat"][k]) * 1000
+        p50, p99 = (float(np.percentile(ls, 50)), float(np.percentile(ls, 99))) if len(ls) else (float("nan"),) * 2
+        lib = anc[k] * 1000
+        rows[k] = {"requests": len(ls), "rps": len(ls) / res["wall"], "p50_ms": p50, "p99_ms": p99,
+                   "errors": len(res["errors"][k]), "library_p50_ms": lib, "ratio": p50 / lib}
+        print(f"{k:<16}{len(ls):>9}{len(ls) / res['wall']:>8.1f}{p50:>9.1f}{p99:>9.1f}{len(res['errors'][k]):>7}"
+              f"{lib:>16.2f}{p50 / lib:>8.1f}")
+    print(f"{'all':<16}{total:>9}{total / res['wall']:>8.1f}{'':>9}{'':>9}{n_err:>7}")
+    for k, errs in res["errors"].items():
+        for e in errs[:3]:
+            print(f"  error {k}: {e}")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"clients": a.clients, "seconds": res["wall"], "total": total,
+                                            "errors": n_err, "endpoints": rows, "load_before": load_before,
+                                            "load_after": load_after, "load_anchor": load_end}, indent=1))
+    if n_err:
+        raise SystemExit(f"{n_err} errors")
+
+
+if __name__ == "__main__":
+    main()
