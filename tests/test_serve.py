@@ -176,6 +176,38 @@ def test_exact_reverse_search_dense(dense_audit_dir):
         assert 1 + (stored > s).sum() <= e["rank"] <= min(1 + (stored >= s).sum(), st.depth)
 
 
+def test_learned_model_side_by_side(dense_audit_dir):
+    """A learned EQI model of the audit: its list next to the exact one, each of its queries
+    annotated with the rank exact reverse search gives the document there."""
+    from fastapi.testclient import TestClient
+
+    from limelight.exposure.eqi import EQIModel
+    from limelight.service.app import create_app
+    from limelight.service.core import AuditService
+
+    svc = AuditService(dense_audit_dir)
+    assert svc.eqi_methods() == ["residual"]
+    text = "automatic indexing and retrieval of documents by computer"
+    with TestClient(create_app(svc)) as c:
+        j = c.post("/api/eqi", json={"text": text, "system": "dense", "k": 15}).json()
+        page = c.post("/eqi", data={"text": text, "system": "dense", "k": "15"}).text
+    (lst,) = j["learned"]
+    assert lst["method"] == "residual" and lst["available"] and j["note"] is None
+    st = svc.system("dense").store
+    model = EQIModel.load(svc.audit.eqi_dir("residual")).index_queries(
+        st.queries, np.load(svc.audit.query_vectors), svc.retriever("dense").encoder)
+    codes = model.search(texts=[text], k=15)[0][0]
+    assert [q["qid"] for q in lst["queries"]] == st.queries.ids.decode(codes[codes >= 0]).tolist()
+    exact = {q["qid"]: q for q in j["exact"]["queries"]}
+    for q in lst["queries"]:
+        assert q["in_both"] == (q["qid"] in exact)
+        if q["qid"] in exact:
+            assert q["rank"] == exact[q["qid"]]["rank"]
+    learned_ids = {q["qid"] for q in lst["queries"]}
+    assert all(q["in_both"] == (q["qid"] in learned_ids) for q in j["exact"]["queries"])
+    assert 'id="panel-exact"' in page and 'id="panel-residual"' in page and "Learned model: residual" in page
+
+
 def test_unknown_ids_are_404_with_a_message(client):
     for url in ("/api/documents/no-such-doc", "/api/queries/no-such-query", "/documents/no-such-doc",
                 "/queries/no-such-query"):

@@ -49,6 +49,17 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
             # as the audit does: the query vectors are computed once and kept beside the stores
             retriever = _with_query_vectors(retriever, queries, ad.query_vectors)
         compute_exposure(retriever, queries, ad.store_dir(s["name"]), depth=DEPTH)
+    if dense:  # a learned EQI model (a few training steps: the loop, not the quality)
+        import numpy as np
+
+        from limelight.exposure.eqi import train_eqi
+
+        dense_r = open_retriever(ad.index_dir, "dense")
+        store = ad.store("dense")
+        model = train_eqi("residual", store, np.load(ad.query_vectors), dense_r.index.embeddings,
+                          n_queries=len(queries), n_docs=len(coll), steps=3, batch_size=64,
+                          encoder=dense_r.encoder)
+        model.save(ad.eqi_dir("residual"))
     manifest = {"format": "limelight-audit/1", "name": "serve-test", "complete": True,
                 "collection": {"source": "movies", "name": coll.name, "n_docs": len(coll),
                                "group_field": group_field},

@@ -75,7 +75,7 @@ def _stored_query_vectors(service, sysm):
     if p.exists():
         v = np.load(p, mmap_mode="r")
         if v.shape[0] == len(sysm.store.queries):
-            return np.asarray(v, dtype=np.float32)
+            return np.array(v, dtype=np.float32)  # a writable copy (torch reads it)
     return None
 
 
