@@ -41,15 +41,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(audit: str, port: int) -> subprocess.Popen:
+def start_server(audit: str, port: int, log: Path) -> subprocess.Popen:
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "limelight.cli", "serve", "--audit", audit,
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited: {proc.stderr.read().strip()}")
+            raise SystemExit(f"server exited: {log.read_text().strip()[-2000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/info", timeout=5).status_code == 200:
                 return proc
@@ -213,7 +213,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     port = free_port()
-    proc = start_server(a.audit, port)
+    log = Path(a.json or "serve-bench").with_suffix(".server.log")
+    proc = start_server(a.audit, port, log)
     print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up)", flush=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -253,6 +254,8 @@ def main() -> None:
     for k, errs in res["errors"].items():
         for e in errs[:3]:
             print(f"  error {k}: {e}")
+    server_log = log.read_text().strip().splitlines()
+    print(f"server log ({log}): {len(server_log)} lines", *server_log[-5:], sep="\n  ")
     if a.json:
         Path(a.json).write_text(json.dumps({"clients": a.clients, "seconds": res["wall"], "total": total,
                                             "errors": n_err, "endpoints": rows, "load_before": load_before,

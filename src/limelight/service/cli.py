@@ -34,4 +34,5 @@ def register(app: typer.Typer) -> None:
         application = create_app(service, max_body=max_body)
         typer.echo(f"serving {audit} ({service.info()['collection']}, {len(service.systems)} systems) "
                    f"on http://{host}:{port}/  — API docs at /docs", err=True)
-        uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False,
+                    timeout_keep_alive=30)

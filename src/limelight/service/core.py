@@ -87,6 +87,7 @@ class AuditService:
         self._retrievers: dict[str, Any] = {}
         self._retrievability: dict[tuple[str, int], Any] = {}
         self._eqi: dict[str, Any] = {}
+        self._memo: dict[tuple, Any] = {}  # derived per-(system, c) results: Lorenz, orders, groups
         self.systems: dict[str, _System] = {}
         settings = {s.get("name"): s for s in self.manifest.get("systems", []) if isinstance(s, dict)}
         for name in self.audit.systems:
@@ -348,12 +349,22 @@ class AuditService:
                 self._retrievability[key] = sysm.store.retrievability(c=c)
             return self._retrievability[key]
 
+    def _memoize(self, key: tuple, make):
+        with self._lock:
+            if key not in self._memo:
+                self._memo[key] = make()
+            return self._memo[key]
+
     def _served_r(self, sysm: _System, c: int) -> np.ndarray:
         """r(d) in the served documents' order."""
         res = self.retrievability(sysm.name, c)
-        r = np.zeros(len(self.doc_ids))
-        r[sysm.doc_rows] = res.r
-        return r
+
+        def make():
+            r = np.zeros(len(self.doc_ids))
+            r[sysm.doc_rows] = res.r
+            return r
+
+        return self._memoize(("r", sysm.name, c), make)
 
     def retrievability_summary(self, system: str | None = None, c: int = 100, points: int = 101) -> dict:
         """Gini (every document and retrieved-only), coverage and the Lorenz curve (``points``
@@ -362,9 +373,8 @@ class AuditService:
 
         sysm = self.system(system)
         res = self.retrievability(sysm.name, c)
-        x, y = lorenz(res.r)
         grid = np.linspace(0.0, 1.0, points)
-        ly = np.interp(grid, x, y)
+        ly = self._memoize(("lorenz", sysm.name, c, points), lambda: np.interp(grid, *lorenz(res.r)))
         return {"system": sysm.name, "c": c, "gini": res.gini, "gini_retrieved_only": res.gini_retrieved_only,
                 "retrievable_fraction": res.retrievable_fraction, "n_docs": res.n_docs,
                 "n_queries": res.n_queries, "lorenz": {"x": grid.tolist(), "y": ly.tolist()}}
@@ -379,7 +389,8 @@ class AuditService:
         r = self._served_r(sysm, c)
         ids = self.doc_ids.strings
         # lexsort: last key is primary
-        idx = np.lexsort((ids, -r)) if order == "most" else np.lexsort((ids, r))
+        idx = self._memoize(("order", sysm.name, c, order),
+                            lambda: np.lexsort((ids, -r)) if order == "most" else np.lexsort((ids, r)))
         page = idx[offset:offset + limit]
         return {"system": sysm.name, "c": c, "order": order, "total": len(r), "offset": offset, "limit": limit,
                 "documents": [{"rank": offset + i + 1, **self.doc_summary(int(j)), "r": float(r[j])}
@@ -393,7 +404,8 @@ class AuditService:
         if field not in self.docs.fields:
             raise NotFound(f"unknown document field {field!r} (fields: {', '.join(self.docs.fields) or 'none'})")
         sysm = self.system(system)
-        df = group_retrievability(self._served_r(sysm, c), self.docs.fields[field])
+        df = self._memoize(("groups", sysm.name, c, field),
+                           lambda: group_retrievability(self._served_r(sysm, c), self.docs.fields[field]))
         page = df.iloc[offset:offset + limit]
         return {"system": sysm.name, "c": c, "field": field, "total": len(df), "offset": offset, "limit": limit,
                 "groups": [{k: _to_py(v) for k, v in rec.items()} for rec in page.to_dict("records")]}
