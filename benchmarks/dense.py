@@ -50,7 +50,7 @@ CONFIGS: dict[str, dict] = {
     "onnx-int8": {"variant": "onnx-int8"},
     "onnx-int8, input order (no length sort)": {"variant": "onnx-int8", "sort_by_length": False},
     "onnx-int8, batch 64": {"variant": "onnx-int8", "batch_size": 64},
-    "onnx-int8, batch 16": {"variant": "onnx-int8", "batch_size": 16},
+    "onnx-int8, batch 32": {"variant": "onnx-int8", "batch_size": 32},
     "onnx-int8, max_seq_length 128": {"variant": "onnx-int8", "max_seq_length": 128},
     "torch-fp32, max_seq_length 128": {"variant": "torch-fp32", "max_seq_length": 128},
 }
@@ -152,6 +152,9 @@ def main() -> None:
     ap.add_argument("--catalog", type=int, default=300, help="Debian catalog entries to encode")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--no-throughput", action="store_true")
+    ap.add_argument("--quality-configs", default=";".join(QUALITY),
+                    help="';'-separated configurations whose nDCG@10 is measured (torch-fp32 always)")
     ap.add_argument("--only", default="", help="comma-separated configuration names (default all)")
     ap.add_argument("--faiss", action="store_true", help="also the FAISS search tables")
     args = ap.parse_args()
@@ -171,17 +174,19 @@ def main() -> None:
     means = ", ".join(f"{s}: n={len(t)}, mean {np.mean([len(x) for x in t]):.0f} chars"
                       for s, t in sets.items())
     print(f"texts: {means}")
-    thr = throughput(encs, sets, args.rounds)
-    print(f"(end of throughput: {load()})")
+    thr = {} if args.no_throughput else throughput(encs, sets, args.rounds)
+    if thr:
+        print(f"(end of throughput: {load()})")
 
     ok: dict[str, bool] = {}
     if not args.no_quality:
-        ok = quality(encs, [n for n in QUALITY if n in encs])
+        wanted = set(args.quality_configs.split(";")) | {"torch-fp32"}
+        ok = quality(encs, [n for n in QUALITY if n in encs and n in wanted])
         print(f"(end of quality: {load()})")
     auto = Encoder(variant="auto")
     print(f"\n`Encoder()` on CPU picks variant {auto.variant!r} "
           f"(preference order {', '.join(encoders.CPU_PREFERENCE)}).")
-    if ok:
+    if ok and thr:
         cat = "Debian catalog entries"
         meeting = [n for n in ok if ok[n] and CONFIGS[n].get("max_seq_length") is None]
         best = max(meeting, key=lambda n: thr[(n, cat)][0])

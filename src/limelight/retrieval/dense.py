@@ -128,7 +128,7 @@ class Encoder:
     local sentence-transformers folder, or a hub name. ``max_seq_length`` truncates inputs (in
     tokens; ``None`` keeps the model's own limit, 256 for MiniLM); ``truncate_dim`` keeps the first
     dimensions (Matryoshka-style). Texts are encoded in batches of ``batch_size`` (default 64 for
-    torch, 32 for the ONNX variants) after sorting them
+    torch, 16 for the ONNX variants) after sorting them
     by length, so that each batch pads little (``sort_by_length=False`` keeps input order; ONNX
     variants only).
 
@@ -191,8 +191,9 @@ class Encoder:
 
                 warnings.warn(f"{e}; falling back to variant torch-fp32", stacklevel=2)
                 self.variant = "torch-fp32"
-        # measured (benchmarks/dense.py): batches of 32 are faster than 64 for the ONNX graphs
-        self.batch_size = int(batch_size or (32 if self._backend is not None else 64))
+        # measured (benchmarks/dense.py, docs/results-dense.md): on 2 CPU cores the ONNX graphs
+        # run catalog entries 1.7x faster in batches of 16 than of 64
+        self.batch_size = int(batch_size or (16 if self._backend is not None else 64))
 
     @staticmethod
     def _load(name: str, path: Path | None, device: str, truncate_dim: int | None):
