@@ -49,8 +49,8 @@ CONFIGS: dict[str, dict] = {
     "onnx": {"variant": "onnx"},
     "onnx-int8": {"variant": "onnx-int8"},
     "onnx-int8, input order (no length sort)": {"variant": "onnx-int8", "sort_by_length": False},
-    "onnx-int8, batch 64": {"variant": "onnx-int8", "batch_size": 64},
     "onnx-int8, batch 32": {"variant": "onnx-int8", "batch_size": 32},
+    "onnx-int8, batch 16": {"variant": "onnx-int8", "batch_size": 16},
     "onnx-int8, max_seq_length 128": {"variant": "onnx-int8", "max_seq_length": 128},
     "torch-fp32, max_seq_length 128": {"variant": "torch-fp32", "max_seq_length": 128},
 }
