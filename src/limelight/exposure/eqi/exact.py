@@ -16,8 +16,9 @@ term weights in its token order in float32 as the engine does; dense scores come
 FAISS inner product — and (ii) for BM25 the collection statistics (N, df, avgdl) stay those of the
 store's index ("frozen"; a term the collection lacks gets idf(df=0)). Recomputing them after
 adding documents changes every score; ``experiments/eqi`` reports that drift as RELQ. Ties follow
-the engines: a new document (higher code) enters a full list only with a score strictly above
-the threshold, and ranks inside the list follow trec_eval (score, then doc id descending).
+the engines: on a tie at the cut the BM25 engine keeps the lower document code (a new document
+enters a full list only with a score strictly above the threshold) and FAISS's heap the higher
+one (a new document tying the threshold enters); ranks inside the list follow trec_eval (score, then doc id descending).
 Dense scores depend on the query embeddings: use the ones the store was computed from
 (``query_embeddings=``); re-encoding may differ from them in the last bits.
 
@@ -67,7 +68,7 @@ class NewExposure:
 
 
 # ---- kernels -----------------------------------------------------------------------------------
-def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numba
+def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n, new_wins):  # pragma: no cover - numba
     """Per query with candidates (sorted by score desc, new-doc code asc): merge with the stored
     list (scores ``S`` desc, lexical keys ``L``, -inf padding) keeping the engines' top-n, and
     rank each selected candidate by (score desc, lexical key desc). Returns ranks (0 = out)."""
@@ -82,7 +83,8 @@ def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numb
         for a in range(lo + 1, hi):
             sa, da, la = cscore[a], cdoc[a], clex[a]
             b = a - 1
-            while b >= lo and (cscore[b] < sa or (cscore[b] == sa and cdoc[b] > da)):
+            while b >= lo and (cscore[b] < sa or (cscore[b] == sa and (
+                    (cdoc[b] > da and not new_wins) or (cdoc[b] < da and new_wins)))):
                 cscore[b + 1] = cscore[b]
                 cdoc[b + 1] = cdoc[b]
                 clex[b + 1] = clex[b]
@@ -99,7 +101,7 @@ def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numb
             old_ok = i < n and S[q, i] != -np.inf
             if not old_ok and j >= hi:
                 break
-            if old_ok and (j >= hi or S[q, i] >= cscore[j]):
+            if old_ok and (j >= hi or S[q, i] > cscore[j] or (S[q, i] == cscore[j] and not new_wins)):
                 i += 1
                 n_old += 1
             else:
@@ -391,7 +393,7 @@ class ExactReverse:
         kk = min(self.depth, len(emb))
         c, s = faiss_search(index, self.query_emb, kk)
         qq = np.broadcast_to(np.arange(nq, dtype=np.int32)[:, None], c.shape)
-        ok = (c >= 0) & ((s > self.thr[:, None]) | ~self.full[:, None])
+        ok = (c >= 0) & ((s >= self.thr[:, None]) | ~self.full[:, None])  # FAISS: ties go to higher ids
         return qq[ok], c[ok], s[ok]
 
     def add_documents(self, texts: Sequence[str] | None = None, docids: Sequence[str] | None = None,
@@ -452,7 +454,8 @@ class ExactReverse:
         cptr = np.r_[starts, len(cq)].astype(np.int64)
         clex = new_lex[cdoc]
         merge = _merge_par if len(cptr) > 4096 else _merge_ser
-        rank = merge(cptr, cq, cdoc, cs, clex, S, L, self.depth)  # sorts each group in place
+        # ties at the cut: the BM25 engine keeps the lower document code, FAISS's heap the higher
+        rank = merge(cptr, cq, cdoc, cs, clex, S, L, self.depth, self.kind == "dense")
         sel = rank > 0
         cq, cdoc, cs, rank = cq[sel], cdoc[sel], cs[sel], rank[sel]
         qlex = self.queries.ids.lexical_rank()

@@ -107,8 +107,8 @@ def training_data(store, query_emb: np.ndarray, doc_emb: np.ndarray, n_queries: 
                         train_queries)
 
 
-def sample_triples(td: TrainingData, batch: int, alpha: float, rng: np.random.Generator
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_triples(td: TrainingData, batch: int, alpha: float, rng: np.random.Generator,
+                   random_negatives: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One batch of ⟨d, q+, q−⟩ (document rows of ``td``, query codes): Case 1 with
     probability ``alpha``, Case 2 otherwise (vectorized; pairs with tied ρ are redrawn)."""
     npos = np.diff(td.pos_ptr)
@@ -142,9 +142,16 @@ def sample_triples(td: TrainingData, batch: int, alpha: float, rng: np.random.Ge
         d = d2[rng.integers(0, len(d2), size=n2)]
         a = td.pos_ptr[d] + (rng.random(n2) * npos[d]).astype(np.int64)
         b = td.neg_ptr[d] + (rng.random(n2) * nneg[d]).astype(np.int64)
+        neg = td.neg_q[b]
+        if random_negatives > 0:  # a share of Case 2 negatives drawn from all of Q_train
+            r = rng.random(n2) < random_negatives
+            cand = td.train_queries[rng.integers(0, len(td.train_queries), size=int(r.sum()))]
+            neg = neg.copy()
+            neg[r] = cand
+            # a random query that happens to expose d is not a negative: keep the near one
         out_d.append(d)
         out_p.append(td.pos_q[a])
-        out_n.append(td.neg_q[b])
+        out_n.append(neg)
     return np.concatenate(out_d), np.concatenate(out_p), np.concatenate(out_n)
 
 
