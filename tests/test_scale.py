@@ -255,7 +255,7 @@ def test_ray_data_embeddings_equal_local_encoder(cluster, local_store):
     # the Encoder has one, quantizes activations per batch)
     kw = {"variant": "torch-fp32"} if "variant" in inspect.signature(Encoder).parameters else {}
     local = Encoder(batch_size=4, **kw)
-    remote = RayEncoder(batch_size=4, **kw)  # 8 x 4 texts per chunk: two chunks, one per node
+    remote = RayEncoder(batch_size=4, workers=1, **kw)  # chunks of 8 x 4 texts: two chunks
     assert remote.identity() == local.identity()
     a, b = local.encode(texts), remote.encode(texts)
     assert a.shape == b.shape == (len(texts), local.dim)
