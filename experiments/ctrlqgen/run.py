@@ -62,6 +62,8 @@ def main() -> int:
     ap.add_argument("--n-h2", type=int, default=40, help="log queries that get suggestions")
     ap.add_argument("--n-boot", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reverse-eval", action="store_true",
+                    help="evaluate models last-first (a second process can share the work)")
     ap.add_argument("--c", type=int, default=1,
                     help="retrievability cutoff (the paper: 100 over ~600k entities; scale it)")
     args = ap.parse_args()
@@ -285,7 +287,7 @@ def main() -> int:
         return cached(work, f"eval-{name}", run)
 
     names = ["BM25", *models]
-    res = {n: eval_model(n) for n in names}
+    res = {n: eval_model(n) for n in (names[::-1] if args.reverse_eval else names)}
     log_w = qlog.weights
     summary = {}
     mats = {}
