@@ -20,7 +20,7 @@ PAPER_TRACKS_BROAD = {  # Table 3, Tracks_broad: R@100, Gini
 def main(path: str) -> None:
     r = json.loads(open(path).read())
     s = r["summary"]
-    print("| model | R@100 Click test | R@100 broad test | Gini (log, c=100) | r>0 fraction | paper Books R@100 / Gini | paper Tracks_broad R@100 / Gini |")
+    print("| model | R@100 Click test | R@100 broad test | Gini (log, c = --c) | r>0 fraction | paper Books R@100 / Gini | paper Tracks_broad R@100 / Gini |")
     print("|---|---|---|---|---|---|---|")
     for m, v in s.items():
         pb = "{:.3f} / {:.3f}".format(*PAPER_BOOKS[m]) if m in PAPER_BOOKS else "-"
