@@ -192,3 +192,17 @@ def test_blank_queries_and_padding(flat, encoder):
     assert np.isneginf(scores[1, 82:]).all()
     with pytest.raises(LimelightError):
         retr.search_batch(["x"], 0)
+
+
+def test_model_fingerprint_hashes_weight_contents(tmp_path):
+    """Fine-tuned copies of one model have weight files of equal size: they must not collide."""
+    from limelight.retrieval.dense import _folder_fingerprint
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, byte in ((a, b"\x00"), (b, b"\x01")):
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(byte * 1000)
+    assert _folder_fingerprint(a) != _folder_fingerprint(b)
+    (b / "model.safetensors").write_bytes(b"\x00" * 1000)
+    assert _folder_fingerprint(a) == _folder_fingerprint(b)

@@ -90,18 +90,34 @@ def _quiet_loading() -> Iterator[None]:
             tlog.enable_progress_bar()
 
 
+def _file_digest(p: Path) -> bytes:
+    """Content digest of one file, memoised per process by (path, size, mtime)."""
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.blake2b(digest_size=16)
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 22):
+                h.update(chunk)
+        _DIGESTS[key] = h.digest()
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple[str, int, int], bytes] = {}
+
+
 def _folder_fingerprint(path: Path) -> str:
-    """A content fingerprint of a model folder: its configs' bytes and its weight files' sizes."""
+    """A content fingerprint of a model folder: every file's path and bytes.
+
+    Weights are hashed by content, not size: fine-tuned copies of one model have weight files
+    of identical sizes and must not share cached embeddings or exported ONNX graphs.
+    """
     h = hashlib.sha256()
     for p in sorted(path.rglob("*")):
         if not p.is_file():
             continue
-        rel = p.relative_to(path).as_posix()
-        h.update(rel.encode())
-        if p.suffix in (".json", ".txt") and p.stat().st_size < 4_000_000:
-            h.update(p.read_bytes())
-        else:
-            h.update(str(p.stat().st_size).encode())
+        h.update(p.relative_to(path).as_posix().encode())
+        h.update(_file_digest(p))
     return h.hexdigest()[:16]
 
 
