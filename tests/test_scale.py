@@ -20,6 +20,9 @@ import duckdb
 import numpy as np
 import pytest
 
+# telemetry threads outlive ray.shutdown() and race later tests (CPython 3.11 ast.parse is not
+# thread-safe); limelight's ray_session turns it off the same way
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the ray engine needs the scale extra (in dev)")
 
 from limelight.data import load_dataset, load_query_log  # noqa: E402

@@ -4,8 +4,12 @@ in-process, over the real test audit). Each API operation is one test."""
 
 from __future__ import annotations
 
+# schemathesis.specs.openapi.schemas is imported (and assertion-rewritten) here, at collection,
+# single-threaded: imported lazily inside a fixture it raced background threads of earlier tests
+# in CPython 3.11's non-thread-safe ast.parse (SystemError: recursion depth mismatch)
 import pytest
 import schemathesis
+import schemathesis.specs.openapi.schemas  # noqa: F401
 import test_serve_support as support
 from hypothesis import HealthCheck, given, settings
 

@@ -39,6 +39,9 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
     joins a running cluster (``ray start --head`` ...). A connection failure is a one-line
     ``LimelightError``.
     """
+    # Ray's usage telemetry phones home and runs background polling threads: off unless the
+    # user turned it on (no network at run time).
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray = _import_ray()
     if ray.is_initialized():
         yield ray
