@@ -151,10 +151,16 @@ def test_cache_hit_and_mismatch(adi, encoder, tmp_path):
 def test_model_and_dimension_mismatch(flat, encoder, qvecs):
     small = Encoder(str(default_model_path()), truncate_dim=128)
     assert small.dim == 128
-    with pytest.raises(IndexMismatchError, match="built with"):
+    with pytest.raises(IndexMismatchError, match=r"dim 384.*dim 128"):
         DenseRetriever(flat, small)
     with pytest.raises(IndexMismatchError, match="128 dimensions"):
         flat.search(qvecs[:, :128], 5)
+    # other weights of the same model (a fine-tuned copy): the message says the weights differ
+    ident = {**encoder.identity(), "fingerprint": "0123456789abcdef"}
+    other = DenseIndex.from_embeddings(flat.doc_ids, flat.embeddings, {"encoder": ident})
+    with pytest.raises(IndexMismatchError, match="fingerprint '0123456789abcdef'") as e:
+        DenseRetriever(other, encoder)
+    assert encoder.fingerprint in str(e.value) and "\n" not in str(e.value)
     # an index built with normalize=False lives in another space too
     ident = {**encoder.identity(), "normalize": False}
     other = DenseIndex.from_embeddings(flat.doc_ids, flat.embeddings, {"encoder": ident})

@@ -278,7 +278,10 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     cmd = ["exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--out", str(out),
            "--model", "bm25", "--depth", "100", "--shard-size", "50"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.Popen(LIMELIGHT + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # SIGINT at its default in the child even when the test run itself ignores it (a suite
+    # started in the background by a non-interactive shell inherits SIG_IGN)
+    proc = subprocess.Popen(LIMELIGHT + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     shards = out / "shards"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

@@ -252,15 +252,24 @@ class Encoder:
 
     def mismatch(self, identity: dict[str, Any]) -> str:
         """Why vectors described by ``identity`` cannot be mixed with this encoder's ('' if they can)."""
+        if self.compatible_with(identity):
+            return ""
         theirs = identity.get("variant", _legacy_variant())
-        if theirs != self.variant and identity.get("fingerprint") == self.fingerprint:
+        same_fp = identity.get("fingerprint") == self.fingerprint
+        same_space = identity.get("dim") == self.dim and identity.get("normalize") == self.normalize
+        if same_space and same_fp:
             return (f"they were encoded by variant {theirs!r} of {identity.get('model')!r}, this "
                     f"encoder is variant {self.variant!r} (pass variant={theirs!r} or rebuild)")
-        if not self.compatible_with(identity):
-            return (f"they were encoded by {identity.get('model')!r} (dim {identity.get('dim')}, "
-                    f"variant {theirs!r}), not {self.name!r} (dim {self.dim}, variant "
-                    f"{self.variant!r})")
-        return ""
+        if same_space and theirs == self.variant:
+            return (f"they were encoded by weights with fingerprint {identity.get('fingerprint')!r} "
+                    f"of {identity.get('model')!r}; this encoder's weights have "
+                    f"{self.fingerprint!r} (another or fine-tuned copy of the model, or vectors "
+                    f"written before limelight fingerprinted weight contents): rebuild")
+        norm = ("" if identity.get("normalize") == self.normalize
+                else f", normalize {identity.get('normalize')} vs {self.normalize}")
+        return (f"they were encoded by {identity.get('model')!r} (dim {identity.get('dim')}, "
+                f"variant {theirs!r}), not {self.name!r} (dim {self.dim}, variant "
+                f"{self.variant!r}){norm}")
 
     def __repr__(self) -> str:
         return (f"Encoder({self.name!r}, dim={self.dim}, max_seq_length={self.max_seq_length}, "
@@ -578,12 +587,8 @@ class DenseRetriever(Retriever):
                               truncate_dim=ident.get("truncate_dim"),
                               variant=ident.get("variant", _legacy_variant()))
         if not encoder.compatible_with(ident):
-            theirs = ident.get("variant", _legacy_variant())
-            raise IndexMismatchError(
-                f"dense index was built with {ident.get('model')!r} (dim {ident.get('dim')}, "
-                f"variant {theirs!r}), not {encoder.name!r} (dim {encoder.dim}, variant "
-                f"{encoder.variant!r}); vectors of different variants are never mixed: rebuild "
-                f"the index or pass the same model and variant")
+            raise IndexMismatchError(f"the dense index's vectors cannot be mixed with this "
+                                     f"encoder's: {encoder.mismatch(ident)}")
         self.index = index
         self.encoder = encoder
         self.doc_ids = index.doc_ids
