@@ -159,3 +159,154 @@ def test_interrupt_and_resume_gives_identical_results(audit, tmp_path):
     for name in a.systems:
         for x, y in zip(AuditDir(out).store(name).pair_arrays(), a.store(name).pair_arrays(), strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+# ---- a reranked system (TK over BM25) -----------------------------------------------------------
+RERANKED = """
+[audit]
+name = "adi-reranked"
+depth = 100
+cutoffs = [10, 100]
+seed = 0
+shard_size = 128
+
+[collection]
+source = "adi"
+
+[queries]
+source = "log"
+
+[quick]
+queries = 300
+
+[[systems]]
+name = "bm25"
+kind = "bm25"
+
+[[systems]]
+name = "bm25_tk"
+kind = "reranked"
+first = "bm25"
+checkpoint = "models/tk.pt"     # relative: resolved against the config file's folder
+depth = 100
+
+[stages]
+rerank = false
+
+[robustness]
+methods = "RmvStopWords"
+"""
+
+
+def _tiny_tk(path: Path, seed: int = 0) -> Path:
+    """A 1-layer TK trained for a few steps on adi's judged queries (seconds), saved to ``path``."""
+    import torch
+
+    from limelight.data.loaders import load_dataset
+    from limelight.rerank import (
+        NeuralRanker,
+        QrelsTriples,
+        TKConfig,
+        TrainConfig,
+        Vocabulary,
+        train,
+    )
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    ds = load_dataset("adi")
+    run = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 20).rename("bm25")
+    vocab = Vocabulary.build(ds.collection.texts.tolist(), min_cf=1)
+    ranker = NeuralRanker.create(TKConfig(n_layers=1), vocab, seed=seed)
+    triples = QrelsTriples.build(ds.queries, ds.qrels, run, ds.collection, list(ds.queries.ids)[:25], depth=20)
+    n = torch.get_num_threads()
+    try:
+        train(ranker, ds.collection, ds.queries, triples,
+              TrainConfig(epochs=1, batch_size=16, max_steps_per_epoch=3, seed=seed))
+    finally:
+        torch.set_num_threads(n)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return ranker.save(path)
+
+
+@pytest.fixture(scope="module")
+def reranked_audit(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reranked")
+    _tiny_tk(root / "models" / "tk.pt")
+    cfg_path = root / "reranked.toml"
+    cfg_path.write_text(RERANKED)
+    out = root / "out"
+    res, runner = _run(load_config(cfg_path), out)
+    return AuditDir(out), res, runner, cfg_path
+
+
+def test_reranked_system_exposure_is_the_kernel_rerankers_order(reranked_audit):
+    from limelight.data.loaders import load_dataset
+    from limelight.rerank import KernelReranker, NeuralRanker, RerankedRetriever
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    a, res, runner, cfg_path = reranked_audit
+    spec = runner.cfg.system("bm25_tk")
+    assert spec.checkpoint_path == str((cfg_path.parent / "models" / "tk.pt").resolve())
+    assert isinstance(runner.retriever(spec), RerankedRetriever)
+    st, base = a.store("bm25_tk"), a.store("bm25")
+    assert st.manifest["settings"]["kind"] == "reranked"
+    assert st.manifest["settings"]["first_settings"] == runner.cfg.system("bm25").settings()
+    ds = load_dataset("adi")
+    first = BM25(BM25Index.build(ds.collection), k1=0.9, b=0.4)
+    stage = KernelReranker(NeuralRanker.load(spec.checkpoint_path), ds.collection)
+    sample = st.queries.take(np.arange(0, len(st.queries), 37))
+    expected = stage.transform(sample, first.retrieve(sample, 100)).topk(100)
+    q, d, rank, _ = st.pair_arrays()
+    bq, bd, _, _ = base.pair_arrays()
+    changed = 0
+    for i, qid in enumerate(sample.ids.strings.tolist()):
+        code = int(st.queries.ids.encode([qid])[0])
+        got = st.doc_ids.strings[d[q == code][np.argsort(rank[q == code])]].tolist()
+        want = list(expected.query(qid)[0])
+        assert got == want, (i, qid)
+        first_order = base.doc_ids.strings[bd[bq == code]].tolist()
+        assert sorted(got) == sorted(first_order)  # the same candidates, re-ordered
+        changed += got != first_order
+    assert changed > 0  # the ranker does re-order
+
+
+def test_reranked_system_in_results_and_report(reranked_audit):
+    a, res, runner, _ = reranked_audit
+    s = res["systems"]["bm25_tk"]
+    assert s["kind"] == "reranked" and s["settings"]["first"] == "bm25"
+    assert 0 <= s["gini_c100"] <= 1 and 0 < s["retrievable_fraction"] <= 1
+    # re-ranking the full candidate list changes ranks, not which documents are retrieved at 100
+    assert s["n_pairs"] == res["systems"]["bm25"]["n_pairs"]
+    assert s["retrievable_fraction_c100"] == res["systems"]["bm25"]["retrievable_fraction_c100"]
+    assert s["gini_c10"] != res["systems"]["bm25"]["gini_c10"]
+    status = {x.name: x for x in runner.statuses}
+    for name in ("exposure-bm25_tk", "retrievability-bm25_tk", "figures", "compare", "robustness"):
+        assert status[name].status == "done", name
+    assert "bm25_tk" in res["compare"]["measures"]
+    import pandas as pd
+
+    assert "bm25_tk" in set(pd.read_parquet(a.table("systems"))["system"])
+    assert "bm25_tk" in set(pd.read_parquet(a.table("robustness"))["system"])
+    eqi = status["eqi"]
+    assert eqi.present and "bm25_tk (reranked" in eqi.reason and "need a BM25 or dense" in eqi.reason
+    page = a.report_html.read_text()
+    assert "bm25_tk" in page and "Gini" in page
+    assert 'class="skipped">not run for bm25_tk (reranked' in page
+    assert res["stages"]["eqi"]["reason"] == eqi.reason
+
+
+def test_retrained_checkpoint_reruns_the_reranked_stages(reranked_audit, tmp_path):
+    a, res, _, cfg_path = reranked_audit
+    root = tmp_path / "cfg"
+    shutil.copytree(cfg_path.parent / "models", root / "models")
+    (root / "reranked.toml").write_text(RERANKED)
+    out = tmp_path / "copy"
+    shutil.copytree(a.path, out)
+    _, same = _run(load_config(root / "reranked.toml"), out)  # moved, same checkpoint bytes
+    assert all(s.status != "done" for s in same.statuses), [s.name for s in same.statuses if s.status == "done"]
+    _tiny_tk(root / "models" / "tk.pt", seed=5)  # retrained
+    res2, runner = _run(load_config(root / "reranked.toml"), out)
+    done = {s.name for s in runner.statuses if s.status == "done"}
+    assert {"exposure-bm25_tk", "retrievability-bm25_tk", "figures", "compare", "robustness"} <= done
+    assert "exposure-bm25" not in done and "retrievability-bm25" not in done and "eqi" not in done
+    assert res2["systems"]["bm25"] == res["systems"]["bm25"]

@@ -22,9 +22,17 @@ Example (``configs/debian.toml``)::
 
     [[systems]]
     name = "bm25"
-    kind = "bm25"               # bm25 | dense | hybrid
+    kind = "bm25"               # bm25 | dense | hybrid | reranked
     k1 = 0.9
     b = 0.4
+
+    [[systems]]                 # a neural re-ranker over another system of this config
+    name = "bm25_tk"
+    kind = "reranked"
+    first = "bm25"              # the first stage: a bm25, dense or hybrid system above
+    checkpoint = "tk2.pt"       # a TK/KNRM checkpoint (limelight rerank train); relative paths
+                                # resolve against this file's folder
+    depth = 100                 # the first stage's top `depth` are re-ranked (≥ audit.depth)
 
     [stages]                    # each optional stage can be switched off
     eqi = true
@@ -41,7 +49,8 @@ from typing import Any
 
 from limelight.errors import FormatError
 
-SYSTEM_KINDS = ("bm25", "dense", "hybrid")
+SYSTEM_KINDS = ("bm25", "dense", "hybrid", "reranked")
+RERANK_DEPTH = 100  # default number of first-stage candidates a reranked system re-ranks
 OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -57,6 +66,7 @@ _SYSTEM_KEYS: dict[str, dict[str, type | tuple]] = {
     "dense": {"model": str, "max_seq_length": int},
     "hybrid": {"rrf_k": (int, float), "k1": (int, float), "b": (int, float), "model": str,
                "max_seq_length": int, "fusion_depth": int},
+    "reranked": {"first": str, "checkpoint": str, "depth": int},
 }
 _TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation", "eqi",
              "robustness", "ctrlqgen", "rerank"}
@@ -69,9 +79,15 @@ class SystemSpec:
     name: str
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
+    # reranked systems: the first-stage system, the checkpoint file (resolved) and its content hash
+    first: SystemSpec | None = field(default=None, repr=False)
+    checkpoint_path: str | None = None
+    checkpoint_sha256: str | None = None
 
     def settings(self) -> dict[str, Any]:
-        """Kind and parameters with defaults filled in (what the stage hashes cover)."""
+        """Kind and parameters with defaults filled in (what the stage hashes cover). A reranked
+        system's settings include its first system's settings and the checkpoint's content
+        hash, so a changed first stage or a retrained checkpoint reruns what depends on it."""
         p = dict(self.params)
         if self.kind in ("bm25", "hybrid"):
             p.setdefault("k1", 0.9)
@@ -79,11 +95,21 @@ class SystemSpec:
         if self.kind == "hybrid":
             p.setdefault("rrf_k", 60)
             p.setdefault("fusion_depth", 100)
+        if self.kind == "reranked":
+            p.setdefault("depth", RERANK_DEPTH)
+            p["checkpoint_sha256"] = self.checkpoint_sha256
+            p["first_settings"] = self.first.settings() if self.first is not None else None
         return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
 
     @property
     def uses_dense(self) -> bool:
+        """Whether the system itself encodes queries with the dense model (dense, hybrid)."""
         return self.kind in ("dense", "hybrid")
+
+    @property
+    def needs_dense(self) -> bool:
+        """Whether retrieval needs the dense index and query vectors (also through ``first``)."""
+        return self.uses_dense or (self.first is not None and self.first.needs_dense)
 
 
 @dataclass
@@ -142,6 +168,20 @@ class _Checker:
 
     def fail(self, key: str, msg: str, after: int = 0):
         raise FormatError(self.path or "<config>", _line_of(self.text, key, after), msg)
+
+    def fail_at(self, line: int | None, msg: str):
+        raise FormatError(self.path or "<config>", line or None, msg)
+
+    def key_line(self, key: str, start: int) -> int | None:
+        """Line of ``key = ...`` inside the table that starts at line ``start`` (1-based)."""
+        pat = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
+        lines = self.text.splitlines()
+        for i in range(start, len(lines)):  # the lines after the table header
+            if re.match(r"^\s*\[", lines[i]):
+                break
+            if pat.match(lines[i]):
+                return i + 1
+        return None
 
     def table(self, data: dict, name: str, allowed: dict[str, Any], after: int = 0) -> dict:
         if not isinstance(data, dict):
@@ -205,8 +245,10 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         ck.fail("systems", "systems must be an array of tables: [[systems]]")
     systems: list[SystemSpec] = []
     starts = [i + 1 for i, ln in enumerate(text.splitlines()) if re.match(r"^\s*\[\[\s*systems\s*\]\]", ln)]
+    ats: list[int] = []
     for i, s in enumerate(raw_systems):
         at = starts[i] if i < len(starts) else 0
+        ats.append(at)
         kind = s.get("kind")
         if kind not in SYSTEM_KINDS:
             ck.fail("kind", f"systems[{i}].kind must be one of {', '.join(SYSTEM_KINDS)}, not {kind!r}", at)
@@ -218,6 +260,10 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         params = {k: v for k, v in s.items() if k not in ("name", "kind")}
         ck.table(params, f"systems.{name}", _SYSTEM_KEYS[kind], at)
         systems.append(SystemSpec(name, kind, params))
+    base = Path(p).resolve().parent if p else Path.cwd()
+    for spec, at in zip(systems, ats, strict=True):
+        if spec.kind == "reranked":
+            _check_reranked(ck, spec, systems, depth, base, at)
     enc = {(s.params.get("model"), s.params.get("max_seq_length")) for s in systems if s.uses_dense}
     if len(enc) > 1:
         ck.fail("model", "dense and hybrid systems of one audit must share model and max_seq_length "
@@ -246,6 +292,70 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         measures=list(measures), preference=ev.get("preference", "LexiRecall"),
         stages={k: bool(stages.get(k, True)) for k in OPTIONAL_STAGES}, options=options,
         path=p, text=text)
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,
+                    base: Path, at: int) -> None:
+    """Resolve and validate a reranked system: its ``first`` system, its checkpoint (a file that
+    ``NeuralRanker.load`` reads; relative paths against the config file's folder) and its
+    re-ranking depth (≥ the audit's exposure depth)."""
+    where = f"systems.{spec.name}"
+    first = spec.params.get("first")
+    if first is None:
+        ck.fail_at(at, f"{where} (kind reranked) needs first = \"<name of the bm25, dense or hybrid "
+                       "system it re-ranks>\"")
+    names = [s.name for s in systems]
+    if first not in names:
+        ck.fail_at(ck.key_line("first", at), f"{where}.first {first!r} is not a system of this config "
+                                             f"(systems: {', '.join(names)})")
+    base_spec = systems[names.index(first)]
+    if base_spec.kind == "reranked":
+        ck.fail_at(ck.key_line("first", at),
+                   f"{where}.first {first!r} is itself a reranked system: a reranked system re-ranks a "
+                   "bm25, dense or hybrid system")
+    raw = spec.params.get("checkpoint")
+    if raw is None:
+        ck.fail_at(at, f"{where} (kind reranked) needs checkpoint = \"<TK or KNRM checkpoint>\" "
+                       "(limelight rerank train ... --out FILE.pt)")
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    path = path.resolve()
+    if not path.is_file():
+        ck.fail_at(ck.key_line("checkpoint", at), f"{where}.checkpoint {raw!r}: no such file ({path})")
+    from limelight.errors import LimelightError
+    from limelight.rerank.ranker import NeuralRanker
+
+    try:
+        NeuralRanker.load(path)
+    except LimelightError as e:
+        msg = str(e)
+        msg = msg[len(str(path)) + 2:] if msg.startswith(f"{path}: ") else msg
+        ck.fail_at(ck.key_line("checkpoint", at),
+                   f"{where}.checkpoint {raw!r} is not a loadable TK/KNRM checkpoint ({msg})")
+    rdepth = spec.params.get("depth", RERANK_DEPTH)
+    if rdepth < 1:
+        ck.fail_at(ck.key_line("depth", at), f"{where}.depth must be ≥ 1, got {rdepth}")
+    if depth > rdepth:
+        line = ck.key_line("depth", at)
+        if line is not None:
+            ck.fail_at(line, f"{where}.depth ({rdepth}) must be ≥ audit.depth ({depth}): the exposure "
+                             "depth cannot exceed the number of re-ranked candidates")
+        ck.fail("depth", f"audit.depth ({depth}) exceeds {where}.depth ({rdepth}, the default): "
+                         f"set {where}.depth ≥ {depth} or lower audit.depth")
+    spec.first = base_spec
+    spec.checkpoint_path = str(path)
+    spec.checkpoint_sha256 = _file_sha256(path)
 
 
 def load_config(path: str | os.PathLike) -> AuditConfig:

@@ -150,6 +150,7 @@ class AuditRunner:
         self.statuses: list[StageStatus] = []
         self._encoder = None
         self._qvec_key: str | None = None
+        self._rerankers: dict[str, Any] = {}  # reranked system -> KernelReranker (docs encoded once)
 
     def _default_command(self) -> str:
         cfg = self.cfg.path or "CONFIG.toml"
@@ -262,9 +263,13 @@ class AuditRunner:
 
     def retriever(self, spec, query_vectors: bool = True):
         """The retriever of a system over the audit's index (dense query vectors looked up from
-        the shared query encoding when ``query_vectors``)."""
+        the shared query encoding when ``query_vectors``). A reranked system is its first
+        system's retriever followed by its checkpoint's ranker
+        (:class:`limelight.rerank.ranker.RerankedRetriever`)."""
         from limelight.retrieval.bm25 import BM25, BM25Index
 
+        if spec.kind == "reranked":
+            return self._reranked(spec, query_vectors)
         idx = self.dir.index_dir
         p = spec.settings()
 
@@ -289,6 +294,24 @@ class AuditRunner:
         from limelight.retrieval.fusion import Hybrid
 
         return Hybrid(bm25(), dense(), k=p["rrf_k"], depth=p["fusion_depth"], name=spec.name)
+
+    def _reranked(self, spec, query_vectors: bool):
+        from limelight.rerank.ranker import KernelReranker, NeuralRanker, RerankedRetriever
+
+        if spec.first is None or spec.checkpoint_path is None:
+            raise LimelightError(f"system {spec.name!r}: a reranked system needs a validated config "
+                                 "(first system and checkpoint resolved by parse_config)")
+        first = self.retriever(spec.first, query_vectors)
+        rr = self._rerankers.get(spec.name)
+        if rr is None:
+            ranker = NeuralRanker.load(spec.checkpoint_path)
+            from limelight.audit.config import _file_sha256
+
+            if _file_sha256(Path(spec.checkpoint_path)) != spec.checkpoint_sha256:
+                raise LimelightError(f"{spec.checkpoint_path}: the checkpoint of system {spec.name!r} "
+                                     "changed after the configuration was read; run the audit again")
+            rr = self._rerankers[spec.name] = KernelReranker(ranker, self._inputs.dataset.collection)
+        return RerankedRetriever(first, rr, depth=spec.settings()["depth"], name=spec.name)
 
     # ---- the audit ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def exposure(runner: AuditRunner, inp: AuditInputs, spec) -> None:
     """Exact exposure of every query's top ``depth`` under one system (resumable)."""
     cfg = runner.cfg
     name = f"exposure-{spec.name}"
-    deps = [_key(runner, "index")] + ([_key(runner, "query-vectors")] if spec.uses_dense else [])
+    deps = [_key(runner, "index")] + ([_key(runner, "query-vectors")] if spec.needs_dense else [])
 
     def body(bar) -> dict:
         from limelight.exposure.exact import compute_exposure
@@ -323,8 +323,8 @@ def compare(runner: AuditRunner, inp: AuditInputs) -> None:
 
 
 def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
-    """TK re-ranking of the first system's top 100: trained on half of the judged queries
-    (seeded split), evaluated against the first stage on the other half."""
+    """TK re-ranking of the first (not re-ranked) system's top 100: trained on half of the judged
+    queries (seeded split), evaluated against the first stage on the other half."""
     title = "TK re-ranking (trained on half the judged queries, tested on the rest)"
     if not runner.cfg.stages["rerank"]:
         runner._skip("rerank", title, "switched off in [stages]")
@@ -334,6 +334,8 @@ def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
         return
     opts = {"epochs": 3, "max_seconds": 20.0 if runner.quick else 300.0, "layers": 2, "depth": 100,
             **runner.cfg.options.get("rerank", {})}
+    # the first system that is not itself re-ranked (a reranked system always names one)
+    base_spec = next(s for s in runner.cfg.systems if s.kind != "reranked")
 
     def body(bar) -> dict:
         from limelight.evaluation.compare import evaluate_runs
@@ -343,7 +345,7 @@ def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
         from limelight.rerank.vocab import Vocabulary
 
         ds, seed = inp.dataset, runner.cfg.seed
-        base = runner.cfg.systems[0]
+        base = base_spec
         first = runner.retriever(base, query_vectors=False).retrieve(inp.eval_queries, int(opts["depth"]))
         first = first.rename(base.name)
         judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
@@ -382,7 +384,7 @@ def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
                             "steps": res.steps, "stopped": res.stopped, "measures": agg},
                 "seconds_training": res.seconds}
 
-    runner._stage("rerank", title, (_key(runner, "index"), runner.cfg.systems[0].settings(), opts,
+    runner._stage("rerank", title, (_key(runner, "index"), base_spec.settings(), opts,
                                     runner.cfg.measures, runner.cfg.seed,
                                     inp.eval_queries.ids.strings.tolist()), body, requires=("index",))
 
@@ -409,9 +411,11 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
         return
     specs = [s for s in runner.cfg.systems if s.kind in ("bm25", "dense")
              and (st := runner.status(f"exposure-{s.name}")) is not None and st.present]
+    not_covered = _eqi_not_covered(runner, specs)
     if not specs:
         runner._skip("eqi", title, "no BM25 or dense system with an exposure store (EQI has no "
-                                   "exact reverse search for fused systems)")
+                                   "exact reverse search for fused or re-ranked systems)"
+                                   + (f"; {not_covered}" if not_covered else ""))
         return
     opts = {"docs": 50 if runner.quick else 300, "steps": 30 if runner.quick else 300,
             "methods": ["residual"], "k": 100, **runner.cfg.options.get("eqi", {})}
@@ -465,8 +469,26 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
         return {"summary": summary}
 
     deps = [_key(runner, f"exposure-{s.name}") for s in specs]
-    runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors")), body,
-                  requires=("index",))
+    st = runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors")), body,
+                       requires=("index",))
+    if st.present and not_covered:  # shown in the stage table and under the EQI section
+        st.reason = not_covered
+
+
+def _eqi_not_covered(runner: AuditRunner, specs: list) -> str:
+    """Why EQI leaves out the systems it leaves out (one line), or ``""``."""
+    why = []
+    for s in runner.cfg.systems:
+        if s in specs:
+            continue
+        if s.kind == "reranked":
+            why.append(f"{s.name} (reranked: EQI's reverse-index methods, BM25-reverse, dense-reverse "
+                       "and exact reverse search, need a BM25 or dense system)")
+        elif s.kind == "hybrid":
+            why.append(f"{s.name} (hybrid: no exact reverse search for fused systems)")
+        else:
+            why.append(f"{s.name} (no exposure store)")
+    return ("not run for " + "; ".join(why)) if why else ""
 
 
 def robustness(runner: AuditRunner, inp: AuditInputs) -> None:

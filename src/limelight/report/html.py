@@ -178,6 +178,8 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
             reason = s["reason"] if s else "not run"
             a(f'<p class="skipped">Skipped: {_esc(reason)}</p>')
             return
+        if s.get("reason"):  # ran, but left part out (e.g. EQI for a reranked system)
+            a(f'<p class="skipped">{_esc(s["reason"])}</p>')
         for name, cap in tables:
             df = _read(audit, name)
             if df is not None:

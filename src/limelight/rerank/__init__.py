@@ -1,7 +1,9 @@
 """Neural re-ranking: TK (Transformer-Kernel) and KNRM over any first-stage run.
 
->>> from limelight.rerank import NeuralRanker, KernelReranker  # doctest: +SKIP
+>>> from limelight.rerank import NeuralRanker, KernelReranker, RerankedRetriever  # doctest: +SKIP
 >>> stage = bm25 % 100 >> KernelReranker(NeuralRanker.load("tk2.pt"), collection)  # doctest: +SKIP
+>>> retriever = RerankedRetriever(bm25, NeuralRanker.load("tk2.pt"), collection, depth=100)  # doctest: +SKIP
+>>> docs, scores = retriever.search_batch(["query text"], 10)  # what the exposure job calls  # doctest: +SKIP
 
 See ``docs/results-rerank.md`` for the experiments and the choices made.
 """
@@ -25,6 +27,8 @@ _EXPORTS = {
     "NeuralRanker": "limelight.rerank.ranker",
     "PairScorer": "limelight.rerank.ranker",
     "QrelsTriples": "limelight.rerank.train",
+    "ranker_fingerprint": "limelight.rerank.ranker",
+    "RerankedRetriever": "limelight.rerank.ranker",
     "TK": "limelight.rerank.models",
     "TKConfig": "limelight.rerank.models",
     "train": "limelight.rerank.train",
@@ -48,7 +52,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         KNRMConfig,
         TKConfig,
     )
-    from limelight.rerank.ranker import KernelReranker, NeuralRanker, PairScorer  # noqa: F401
+    from limelight.rerank.ranker import (  # noqa: F401
+        KernelReranker,
+        NeuralRanker,
+        PairScorer,
+        RerankedRetriever,
+        ranker_fingerprint,
+    )
     from limelight.rerank.train import (  # noqa: F401
         QrelsTriples,
         TrainConfig,

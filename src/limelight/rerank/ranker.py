@@ -24,7 +24,7 @@ from limelight.rerank.models import (
     config_to_dict,
 )
 from limelight.rerank.vocab import EncodedTexts, Vocabulary, VocabularyMismatchError, glove_matrix
-from limelight.retrieval.base import Stage
+from limelight.retrieval.base import Retriever, Stage
 
 FORMAT = "limelight-rerank/1"
 
@@ -218,3 +218,123 @@ class KernelReranker(Stage):
         out = Run.from_codes(run.qids, run.docids, run.q, run.d, scores, self.name)
         out.meta["model_seconds"] = self.last_model_seconds
         return out
+
+
+def ranker_fingerprint(ranker: NeuralRanker) -> str:
+    """A content hash of a ranker: its config, vocabulary and every weight."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    h.update(json.dumps(config_to_dict(ranker.config), sort_keys=True, default=str).encode("utf-8"))
+    h.update(ranker.vocab.fingerprint.encode("utf-8"))
+    for k, v in sorted(ranker.model.state_dict().items()):
+        h.update(k.encode("utf-8"))
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
+class RerankedRetriever(Retriever):
+    """A first-stage retriever and a neural re-ranker as one retriever, so that anything that
+    takes a retriever (``compute_exposure``, ``limelight exposure compute``, evaluation,
+    pipelines) can use the re-ranked system.
+
+    ``search_batch(texts, k)`` takes the first stage's top ``max(k, depth)`` of every query,
+    scores its top ``depth`` with the ranker (pairs batched by :class:`PairScorer`; the
+    collection's token ids are encoded once, by the :class:`KernelReranker`, and reused across
+    calls) and returns the top ``k``, ordered as a ``Run`` orders them (score descending, then
+    doc id descending). Documents below ``depth`` (only when ``k > depth``) keep their
+    first-stage order below every re-ranked one, exactly as ``KernelReranker(depth=depth)``
+    places them: the result equals ``(first % max(k, depth) >> KernelReranker(ranker,
+    collection, depth)) % k``.
+    """
+
+    def __init__(self, first: Retriever, ranker: NeuralRanker | KernelReranker,
+                 collection: Collection | None = None, depth: int = 100, batch_size: int = 256,
+                 device: str | torch.device | None = None, name: str | None = None):
+        from limelight.errors import IndexMismatchError
+
+        if depth < 1:
+            raise LimelightError(f"depth must be ≥ 1, got {depth}")
+        if isinstance(ranker, KernelReranker):
+            self.reranker = ranker
+        else:
+            if collection is None:
+                raise LimelightError("RerankedRetriever needs the collection the first stage indexes")
+            self.reranker = KernelReranker(ranker, collection, None, batch_size, device)
+        self.first = first
+        self.doc_ids = first.doc_ids
+        self.depth = int(depth)
+        self.name = name or f"{first.name}>>{self.reranker.name}"
+        coll_ids = self.reranker.collection.ids
+        self._rows: np.ndarray | None = None  # retriever doc code -> collection row
+        if not (coll_ids is self.doc_ids or coll_ids == self.doc_ids):
+            rows = coll_ids.encode(self.doc_ids.strings, missing=-1)
+            if (rows < 0).any():
+                bad = self.doc_ids.strings[int(np.flatnonzero(rows < 0)[0])]
+                raise IndexMismatchError(f"{self.name}: the first stage {first.name!r} indexes documents "
+                                         f"missing from collection {self.reranker.collection.name!r} "
+                                         f"(e.g. {bad!r})")
+            self._rows = rows
+        self.last_model_seconds = 0.0
+
+    @property
+    def ranker(self) -> NeuralRanker:
+        return self.reranker.ranker
+
+    def fingerprint(self) -> str:
+        """What an exposure store computed with this retriever depends on: the first stage's
+        fingerprint, the ranker's weights and the re-ranking depth."""
+        import hashlib
+
+        from limelight.exposure.exact import retriever_fingerprint
+
+        parts = [retriever_fingerprint(self.first, self.doc_ids), ranker_fingerprint(self.ranker),
+                 str(self.depth)]
+        return hashlib.sha256("\x1e".join(parts).encode("utf-8")).hexdigest()[:32]
+
+    def search_batch(self, texts, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` of the re-ranked first stage: ``(docs int32, scores float32)``, ``(n, k)``,
+        ``-1`` padding."""
+        k = int(k)
+        texts = ["" if t is None else str(t) for t in texts]
+        n = len(texts)
+        lex = self.doc_ids.lexical_rank()
+        docs, scores = self.first.search_batch(texts, max(k, self.depth))
+        docs = np.asarray(docs)
+        if docs.ndim != 2 or docs.shape[0] != n:
+            raise LimelightError(f"{self.first.name}: search_batch returned {docs.shape} for {n} queries")
+        # the first stage's ranks as a Run derives them (score desc, doc id desc; padding last)
+        from limelight.retrieval.fusion import _trec_order
+
+        docs = _trec_order(docs, np.asarray(scores), lex)
+        width = docs.shape[1]
+        valid = docs >= 0
+        top = valid & (np.arange(width)[None, :] < self.depth)
+        new = np.full(docs.shape, -np.inf, dtype=np.float64)
+        q_rows, cols = np.nonzero(top)
+        d_codes = docs[q_rows, cols]
+        d_rows = d_codes if self._rows is None else self._rows[d_codes]
+        if len(d_rows):
+            q_enc = self.ranker.encode_queries(texts)
+            new[q_rows, cols] = self.reranker.scorer.score(q_enc, self.reranker.encoded_docs,
+                                                            q_rows, d_rows)
+            self.last_model_seconds = self.reranker.scorer.last_model_seconds
+        rest = valid & ~top
+        if rest.any():  # below depth: under every re-ranked score, in first-stage order
+            lo = np.where(top, new, np.inf).min(axis=1)
+            lo[~np.isfinite(lo)] = 0.0
+            rank = np.arange(1, width + 1, dtype=np.float64)[None, :]
+            below = lo[:, None] - 1.0 - (rank - self.depth) * 1e-3
+            new[rest] = np.broadcast_to(below, docs.shape)[rest]
+        # order as a Run: score descending, ties by doc id descending, padding last
+        tie = np.where(valid, lex[np.where(valid, docs, 0)], -1).astype(np.float64)
+        tie[~valid] = np.inf
+        order = np.lexsort((-tie, -new), axis=1)[:, :k]
+        out_d = np.take_along_axis(docs, order, axis=1).astype(np.int32)
+        out_s = np.take_along_axis(new, order, axis=1).astype(np.float32)
+        if out_d.shape[1] < k:  # the first stage returned fewer columns than asked
+            pad = k - out_d.shape[1]
+            out_d = np.pad(out_d, ((0, 0), (0, pad)), constant_values=-1)
+            out_s = np.pad(out_s, ((0, 0), (0, pad)), constant_values=-np.inf)
+        return out_d, out_s
