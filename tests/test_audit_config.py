@@ -106,3 +106,66 @@ def test_audit_dir_errors(tmp_path):
         _ = a.manifest
     with pytest.raises(NotAnAuditError, match="has not finished"):
         a.results()
+
+
+# ---- reranked systems --------------------------------------------------------------------------
+RR = '\n[[systems]]\nname = "tk"\nkind = "reranked"\nfirst = "bm25"\ncheckpoint = "tk.pt"\ndepth = 50\n'
+
+
+@pytest.fixture(scope="module")
+def tk_bytes(tmp_path_factory) -> bytes:
+    """An (untrained) 1-layer TK checkpoint over a tiny vocabulary."""
+    from limelight.rerank import NeuralRanker, TKConfig, Vocabulary
+
+    vocab = Vocabulary.build(["information retrieval of documents", "search engines index text"], min_cf=1)
+    p = NeuralRanker.create(TKConfig(n_layers=1), vocab).save(tmp_path_factory.mktemp("tk") / "tk.pt")
+    return p.read_bytes()
+
+
+def test_reranked_system_resolves_first_and_checkpoint(tmp_path, tk_bytes):
+    import hashlib
+
+    (tmp_path / "tk.pt").write_bytes(tk_bytes)
+    p = tmp_path / "a.toml"
+    p.write_text(GOOD + RR.replace("depth = 50\n", ""))  # rerank depth defaults to 100
+    cfg = load_config(p)
+    bm25, tk = cfg.systems
+    assert tk.first is bm25 and not tk.uses_dense and not tk.needs_dense
+    assert tk.checkpoint_path == str((tmp_path / "tk.pt").resolve())  # against the config's folder
+    s = tk.settings()
+    assert s["depth"] == 100 and s["first"] == "bm25" and s["first_settings"] == bm25.settings()
+    assert s["checkpoint_sha256"] == hashlib.sha256(tk_bytes).hexdigest()
+    # the stage keys follow the checkpoint's bytes and the first system's settings
+    (tmp_path / "tk.pt").write_bytes(tk_bytes + b"\0")
+    assert load_config(p).systems[1].settings() != s
+    (tmp_path / "tk.pt").write_bytes(tk_bytes)
+    p.write_text(GOOD.replace("k1 = 1.2", "k1 = 1.0") + RR.replace("depth = 50\n", ""))
+    assert load_config(p).systems[1].settings() != s
+
+
+@pytest.mark.parametrize("edit, line, words", [
+    (GOOD + RR.replace('first = "bm25"', 'first = "nope"'), 18,
+     "systems.tk.first 'nope' is not a system of this config (systems: bm25, tk)"),
+    (GOOD + RR + '\n[[systems]]\nname = "tk2"\nkind = "reranked"\nfirst = "tk"\ncheckpoint = "tk.pt"\n', 25,
+     "systems.tk2.first 'tk' is itself a reranked system"),
+    (GOOD + RR.replace('first = "bm25"\n', ''), 15, "systems.tk (kind reranked) needs first ="),
+    (GOOD + RR.replace('checkpoint = "tk.pt"\n', ''), 15, "systems.tk (kind reranked) needs checkpoint ="),
+    (GOOD + RR.replace('"tk.pt"', '"absent.pt"'), 19, "systems.tk.checkpoint 'absent.pt': no such file"),
+    (GOOD + RR.replace('"tk.pt"', '"junk.pt"'), 19,
+     "systems.tk.checkpoint 'junk.pt' is not a loadable TK/KNRM checkpoint"),
+    (GOOD + RR.replace('depth = 50', 'depth = 20'), 20, "systems.tk.depth (20) must be ≥ audit.depth (50)"),
+    (GOOD.replace('depth = 50', 'depth = 200') + RR.replace('depth = 50\n', ''), 4,
+     "audit.depth (200) exceeds systems.tk.depth (100, the default)"),
+    (GOOD + RR.replace('depth = 50', 'depth = "all"'), 20, "systems.tk.depth must be a int"),
+])
+def test_reranked_errors_name_file_line_and_key(tmp_path, tk_bytes, edit, line, words):
+    (tmp_path / "tk.pt").write_bytes(tk_bytes)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    p = tmp_path / "bad.toml"
+    p.write_text(edit)
+    with pytest.raises(FormatError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert words in msg
+    assert msg.startswith(f"{p}:{line}:")
+    assert "\n" not in msg

@@ -258,3 +258,41 @@ def test_cli(tmp_path):
     assert "documents/ms" in r.output and "best 0" in r.output
     r = runner.invoke(app, ["rerank", "explain", "adi", "-c", str(ckpt), "-q", "nope", "-d", "1"])
     assert r.exit_code != 0 and "unknown query id" in str(r.exception or r.output)
+
+
+def test_reranked_retriever_equals_the_pipeline(adi, tk):
+    from limelight.rerank import RerankedRetriever, ranker_fingerprint
+
+    ds, _, _ = adi
+    bm25 = BM25(BM25Index.build(ds.collection))
+    rr = RerankedRetriever(bm25, tk, ds.collection, depth=10, name="bm25_tk")
+    assert rr.doc_ids is bm25.doc_ids and rr.name == "bm25_tk"
+    q = ds.queries
+    for k in (5, 10, 30):  # below, at and beyond the re-ranking depth
+        docs, scores = rr.search_batch(q.texts.tolist(), k)
+        assert docs.shape == scores.shape == (len(q), k) and docs.dtype == np.int32
+        # the first stage's own top max(k, depth) (``bm25 % n`` would cut a longer run, which can
+        # pick another document among ties at the boundary)
+        cand = bm25.retrieve(q, max(k, 10))
+        want = KernelReranker(tk, ds.collection, depth=10).transform(q, cand).topk(k)
+        got = rr.retrieve(q, k)
+        for qid in q.ids.strings.tolist():
+            assert list(got.query(qid)[0]) == list(want.query(qid)[0]), (k, qid)
+        np.testing.assert_allclose(np.sort(got.score), np.sort(want.score), rtol=1e-6, atol=1e-5)
+        # padding only after real documents, scores descending along each row
+        valid = docs >= 0
+        assert (np.diff(valid.astype(int), axis=1) <= 0).all()
+        both = valid[:, 1:] & valid[:, :-1]
+        assert (np.diff(np.where(valid, scores, 0), axis=1)[both] <= 0).all()
+    # beyond the depth, documents keep the first stage's order
+    got, first = rr.retrieve(q, 30), bm25.retrieve(q, 30)
+    qid = q.ids.strings[0]
+    assert list(got.query(qid)[0])[10:] == list(first.query(qid)[0])[10:]
+    # the exposure fingerprint follows the weights and the depth
+    fp = rr.fingerprint()
+    assert RerankedRetriever(bm25, tk, ds.collection, depth=20).fingerprint() != fp
+    other = NeuralRanker.create(TKConfig(n_layers=2), tk.vocab, seed=2)
+    assert ranker_fingerprint(other) != ranker_fingerprint(tk)
+    assert RerankedRetriever(bm25, other, ds.collection, depth=10).fingerprint() != fp
+    with pytest.raises(LimelightError, match="depth must be"):
+        RerankedRetriever(bm25, tk, ds.collection, depth=0)

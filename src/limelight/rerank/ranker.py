@@ -245,8 +245,10 @@ class RerankedRetriever(Retriever):
     calls) and returns the top ``k``, ordered as a ``Run`` orders them (score descending, then
     doc id descending). Documents below ``depth`` (only when ``k > depth``) keep their
     first-stage order below every re-ranked one, exactly as ``KernelReranker(depth=depth)``
-    places them: the result equals ``(first % max(k, depth) >> KernelReranker(ranker,
-    collection, depth)) % k``.
+    places them: the result equals ``KernelReranker(ranker, collection, depth).transform(
+    queries, first.retrieve(queries, max(k, depth))).topk(k)``. The candidates are the first
+    stage's own ``search_batch`` top ``max(k, depth)`` (as in its exposure store), so where
+    first-stage scores tie at that boundary the first stage decides which document is in.
     """
 
     def __init__(self, first: Retriever, ranker: NeuralRanker | KernelReranker,
