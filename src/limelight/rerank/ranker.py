@@ -160,6 +160,61 @@ class PairScorer:
         return out
 
 
+    @torch.no_grad()
+    def score_by_document(self, q_enc: EncodedTexts, d_enc: EncodedTexts, q_rows: np.ndarray,
+                          d_rows: np.ndarray, doc_chunk: int = 1024) -> np.ndarray:
+        """The scores of :meth:`score` (equal up to float rounding), with every distinct query
+        and document encoded by the model once: documents, ordered by length, go through the
+        encoder in chunks of ``doc_chunk`` and each chunk's pairs are scored against the cached
+        representations in batches of ``batch_size``. Much faster when the pairs repeat
+        documents (the candidates of many queries over one collection)."""
+        fp = self.ranker.vocab.fingerprint
+        if q_enc.fingerprint != fp or d_enc.fingerprint != fp:
+            raise VocabularyMismatchError("texts were encoded with another vocabulary than the model's")
+        q_rows, d_rows = np.asarray(q_rows), np.asarray(d_rows)
+        if len(d_rows) == 0:
+            self.last_model_seconds = 0.0
+            return np.zeros(0, dtype=np.float64)
+        model = self.ranker.model.to(self.device)
+        was_training = model.training
+        model.eval()
+        out = np.empty(len(d_rows), dtype=np.float64)
+        bs = self.batch_size
+        t0 = time.perf_counter()
+        try:
+            uq, q_inv = np.unique(q_rows, return_inverse=True)
+            q_ids = torch.from_numpy(q_enc.take(uq)).to(self.device)
+            enc = [model.encode(q_ids[s:s + 1024]) for s in range(0, len(uq), 1024)]
+            q_rep, q_msk = torch.cat([e[0] for e in enc]), torch.cat([e[1] for e in enc])
+            ud, d_inv = np.unique(d_rows, return_inverse=True)
+            by_len = np.argsort(d_enc.lengths[ud], kind="stable")  # similar lengths together
+            slot = np.empty(len(ud), dtype=np.int64)
+            slot[by_len] = np.arange(len(ud))
+            pair_slot = slot[d_inv]
+            pairs = np.argsort(pair_slot, kind="stable")
+            bounds = np.searchsorted(pair_slot[pairs], np.arange(0, len(ud) + doc_chunk, doc_chunk))
+            for c, c0 in enumerate(range(0, len(ud), doc_chunk)):
+                docs = ud[by_len[c0:c0 + doc_chunk]]
+                d_ids = torch.from_numpy(d_enc.take(docs)).to(self.device)
+                enc = [model.encode(d_ids[s:s + bs]) for s in range(0, len(docs), bs)]
+                width = max(e[0].shape[1] for e in enc)
+                d_rep = torch.cat([torch.nn.functional.pad(e[0], (0, 0, 0, width - e[0].shape[1]))
+                                   for e in enc])
+                d_msk = torch.cat([torch.nn.functional.pad(e[1], (0, width - e[1].shape[1]))
+                                   for e in enc])
+                chunk = pairs[bounds[c]:bounds[c + 1]]
+                for s in range(0, len(chunk), bs):
+                    sel = chunk[s:s + bs]
+                    qi = torch.from_numpy(q_inv[sel]).to(self.device)
+                    di = torch.from_numpy(pair_slot[sel] - c0).to(self.device)
+                    sc = model.score_encoded(q_rep[qi], q_msk[qi], d_rep[di], d_msk[di])
+                    out[sel] = sc.double().cpu().numpy()
+        finally:
+            model.train(was_training)
+        self.last_model_seconds = time.perf_counter() - t0
+        return out
+
+
 class KernelReranker(Stage):
     """Re-ranks any first-stage run with a neural ranker: ``bm25 % 100 >> KernelReranker(...)``.
 
@@ -240,9 +295,10 @@ class RerankedRetriever(Retriever):
     pipelines) can use the re-ranked system.
 
     ``search_batch(texts, k)`` takes the first stage's top ``max(k, depth)`` of every query,
-    scores its top ``depth`` with the ranker (pairs batched by :class:`PairScorer`; the
-    collection's token ids are encoded once, by the :class:`KernelReranker`, and reused across
-    calls) and returns the top ``k``, ordered as a ``Run`` orders them (score descending, then
+    scores its top ``depth`` with the ranker (:meth:`PairScorer.score_by_document`: each
+    distinct query and candidate document of the call goes through the model's encoder once,
+    pairs are scored in batches; the collection's token ids are computed once, by the
+    :class:`KernelReranker`, and reused across calls) and returns the top ``k``, ordered as a ``Run`` orders them (score descending, then
     doc id descending). Documents below ``depth`` (only when ``k > depth``) keep their
     first-stage order below every re-ranked one, exactly as ``KernelReranker(depth=depth)``
     places them: the result equals ``KernelReranker(ranker, collection, depth).transform(
@@ -319,8 +375,8 @@ class RerankedRetriever(Retriever):
         d_rows = d_codes if self._rows is None else self._rows[d_codes]
         if len(d_rows):
             q_enc = self.ranker.encode_queries(texts)
-            new[q_rows, cols] = self.reranker.scorer.score(q_enc, self.reranker.encoded_docs,
-                                                            q_rows, d_rows)
+            new[q_rows, cols] = self.reranker.scorer.score_by_document(
+                q_enc, self.reranker.encoded_docs, q_rows, d_rows)
             self.last_model_seconds = self.reranker.scorer.last_model_seconds
         rest = valid & ~top
         if rest.any():  # below depth: under every re-ranked score, in first-stage order
