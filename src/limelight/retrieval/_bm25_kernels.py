@@ -91,15 +91,15 @@ def _select_and_reset(acc, seen, touched, nt, k, hs, hd, out_d, out_s, floor):
 
 
 @njit(cache=True, nogil=True)
-def _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k, out_d,
-                  out_s):
+def _search_range(q0, q1, qstep, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k,
+                  out_d, out_s):
     acc = np.zeros(n_docs, dtype=np.float32)
     seen = np.zeros(n_docs, dtype=np.uint8)
     touched = np.empty(n_docs, dtype=np.int32)
     hs = np.empty(max(k, 1), dtype=np.float32)
     hd = np.empty(max(k, 1), dtype=np.int32)
     use_floor = len(kth) > 0
-    for q in range(q0, q1):
+    for q in range(q0, q1, qstep):
         nt = 0
         # each term's k-th largest weight bounds the k-th best score from below (all
         # contributions are positive, and float32 sums of positives never decrease)
@@ -127,8 +127,11 @@ def _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs
 @njit(cache=True, nogil=True, parallel=True)
 def search_csr(qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k, n_blocks):
     """Top-``k`` documents of every query row: ``(docs int32 (n, k), scores float32 (n, k))``,
-    rows best first, padded with ``-1`` / ``0``. Queries are split into ``n_blocks`` contiguous
-    blocks run in parallel, each with its own dense accumulator and touched-document list.
+    rows best first, padded with ``-1`` / ``0``. Queries are dealt round-robin into ``n_blocks``
+    blocks run in parallel, each with its own dense accumulator and touched-document list
+    (round-robin, not contiguous: query costs vary by orders of magnitude and are often sorted,
+    e.g. a log's rare long queries at its end, and numba gives each thread a contiguous run of
+    blocks).
     ``kth[t]`` is the k-th largest weight of term ``t`` (0 if df < k); pass an empty array when
     some query or posting weight may be ≤ 0 (no pruning then)."""
     nq = len(qptr) - 1
@@ -137,13 +140,9 @@ def search_csr(qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k, n_bloc
     if nq == 0 or k == 0:
         return out_d, out_s
     nb = max(1, min(n_blocks, nq))
-    step = (nq + nb - 1) // nb
     for b in prange(nb):
-        q0 = b * step
-        q1 = min(nq, q0 + step)
-        if q0 < q1:
-            _search_range(q0, q1, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k,
-                          out_d, out_s)
+        _search_range(b, nq, nb, qptr, qterms, qweights, indptr, pdocs, pw, kth, n_docs, k,
+                      out_d, out_s)
     return out_d, out_s
 
 
