@@ -159,7 +159,6 @@ class PairScorer:
         self.last_model_seconds = t_model
         return out
 
-
     @torch.no_grad()
     def score_by_document(self, q_enc: EncodedTexts, d_enc: EncodedTexts, q_rows: np.ndarray,
                           d_rows: np.ndarray, doc_chunk: int = 1024) -> np.ndarray:
@@ -298,8 +297,8 @@ class RerankedRetriever(Retriever):
     scores its top ``depth`` with the ranker (:meth:`PairScorer.score_by_document`: each
     distinct query and candidate document of the call goes through the model's encoder once,
     pairs are scored in batches; the collection's token ids are computed once, by the
-    :class:`KernelReranker`, and reused across calls) and returns the top ``k``, ordered as a ``Run`` orders them (score descending, then
-    doc id descending). Documents below ``depth`` (only when ``k > depth``) keep their
+    :class:`KernelReranker`, and reused across calls) and returns the top ``k``, ordered as a
+    ``Run`` orders them (score descending, then doc id descending). Documents below ``depth`` (only when ``k > depth``) keep their
     first-stage order below every re-ranked one, exactly as ``KernelReranker(depth=depth)``
     places them: the result equals ``KernelReranker(ranker, collection, depth).transform(
     queries, first.retrieve(queries, max(k, depth))).topk(k)``. The candidates are the first
