@@ -105,6 +105,22 @@ def test_cache_key_includes_variant(adi, torch_enc, int8_enc, tmp_path):
     assert "variant 'onnx'" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_int8_cache_key_includes_the_batch_size(adi, int8_enc, tmp_path):
+    """int8 vectors depend on the batch (activations are quantized per batch tensor): an entry
+    written at one batch size is never read at another."""
+    coll = adi.collection.head(40)
+    other_bs = 64 if int8_enc.batch_size != 64 else 16
+    other = Encoder(variant="onnx-int8", batch_size=other_bs)
+    a = int8_enc.encode_collection(coll, cache_dir=tmp_path)
+    b = other.encode_collection(coll, cache_dir=tmp_path)
+    metas = sorted(json.loads(p.read_text())["batch_size"] for p in tmp_path.glob("*.json"))
+    assert metas == sorted([int8_enc.batch_size, other_bs])  # two entries
+    assert not np.array_equal(a, b) and np.einsum("ij,ij->i", a, b).mean() > 0.99
+    n = other.n_encoded
+    np.testing.assert_array_equal(other.encode_collection(coll, cache_dir=tmp_path), b)
+    assert other.n_encoded == n  # a hit on its own entry
+
+
 def test_index_refuses_to_mix_variants(adi, torch_enc, int8_enc, tmp_path):
     idx = DenseIndex.build(adi.collection, int8_enc)
     assert idx.encoder_identity["variant"] == "onnx-int8"

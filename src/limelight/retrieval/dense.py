@@ -333,6 +333,10 @@ class Encoder:
                                                    "max_seq_length")}
         if self.variant != _legacy_variant():  # torch-fp32 keeps the key of earlier versions
             ident["variant"] = self.variant
+        if self.variant == "onnx-int8" and self.batch_size != 64:
+            # int8 activations are quantized per batch tensor, so the vectors depend on the
+            # batch size; 64 (the first default) keeps the key it always had
+            ident["batch_size"] = self.batch_size
         key = hashlib.sha256(json.dumps({**ident, "collection": fp,
                                          "dtype": cache_dtype}, sort_keys=True).encode()).hexdigest()[:20]
         stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in collection.name)
@@ -352,7 +356,8 @@ class Encoder:
             with open(tmp, "wb") as f:
                 np.save(f, emb.astype(cache_dtype))
         with atomic_path(meta_path) as tmp:
-            tmp.write_text(json.dumps({**self.identity(), "collection": collection.name,
+            tmp.write_text(json.dumps({**self.identity(), "batch_size": self.batch_size,
+                                       "collection": collection.name,
                                        "collection_fingerprint": fp, "n_docs": len(collection),
                                        "dtype": cache_dtype}, indent=1))
         return emb if cache_dtype == "float32" else emb.astype(np.float16).astype(np.float32)
