@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,33 +119,44 @@ class PairScorer:
         self.device = torch.device(device) if device else next(ranker.model.parameters()).device
         self.last_model_seconds = 0.0
 
+    def _check(self, q_enc: EncodedTexts, d_enc: EncodedTexts) -> None:
+        fp = self.ranker.vocab.fingerprint
+        if q_enc.fingerprint != fp or d_enc.fingerprint != fp:
+            raise VocabularyMismatchError("texts were encoded with another vocabulary than the model's")
+
+    @contextlib.contextmanager
+    def _eval_model(self) -> Iterator[torch.nn.Module]:
+        """The model on ``device`` in eval mode; its training flag is restored afterwards."""
+        model = self.ranker.model.to(self.device)
+        was_training = model.training
+        model.eval()
+        try:
+            yield model
+        finally:
+            model.train(was_training)
+
+    def _encode_queries(self, model, q_enc: EncodedTexts, q_rows: np.ndarray):
+        """``(q_inv, q_rep, q_msk)``: each distinct query row encoded once; ``q_inv`` maps pair
+        ``i`` to its row in ``q_rep``/``q_msk``."""
+        uq, q_inv = np.unique(q_rows, return_inverse=True)
+        q_ids = torch.from_numpy(q_enc.take(uq)).to(self.device)
+        enc = [model.encode(q_ids[s:s + 1024]) for s in range(0, len(uq), 1024)]
+        return q_inv, torch.cat([e[0] for e in enc]), torch.cat([e[1] for e in enc])
+
     @torch.no_grad()
     def score(self, q_enc: EncodedTexts, d_enc: EncodedTexts, q_rows: np.ndarray,
               d_rows: np.ndarray) -> np.ndarray:
         """Scores (float64) of pairs ``(q_rows[i], d_rows[i])``; ``last_model_seconds`` keeps
         the time spent in the model (tensor work only, no tokenization)."""
-        fp = self.ranker.vocab.fingerprint
-        if q_enc.fingerprint != fp or d_enc.fingerprint != fp:
-            raise VocabularyMismatchError("texts were encoded with another vocabulary than the model's")
+        self._check(q_enc, d_enc)
         if len(d_rows) == 0:
             self.last_model_seconds = 0.0
             return np.zeros(0, dtype=np.float64)
-        model = self.ranker.model.to(self.device)
-        was_training = model.training
-        model.eval()
         out = np.empty(len(d_rows), dtype=np.float64)
-        t_model = 0.0
-        try:
-            uq, q_inv = np.unique(q_rows, return_inverse=True)
+        with self._eval_model() as model:
             t0 = time.perf_counter()
-            q_ids = torch.from_numpy(q_enc.take(uq)).to(self.device)
-            q_all, qm_all = [], []
-            for s in range(0, len(uq), 1024):
-                q, qm = model.encode(q_ids[s:s + 1024])
-                q_all.append(q)
-                qm_all.append(qm)
-            q_rep, q_msk = torch.cat(q_all), torch.cat(qm_all)
-            t_model += time.perf_counter() - t0
+            q_inv, q_rep, q_msk = self._encode_queries(model, q_enc, q_rows)
+            t_model = time.perf_counter() - t0
             order = np.argsort(d_enc.lengths[d_rows], kind="stable")  # similar lengths together
             for s in range(0, len(order), self.batch_size):
                 sel = order[s:s + self.batch_size]
@@ -154,8 +167,6 @@ class PairScorer:
                 sc = model.score_encoded(q_rep[qi], q_msk[qi], d, dm)
                 out[sel] = sc.double().cpu().numpy()
                 t_model += time.perf_counter() - t0
-        finally:
-            model.train(was_training)
         self.last_model_seconds = t_model
         return out
 
@@ -167,24 +178,16 @@ class PairScorer:
         encoder in chunks of ``doc_chunk`` and each chunk's pairs are scored against the cached
         representations in batches of ``batch_size``. Much faster when the pairs repeat
         documents (the candidates of many queries over one collection)."""
-        fp = self.ranker.vocab.fingerprint
-        if q_enc.fingerprint != fp or d_enc.fingerprint != fp:
-            raise VocabularyMismatchError("texts were encoded with another vocabulary than the model's")
+        self._check(q_enc, d_enc)
         q_rows, d_rows = np.asarray(q_rows), np.asarray(d_rows)
         if len(d_rows) == 0:
             self.last_model_seconds = 0.0
             return np.zeros(0, dtype=np.float64)
-        model = self.ranker.model.to(self.device)
-        was_training = model.training
-        model.eval()
         out = np.empty(len(d_rows), dtype=np.float64)
         bs = self.batch_size
         t0 = time.perf_counter()
-        try:
-            uq, q_inv = np.unique(q_rows, return_inverse=True)
-            q_ids = torch.from_numpy(q_enc.take(uq)).to(self.device)
-            enc = [model.encode(q_ids[s:s + 1024]) for s in range(0, len(uq), 1024)]
-            q_rep, q_msk = torch.cat([e[0] for e in enc]), torch.cat([e[1] for e in enc])
+        with self._eval_model() as model:
+            q_inv, q_rep, q_msk = self._encode_queries(model, q_enc, q_rows)
             ud, d_inv = np.unique(d_rows, return_inverse=True)
             by_len = np.argsort(d_enc.lengths[ud], kind="stable")  # similar lengths together
             slot = np.empty(len(ud), dtype=np.int64)
@@ -208,8 +211,6 @@ class PairScorer:
                     di = torch.from_numpy(pair_slot[sel] - c0).to(self.device)
                     sc = model.score_encoded(q_rep[qi], q_msk[qi], d_rep[di], d_msk[di])
                     out[sel] = sc.double().cpu().numpy()
-        finally:
-            model.train(was_training)
         self.last_model_seconds = time.perf_counter() - t0
         return out
 
