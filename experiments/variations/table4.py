@@ -20,6 +20,15 @@ from limelight.querygen.variations_cli import build_systems
 OUT = Path(__file__).resolve().parent / "out"
 
 
+def save_report(rep, stem: str) -> None:
+    """``out/<stem>.{md,json,png}`` of a robustness report; the table is also printed."""
+    md = rep.to_markdown()
+    (OUT / f"{stem}.md").write_text(md, encoding="utf-8")
+    rep.to_json(OUT / f"{stem}.json")
+    rep.plot(OUT / f"{stem}.png")
+    print(md)
+
+
 def main(argv: list[str]) -> None:
     tk = None
     if "--tk" in argv:
@@ -42,11 +51,7 @@ def main(argv: list[str]) -> None:
         systems = build_systems(ds.collection, systems_spec, k=1000, tk=tk)
         rep = robustness_report(systems, ds.queries, ds.qrels, variations=var, measure="nDCG@10",
                                 mode="both" if tk else "full", dataset=name, progress=True)
-        md = rep.to_markdown()
-        (OUT / f"table4_{name}.md").write_text(md, encoding="utf-8")
-        rep.to_json(OUT / f"table4_{name}.json")
-        rep.plot(OUT / f"table4_{name}.png")
-        print(md)
+        save_report(rep, f"table4_{name}")
         print(f"{name}: variations {t1 - t0:.1f} s, report {time.time() - t1:.1f} s", flush=True)
 
 

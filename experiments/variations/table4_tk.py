@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from table4 import save_report  # the script's folder is on sys.path
 
 from limelight.data import load_dataset
 from limelight.data.queries import Queries
@@ -84,11 +85,7 @@ def run(name: str, args: argparse.Namespace) -> None:
     rep = robustness_report(systems, queries, qrels, variations=var, measure="nDCG@10",
                             mode="both", dataset=f"{name} (test fold {args.fold}, {len(queries)} queries)",
                             progress=True)
-    md = rep.to_markdown()
-    (OUT / f"table4_tk_{name}.md").write_text(md, encoding="utf-8")
-    rep.to_json(OUT / f"table4_tk_{name}.json")
-    rep.plot(OUT / f"table4_tk_{name}.png")
-    print(md)
+    save_report(rep, f"table4_tk_{name}")
     print(f"{name}: training {t1 - t0:.0f} s, report {time.perf_counter() - t1:.0f} s", flush=True)
 
 
