@@ -59,15 +59,20 @@ def test_defaults_filled_in():
     (GOOD.replace('depth = 50', 'depth = 50\ndepth = 60'), 5, "invalid TOML"),
     (GOOD + '\n[evaluation]\nmeasures = ["nDCG@ten"]\n', 16, "evaluation.measures"),
 ])
-def test_errors_name_file_and_line(tmp_path, edit, line, words):
+def _assert_one_line_error(tmp_path, text: str, line: int | None, words: str) -> None:
+    """Loading ``text`` fails with one line that starts ``FILE:LINE:`` and contains ``words``."""
     p = tmp_path / "bad.toml"
-    p.write_text(edit)
+    p.write_text(text)
     with pytest.raises(FormatError) as e:
         load_config(p)
     msg = str(e.value)
     assert words in msg
     assert msg.startswith(f"{p}:{line}:" if line else f"{p}:")
     assert "\n" not in msg
+
+
+def test_errors_name_file_and_line(tmp_path, edit, line, words):
+    _assert_one_line_error(tmp_path, edit, line, words)
 
 
 def test_cli_bad_config_is_one_line_exit_2(tmp_path):
@@ -161,11 +166,4 @@ def test_reranked_system_resolves_first_and_checkpoint(tmp_path, tk_bytes):
 def test_reranked_errors_name_file_line_and_key(tmp_path, tk_bytes, edit, line, words):
     (tmp_path / "tk.pt").write_bytes(tk_bytes)
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    p = tmp_path / "bad.toml"
-    p.write_text(edit)
-    with pytest.raises(FormatError) as e:
-        load_config(p)
-    msg = str(e.value)
-    assert words in msg
-    assert msg.startswith(f"{p}:{line}:")
-    assert "\n" not in msg
+    _assert_one_line_error(tmp_path, edit, line, words)
