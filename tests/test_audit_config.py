@@ -47,18 +47,6 @@ def test_defaults_filled_in():
     assert all(cfg.stages.values())
 
 
-@pytest.mark.parametrize("edit, line, words", [
-    (GOOD.replace('k1 = 1.2', 'k1 = 1.2\nk3 = 7'), 14, "unknown key 'k3'"),
-    (GOOD.replace('kind = "bm25"', 'kind = "splade"'), 12, "kind must be one of"),
-    (GOOD.replace('depth = 50', 'depth = "deep"'), 4, "audit.depth must be a int"),
-    (GOOD.replace('cutoffs = [10, 50]', 'cutoffs = [10, 500]'), 5, "cutoffs"),
-    (GOOD.replace('[collection]\nsource = "adi"', ''), None, "[collection] needs source"),
-    (GOOD + '\n[[systems]]\nname = "bm25"\nkind = "dense"\n', 16, "duplicate system name"),
-    (GOOD + '\n[stages]\neqi = "yes"\n', 16, "stages.eqi must be a bool"),
-    (GOOD + '\n[queries]\nsource = "/no/such/file.tsv"\n', 16, "queries.source"),
-    (GOOD.replace('depth = 50', 'depth = 50\ndepth = 60'), 5, "invalid TOML"),
-    (GOOD + '\n[evaluation]\nmeasures = ["nDCG@ten"]\n', 16, "evaluation.measures"),
-])
 def _assert_one_line_error(tmp_path, text: str, line: int | None, words: str) -> None:
     """Loading ``text`` fails with one line that starts ``FILE:LINE:`` and contains ``words``."""
     p = tmp_path / "bad.toml"
@@ -71,6 +59,18 @@ def _assert_one_line_error(tmp_path, text: str, line: int | None, words: str) ->
     assert "\n" not in msg
 
 
+@pytest.mark.parametrize("edit, line, words", [
+    (GOOD.replace('k1 = 1.2', 'k1 = 1.2\nk3 = 7'), 14, "unknown key 'k3'"),
+    (GOOD.replace('kind = "bm25"', 'kind = "splade"'), 12, "kind must be one of"),
+    (GOOD.replace('depth = 50', 'depth = "deep"'), 4, "audit.depth must be a int"),
+    (GOOD.replace('cutoffs = [10, 50]', 'cutoffs = [10, 500]'), 5, "cutoffs"),
+    (GOOD.replace('[collection]\nsource = "adi"', ''), None, "[collection] needs source"),
+    (GOOD + '\n[[systems]]\nname = "bm25"\nkind = "dense"\n', 16, "duplicate system name"),
+    (GOOD + '\n[stages]\neqi = "yes"\n', 16, "stages.eqi must be a bool"),
+    (GOOD + '\n[queries]\nsource = "/no/such/file.tsv"\n', 16, "queries.source"),
+    (GOOD.replace('depth = 50', 'depth = 50\ndepth = 60'), 5, "invalid TOML"),
+    (GOOD + '\n[evaluation]\nmeasures = ["nDCG@ten"]\n', 16, "evaluation.measures"),
+])
 def test_errors_name_file_and_line(tmp_path, edit, line, words):
     _assert_one_line_error(tmp_path, edit, line, words)
 
