@@ -27,6 +27,7 @@ from limelight.exposure.eqi import (
     train_eqi,
     training_data,
     tune_bm25_reverse,
+    validation_docs,
 )
 from limelight.exposure.eqi.exact import recompute_new_exposure
 from limelight.exposure.relq import relq_many
@@ -186,9 +187,16 @@ def test_learned_models_train_save_load(dense_setup, tmp_path):
     enc, ret, qs, qemb, st, base, _, _ = dense_setup
     demb = np.asarray(ret.index.embeddings, np.float32)
     test = np.arange(0, len(base), 4)
+    td_all = training_data(st, qemb, demb, n_queries=1000, n_docs=50, exclude_docs=test, n_dq=20,
+                           positives="all")
+    assert (np.diff(td_all.pos_ptr) >= 1).all()  # every training document has an exposing query
     td = training_data(st, qemb, demb, n_queries=1000, n_docs=50, exclude_docs=test, n_dq=20)
-    assert not np.isin(td.docs, test).any()
-    assert (np.diff(td.pos_ptr) >= 1).all()  # every training document has an exposing query
+    assert np.array_equal(td.docs, td_all.docs) and not np.isin(td.docs, test).any()
+    # Algorithm 1 as written: positives and negatives are both among the n_dq nearest queries
+    # (ψ_d), so they split it, and the positives are the exposing ones among them
+    n_near = np.diff(td.pos_ptr) + np.diff(td.neg_ptr)
+    assert (n_near == 20).all()
+    assert (np.diff(td.pos_ptr) <= np.diff(td_all.pos_ptr)).all() and len(td.pos_q) < len(td_all.pos_q)
     ranks = st.ranks()
     assert np.isin(td.pos_q, td.train_queries).all() and np.isin(td.neg_q, td.train_queries).all()
     drow = np.repeat(np.arange(len(td.docs)), np.diff(td.neg_ptr))
@@ -219,6 +227,27 @@ def test_learned_models_train_save_load(dense_setup, tmp_path):
     other = ExposureStore(st.path, {**st.manifest, "documents": "x"}, st.queries, st.doc_ids)
     with pytest.raises(IndexMismatchError):
         loaded.check_store(other)
+
+
+def test_early_stopping_keeps_the_best_checked_heads(dense_setup):
+    enc, ret, qs, qemb, st, base, _, _ = dense_setup
+    demb = np.asarray(ret.index.embeddings, np.float32)
+    test = np.arange(0, len(base), 4)
+    val = validation_docs(st, 12, exclude=test, seed=1)
+    assert not np.isin(val, test).any() and (st.n_exposing()[val] > 0).all()
+    m = "RELQ(0.5,0.9)"
+    model = train_eqi("residual", st, qemb, demb, n_queries=1000, n_docs=50, n_dq=20,
+                      exclude_docs=np.concatenate([test, val]), steps=40, batch_size=200, lr=1e-3,
+                      validation_docs=val, eval_every=5)
+    v = model.meta["validation"]
+    assert [s for s, _ in v["curve"]] == list(range(0, 41, 5)) and v["measure"] == m
+    # the zero-initialised residual starts exactly at dense-reverse
+    dr = evaluate_eqi(st, {"dr": DenseReverse(qs, qemb)}, val, embeddings=demb[val], measures=[m])
+    assert v["curve"][0][1] == pytest.approx(dr["dr"][m], abs=1e-5)
+    # the returned heads are the best of the checked ones, not the last
+    got = evaluate_eqi(st, {"model": model}, val, embeddings=demb[val], measures=[m])["model"][m]
+    assert v["best"] == max(x for _, x in v["curve"]) and got == pytest.approx(v["best"], abs=1e-5)
+    assert v["curve"][v["best_step"] // 5][1] == v["best"]
 
 
 # ---- CLI ----------------------------------------------------------------------------------------

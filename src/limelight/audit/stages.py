@@ -427,6 +427,7 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
             ExactReverse,
             evaluate_eqi,
             train_eqi,
+            validation_docs,
         )
 
         rows, reverse_rows, summary = [], [], {}
@@ -445,11 +446,15 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
                 qv = np.load(runner.dir.query_vectors)
                 doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
                 methods = {"dense-reverse": DenseReverse(store.queries, qv)}
+                val = validation_docs(store, 50 if runner.quick else 300, exclude=docs,
+                                      seed=runner.cfg.seed + 1)
                 for m in opts["methods"]:
                     methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
                                            n_queries=min(50_000, len(store.queries)),
-                                           n_docs=min(20_000, len(exposed)), exclude_docs=docs,
-                                           seed=runner.cfg.seed)
+                                           n_docs=min(20_000, len(exposed)),
+                                           exclude_docs=np.concatenate([docs, val]),
+                                           seed=runner.cfg.seed, validation_docs=val,
+                                           eval_every=10, patience=10)
                 texts, emb = None, doc_emb[docs]
             res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
             for m, vals in res.items():

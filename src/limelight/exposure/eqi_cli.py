@@ -117,13 +117,26 @@ def register(app: typer.Typer) -> None:
         queries: int = typer.Option(50_000, help="|Q_train|: training queries sampled from the log"),
         docs: int = typer.Option(20_000, help="|D_train|: training documents"),
         test_docs: int = typer.Option(1000, help="documents held out of training (seeded)"),
-        steps: int = typer.Option(2000, help="batches of --batch-size triples"),
+        steps: int = typer.Option(2000, help="at most this many batches of --batch-size triples"),
         batch_size: int = typer.Option(1000),
+        lr: float = typer.Option(1e-5, help="Adam learning rate (the paper: 1e-4 for ANCE)"),
+        validation: int = typer.Option(300, "--validation-docs",
+                                       help="documents held out for early stopping (0: none)"),
+        eval_every: int = typer.Option(10, help="batches between validation checks"),
+        patience: int = typer.Option(10, help="stop after this many checks without improvement (0: never)"),
         seed: int = typer.Option(0),
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Train an Append or Residual model (Algorithm 1 data, RankNet, Adam 1e-4)."""
-        from limelight.exposure.eqi import METHODS, encode_queries_cached, train_eqi
+        """Train an Append or Residual model (Algorithm 1 data, RankNet, Adam), keeping the heads
+        that score best (RELQ(0.5,0.9)) on held-out validation documents."""
+        import numpy as np
+
+        from limelight.exposure.eqi import (
+            METHODS,
+            encode_queries_cached,
+            train_eqi,
+            validation_docs,
+        )
         from limelight.exposure.exact import ExposureStore
 
         if method not in METHODS:
@@ -133,14 +146,19 @@ def register(app: typer.Typer) -> None:
         qemb = encode_queries_cached(st.queries, enc)
         demb, _ = _doc_embeddings(st, enc)
         test = _split(len(st.doc_ids), test_docs, seed)
+        val = validation_docs(st, validation, exclude=test, seed=seed + 1) if validation > 0 else None
+        held = test if val is None else np.concatenate([test, val])
         model = train_eqi(method, st, qemb, demb, n_queries=queries, n_docs=docs,
-                          exclude_docs=test, steps=steps, batch_size=batch_size, seed=seed,
-                          encoder=enc)
+                          exclude_docs=held, steps=steps, batch_size=batch_size, seed=seed,
+                          encoder=enc, lr=lr, validation_docs=val, eval_every=eval_every,
+                          patience=patience)
         model.meta["test_docs_seed"] = seed
         model.meta["test_docs"] = int(len(test))
         model.save(out)
         summary = {"model": str(out), **{k: model.meta[k] for k in
-                                          ("training", "train_seconds", "loss_first_100", "loss_last_100")}}
+                                          ("training", "train_seconds", "loss_first_100", "loss_last_100")},
+                   **({"best_step": model.meta["validation"]["best_step"],
+                       "validation_relq": model.meta["validation"]["best"]} if val is not None else {})}
         typer.echo(json.dumps(summary) if json_out else "\n".join(f"{k}: {v}" for k, v in summary.items()))
 
     @eqi_app.command("query")

@@ -48,6 +48,7 @@ from limelight.exposure.eqi.learned import (
     sample_triples,
     train_eqi,
     training_data,
+    validation_docs,
 )
 from limelight.exposure.eqi.reverse import BM25Reverse, BruteForce, DenseReverse, tune_bm25_reverse
 
@@ -55,5 +56,5 @@ __all__ = [
     "METHODS", "BM25Reverse", "BruteForce", "DenseReverse", "EQIModel", "ExactReverse",
     "NewExposure", "TrainingData", "encode_queries_cached", "evaluate_eqi", "evaluate_lists",
     "method_lists", "one_tailed_t", "rows", "sample_triples", "store_fingerprint", "summarize",
-    "train_eqi", "training_data", "tune_bm25_reverse",
+    "train_eqi", "training_data", "tune_bm25_reverse", "validation_docs",
 ]

@@ -3,7 +3,9 @@
 The base encoder (all-MiniLM-L6-v2, 384 dimensions, frozen) gives x; a head transforms it:
 
 - ``append``:   y = (x, FF(x)); FF has four linear layers 384 → 64 → 64 → 64 → 32 (the paper's
-  hidden 64 / output 32 kept as is), so y has 416 dimensions (the paper: 768 + 32 = 800);
+  hidden 64 / output 32 kept as is), so y has 416 dimensions (the paper: 768 + 32 = 800); its
+  last layer starts at 1/100 of PyTorch's default scale, so that the appended part starts small
+  next to a unit-norm x (at the default scale it outweighs x in every dot product);
 - ``residual``: y = x + FF(x); FF is 384 → 192 → 384 (the paper's hidden size is half the
   embedding size: 384 for 768), its last layer initialised to zero so training starts from
   dense-reverse.
@@ -13,13 +15,19 @@ head (h_Q, h_D); u(d, q) = h_Q(q) · h_D(d). Training data follow Algorithm 1 (`
 a random query sample Q_train is "retrieved" through the exposure store, which is the retrieval
 cache C (their top-n_{q→d}); training documents are drawn from the documents they retrieve
 (minus held-out ones); each training document's n_{d→q} nearest queries of Q_train in the base
-space are looked up in C (ρ = ∞ when absent). Our reading of lines 12-20: the positives of a
-document are all its exposing queries in C (C holds them at no cost, and Case 2 exists to reach
-"exposing queries far away from the document"), the negatives its nearest queries that do not
-expose it. Triples ⟨d, q+, q−⟩ are Case 1 (ρ+ < ρ− < n) with probability α = 0.5 and Case 2
-(ρ+ < n ≤ ρ−) otherwise; loss RankNet log(1 + e^{−(u+ − u−)}); Adam (lr 1e-4, β 0.9/0.999,
-ε 1e-8). The paper trains 1K × 100 batches of 1000 on a GPU; on CPU we default to a budget of
-``steps`` batches of ``batch_size`` (see ``train_eqi``) and say so wherever results are reported.
+space, ψ_d, are looked up in C (ρ = ∞ when absent), and Ψ_train[d] is ψ_d with those ranks:
+positives are the exposing queries in ψ_d, negatives the others (``positives="all"`` takes every
+exposing query of d in C as a positive instead, an earlier reading of ours). Triples ⟨d, q+, q−⟩
+are Case 1 (ρ+ < ρ− < n) with probability α = 0.5 and Case 2 (ρ+ < n ≤ ρ−) otherwise; loss
+RankNet log(1 + e^{−(u+ − u−)}); Adam (β 0.9/0.999, ε 1e-8).
+
+Learning rate and stopping. The paper uses lr 1e-4 on ANCE's unnormalised 768-d embeddings.
+MiniLM's are unit-norm, and the heads' LayerNorm-ed hidden layers are not, so the same step moves
+FF(x) far more relative to x: on npl × the query log, validation RELQ(0.5,0.9) of Residual more
+than doubles within a few batches and then collapses (below 0.01 after ~20 batches at 1e-4, ~100
+at 1e-5, ~700 at 1e-6) while the training loss keeps falling. We default to lr 1e-5 and, given
+``validation_docs``, keep the heads that score best on them (early stopping). The paper trains
+1K × 100 batches of 1000 on a GPU; on CPU ``steps`` bounds the batches (see ``train_eqi``).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from limelight.exposure.eqi.base import (
 )
 
 METHODS = ("append", "residual")
+APPEND_INIT_SCALE = 0.01
 MODEL_FORMAT = "limelight-eqi-model/1"
 
 
@@ -70,10 +79,13 @@ class TrainingData:
 
 def training_data(store, query_emb: np.ndarray, doc_emb: np.ndarray, n_queries: int,
                   n_docs: int, exclude_docs: np.ndarray | None = None, n_dq: int = 100,
-                  seed: int = 0, train_queries: np.ndarray | None = None) -> TrainingData:
+                  seed: int = 0, train_queries: np.ndarray | None = None,
+                  positives: str = "nearest") -> TrainingData:
     """Algorithm 1 over an exposure store. ``query_emb`` (|Q|, dim) and ``doc_emb`` (|D|, dim)
     are the frozen base embeddings; ``n_queries``/``n_docs`` size Q_train and D_train;
     ``exclude_docs`` (e.g. test documents) never enter D_train."""
+    if positives not in ("nearest", "all"):
+        raise LimelightError(f"positives must be 'nearest' or 'all', got {positives!r}")
     rng = np.random.default_rng(seed)
     nq = len(store.queries)
     if train_queries is None:
@@ -103,6 +115,12 @@ def training_data(store, query_emb: np.ndarray, doc_emb: np.ndarray, n_queries: 
     neg = ok & ~exposed
     neg_ptr = np.zeros(len(docs) + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows[neg], minlength=len(docs)), out=neg_ptr[1:])
+    if positives == "nearest":  # Algorithm 1 as written: Ψ_train[d] is ψ_d only
+        near = ok & exposed
+        pos_ptr = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows[near], minlength=len(docs)), out=pos_ptr[1:])
+        pos_q = flat[near].astype(np.int32)
+        pos_rho = (np.asarray(ranks[docs[rows[near]], flat[near]]).ravel() - 1).astype(np.int32)
     return TrainingData(docs, pos_ptr, pos_q, pos_rho, neg_ptr, flat[neg].astype(np.int32),
                         train_queries)
 
@@ -164,7 +182,11 @@ def _make_head(method: str, dim: int, dropout: float):
         return [nn.Linear(i, o), nn.ReLU(), nn.Dropout(dropout), nn.LayerNorm(o)]
 
     if method == "append":
-        ff = nn.Sequential(*hidden(dim, 64), *hidden(64, 64), *hidden(64, 64), nn.Linear(64, 32))
+        last = nn.Linear(64, 32)
+        with torch.no_grad():  # the appended part starts small next to a unit-norm x (see above)
+            last.weight.mul_(APPEND_INIT_SCALE)
+            last.bias.zero_()
+        ff = nn.Sequential(*hidden(dim, 64), *hidden(64, 64), *hidden(64, 64), last)
 
         class Append(nn.Module):
             def __init__(self):
@@ -292,16 +314,70 @@ class EQIModel:
         return model
 
 
+def validation_docs(store, n: int, exclude: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
+    """``n`` store documents with an exposing query, none of ``exclude`` (seeded), for early
+    stopping; pass them in ``train_eqi``'s ``exclude_docs`` too so they stay out of training."""
+    cand = np.flatnonzero(store.n_exposing() > 0)
+    if exclude is not None and len(exclude):
+        cand = np.setdiff1d(cand, np.asarray(exclude))
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(cand, size=min(int(n), len(cand)), replace=False))
+
+
+class _Validation:
+    """Early stopping on held-out store documents: the mean RELQ of the model's lists."""
+
+    def __init__(self, model: EQIModel, store, query_emb: np.ndarray, doc_emb: np.ndarray,
+                 docs: np.ndarray, measure: str):
+        from limelight.exposure.relq import parse_relq
+
+        self.model, self.query_emb, self.measure = model, query_emb, parse_relq(measure)
+        self.docs = np.asarray(docs)
+        self.doc_emb = np.asarray(doc_emb[self.docs], dtype=np.float32)
+        self.truth = store.ranks()[self.docs]
+        self.curve: list[tuple[int, float]] = []
+        self.best, self.best_step, self.best_state, self.since_best = -np.inf, 0, None, 0
+
+    def check(self, step: int) -> float:
+        import copy
+
+        from limelight.exposure.relq import relq_many
+
+        index = faiss_ip_index(self.model.transform(self.query_emb, "q"))
+        codes, _ = faiss_search(index, self.model.transform(self.doc_emb, "d"), self.measure.n_dq)
+        v = float(np.nanmean(relq_many(codes, self.truth, self.measure)[str(self.measure)]))
+        self.curve.append((step, round(v, 5)))
+        if v > self.best:
+            self.best, self.best_step, self.since_best = v, step, 0
+            self.best_state = (copy.deepcopy(self.model.h_q.state_dict()),
+                               copy.deepcopy(self.model.h_d.state_dict()))
+        else:
+            self.since_best += 1
+        return v
+
+    def restore_best(self) -> dict:
+        self.model.h_q.load_state_dict(self.best_state[0])
+        self.model.h_d.load_state_dict(self.best_state[1])
+        return {"docs": int(len(self.docs)), "measure": str(self.measure), "best_step": self.best_step,
+                "best": round(self.best, 5), "curve": self.curve}
+
+
 def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
               n_queries: int = 50_000, n_docs: int = 20_000, exclude_docs: np.ndarray | None = None,
-              steps: int = 2000, batch_size: int = 1000, alpha: float = 0.5, lr: float = 1e-4,
+              steps: int = 2000, batch_size: int = 1000, alpha: float = 0.5, lr: float = 1e-5,
               dropout: float = 0.1, n_dq: int = 100, seed: int = 0, encoder=None,
-              data: TrainingData | None = None,
+              data: TrainingData | None = None, random_negatives: float = 0.0,
+              validation_docs: np.ndarray | None = None, eval_every: int = 50,
+              patience: int = 0, measure: str = "RELQ(0.5,0.9)",
               progress: Callable[[int, int, float], None] | None = None) -> EQIModel:
     """Train an Append or Residual model on ``store`` (the paper's §4; see the module docstring).
 
     ``query_emb``/``doc_emb``: frozen base embeddings of the store's queries and documents.
     ``steps`` batches of ``batch_size`` triples (the paper: 100,000 batches of 1000 on a GPU).
+    With ``validation_docs`` (store documents kept out of training: pass them in
+    ``exclude_docs`` too), the mean ``measure`` over them is computed before training and every
+    ``eval_every`` steps, and the best heads are kept (early stopping; ``patience`` > 0 stops
+    after that many checks without improvement); ``meta["validation"]`` records the curve.
     The returned model has the store's queries indexed and records the store's fingerprint."""
     import torch
 
@@ -326,12 +402,16 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     de = torch.from_numpy(np.ascontiguousarray(doc_emb, dtype=np.float32))
     params = list(model.h_q.parameters()) + list(model.h_d.parameters())
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8)
-    model.h_q.train()
-    model.h_d.train()
     t0 = time.perf_counter()
     losses = []
+    val = _Validation(model, store, query_emb, doc_emb, validation_docs, measure) \
+        if validation_docs is not None and len(validation_docs) else None
+    if val is not None:
+        val.check(0)
+    model.h_q.train()
+    model.h_d.train()
     for step in range(steps):
-        d, qp, qn = sample_triples(data, batch_size, alpha, rng)
+        d, qp, qn = sample_triples(data, batch_size, alpha, rng, random_negatives)
         hd = model.h_d(de[data.docs[d]])
         up = (hd * model.h_q(qe[qp])).sum(-1)
         un = (hd * model.h_q(qe[qn])).sum(-1)
@@ -342,6 +422,14 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
         losses.append(float(loss.detach()))
         if progress and (step % 100 == 0 or step == steps - 1):
             progress(step + 1, steps, float(np.mean(losses[-100:])))
+        if val is not None and ((step + 1) % eval_every == 0 or step == steps - 1):
+            val.check(step + 1)
+            model.h_q.train()
+            model.h_d.train()
+            if patience and val.since_best >= patience:
+                break
+    if val is not None:
+        model.meta["validation"] = val.restore_best()
     model.meta["train_seconds"] = round(time.perf_counter() - t0, 2)
     model.meta["loss_first_100"] = float(np.mean(losses[:100])) if losses else None
     model.meta["loss_last_100"] = float(np.mean(losses[-100:])) if losses else None
