@@ -2,6 +2,8 @@
 flat inner product) on npl with the shared query log.
 
     .venv/bin/python experiments/eqi/dense_experiments.py [--steps 400] [--skip table3,fig2,fig3,fig1]
+    .venv/bin/python experiments/eqi/dense_experiments.py --dataset debian --from-audit demo-out \
+        --skip table3,fig2,fig3,fig1      # after `make demo`: its Debian store and vectors
 
 Test documents: 1,000 npl documents with an exposing query; validation documents: 300 others
 (early stopping); neither is ever in D_train. Models: Append and Residual (train_eqi), at most
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 from common import CACHE, EMB, ROOT, Timer, collection, dense_store, log_queries, sample_docs, save
@@ -27,6 +30,7 @@ from limelight.exposure.eqi import (
     one_tailed_t,
     summarize,
     train_eqi,
+    training_data,
 )
 from limelight.exposure.relq import relq_many
 from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
@@ -56,18 +60,32 @@ def main() -> None:
     ap.add_argument("--t3-queries", default="10000,50000,100000")
     ap.add_argument("--t3-docs", default="1500,6000")
     ap.add_argument("--fig2-starts", default="20000,60000")
+    ap.add_argument("--from-audit", type=Path, default=None,
+                    help="use the dense system of this audit output (e.g. demo-out for --dataset debian)")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     name = args.dataset
-    coll = collection(name)
-    qs = log_queries()
-    enc = Encoder()
-    demb = enc.encode_collection(coll, cache_dir=EMB)
-    qemb = encode_queries_cached(qs, enc, EMB)
-    ret = DenseRetriever(DenseIndex.from_embeddings(coll.ids, demb, {"encoder": enc.identity()}), enc)
-    with Timer() as t:
-        st = dense_store(name, ret, qemb, qs)
-    print(f"dense store {t.s:.1f}s; load {os.getloadavg()}", flush=True)
+    if args.from_audit:  # the dense system of an audit (`make demo`): its store and vectors
+        from limelight.exposure import ExposureStore
+
+        a = args.from_audit
+        st = ExposureStore.open(a / "systems" / "dense" / "exposure")
+        qs, enc = st.queries, None
+        qemb = np.load(a / "systems" / "query_vectors.npy")
+        demb = np.load(a / "index" / "dense" / "embeddings.npy")
+        if len(qemb) != len(qs) or len(demb) != len(st.doc_ids):
+            raise SystemExit(f"{a}: query vectors or embeddings do not match the dense store")
+        name = f"{name}-audit"
+    else:
+        coll = collection(name)
+        qs = log_queries()
+        enc = Encoder()
+        demb = enc.encode_collection(coll, cache_dir=EMB)
+        qemb = encode_queries_cached(qs, enc, EMB)
+        ret = DenseRetriever(DenseIndex.from_embeddings(coll.ids, demb, {"encoder": enc.identity()}), enc)
+        with Timer() as t:
+            st = dense_store(name, ret, qemb, qs)
+        print(f"dense store {t.s:.1f}s; load {os.getloadavg()}", flush=True)
     test = sample_docs(st, 1000, seed=0)
     val = sample_docs(st, 300, seed=1, exclude=test)  # early stopping only; never in D_train
     held = np.concatenate([test, val])
@@ -140,9 +158,10 @@ def main() -> None:
                 order = np.concatenate([start, rng.permutation(rest)])
             else:
                 order = perm
-                m = train_eqi("residual", st, qemb, demb, n_queries=q0, n_docs=6000,
-                              exclude_docs=held, steps=args.table3_steps, batch_size=1000, seed=2,
-                              train_queries=np.sort(perm[:q0]), **stopping(val))
+                td = training_data(st, qemb, demb, q0, 6000, exclude_docs=held, seed=2,
+                                   train_queries=np.sort(perm[:q0]))
+                m = train_eqi("residual", st, qemb, demb, data=td, steps=args.table3_steps,
+                              batch_size=1000, seed=2, **stopping(val))
             pts = []
             for size in [s for s in sizes if s >= q0]:
                 u = np.sort(order[:size])
@@ -200,8 +219,15 @@ def _fig3(qs, st, test, lists, name):
     np.minimum.at(tmp, rows, df[qv.indices])
     mindf[nz] = tmp[nz]
     length = np.array([len(t.split()) for t in qs.texts.tolist()])
-    exposing = np.zeros(len(qs), bool)
-    exposing[np.unique(st.ranks()[test].indices)] = True
+    # per query: the share of the test documents it exposes / retrieves (the paper's Figure 3
+    # probabilities, averaged over documents)
+    m = len(test)
+    exposing = np.bincount(st.ranks()[test].indices, minlength=len(qs)) / m
+    retrieved = {}
+    for mname, codes in lists.items():
+        for k in (10, 100):
+            c = codes[:, :k].ravel()
+            retrieved[f"{mname}@{k}"] = np.bincount(c[c >= 0], minlength=len(qs)) / m
     out = {}
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax, (label, feat, bins) in zip(axes, [("query length (words)", length, [1, 2, 3, 4, 5, 6, 8, 10, 15, 100]),
@@ -210,13 +236,9 @@ def _fig3(qs, st, test, lists, name):
         ok = (b >= 0) & (b < len(bins) - 1)
         cnt = np.bincount(b[ok], minlength=len(bins) - 1).astype(float)
         cnt[cnt == 0] = np.nan
-        series = {"exposing": np.bincount(b[ok & exposing], minlength=len(bins) - 1) / cnt}
-        for mname, codes in lists.items():
-            for k in (10, 100):
-                got = np.zeros(len(qs), bool)
-                c = codes[:, :k].ravel()
-                got[c[c >= 0]] = True
-                series[f"{mname}@{k}"] = np.bincount(b[ok & got], minlength=len(bins) - 1) / cnt
+        series = {"exposing": np.bincount(b[ok], weights=exposing[ok], minlength=len(bins) - 1) / cnt}
+        for key, v in retrieved.items():
+            series[key] = np.bincount(b[ok], weights=v[ok], minlength=len(bins) - 1) / cnt
         xs = [f"{bins[i]:g}-" for i in range(len(bins) - 1)]
         for s, v in series.items():
             ax.plot(range(len(xs)), v, marker="o" if s == "exposing" else ".", lw=2 if s == "exposing" else 1, label=s)
