@@ -138,6 +138,35 @@ def test_resume_skips_finished_shards_and_rejects_other_stores(movies_index, log
         compute_exposure(retriever, qs, out, depth=20, shard_size=300, fingerprint=fp)
 
 
+def test_failing_retriever_leaves_no_partial_database_and_resumes(movies_store, tmp_path):
+    """A fresh job builds its DuckDB table while it retrieves; a failure part-way removes the
+    half-built database, keeps the finished shards, and the next run equals an unbroken one."""
+    retriever, qs, st = movies_store
+    qs = qs.head(2100)
+
+    class Failing:
+        doc_ids = retriever.doc_ids
+        calls = 0
+
+        def search_batch(self, texts, k):
+            Failing.calls += 1
+            if Failing.calls == 3:
+                raise RuntimeError("index went away")
+            return retriever.search_batch(texts, k)
+
+    out = tmp_path / "store"
+    with pytest.raises(RuntimeError, match="went away"):
+        compute_exposure(Failing(), qs, out, depth=20, shard_size=700, fingerprint="fp")
+    assert not list(out.glob("*.duckdb*")) and not list(out.glob(".exposure.duckdb*"))
+    assert sorted(p.name for p in (out / "shards").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+    resumed = compute_exposure(retriever, qs, out, depth=20, shard_size=700, fingerprint="fp")
+    fresh = compute_exposure(retriever, qs, tmp_path / "fresh", depth=20, shard_size=700, fingerprint="fp")
+    assert resumed.manifest["complete"] and fresh.manifest["complete"]
+    for a, b in zip(_snapshot(out), _snapshot(tmp_path / "fresh"), strict=True):
+        assert a.equals(b)
+    assert len(_snapshot(out)[0]) == len(retriever.retrieve(qs, 20))
+
+
 def test_bad_queries_write_nothing(movies_index, tmp_path):
     retriever, fp, _ = open_retriever(movies_index, "bm25")
     out = tmp_path / "store"

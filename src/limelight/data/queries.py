@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -10,6 +11,8 @@ import pandas as pd
 
 from limelight.data.ids import IdMap
 from limelight.errors import LimelightError
+
+_BLANK = re.compile(r"\x00[^\S\x00]*\x00")  # an empty or blank text between two separators
 
 
 @dataclass(eq=False)
@@ -102,6 +105,12 @@ class Queries:
 
     def check_nonempty(self) -> None:
         """Raise naming the first query whose text is empty or blank."""
-        for i, t in enumerate(self.texts.tolist()):
+        texts = self.texts.tolist()
+        try:  # one regex pass over all texts; the loop below only runs to name the culprit
+            if not _BLANK.search("\x00" + "\x00".join(texts) + "\x00"):
+                return
+        except TypeError:  # a text that is not a string
+            pass
+        for i, t in enumerate(texts):
             if not isinstance(t, str) or not t.strip():
                 raise LimelightError(f"query {self.ids[i]!r} is empty")

@@ -45,6 +45,7 @@ from limelight.exposure.retrievability import Retrievability, analyse_pairs, ran
 
 FORMAT = "limelight-exposure/1"
 DB_NAME = "exposure.duckdb"
+BUILDING_DB = f".{DB_NAME}.building.tmp"  # filled by the shard writer during a fresh job
 SHARD_GLOB = "part-*.parquet"
 
 # ---- fingerprints -------------------------------------------------------------------------------
@@ -175,6 +176,78 @@ def _rows_from_topk(docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarr
     return q[mask], docs[mask], rank[mask], np.asarray(scores, dtype=np.float32)[mask]
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _fill_topk(docs, scores, lex, q0, off, out_q, out_d, out_rank, out_score, n_ret, thr,
+               depth):  # pragma: no cover - numba
+    """Per row of padded top-k arrays (rows in parallel): its valid entries, ordered by (score
+    desc, lexical rank of the doc id desc) with an insertion sort (linear unless there are
+    ties), written at ``off[row]`` of the output arrays with 1-based ranks; also the row's number
+    of documents and its score at rank ``depth`` (NaN when fewer)."""
+    n, k = docs.shape
+    for i in numba.prange(n):
+        o = off[i]
+        c = 0
+        for j in range(k):
+            dj = docs[i, j]
+            if dj < 0:
+                continue
+            sj = np.float32(scores[i, j])
+            lj = lex[dj]
+            m = c - 1
+            while m >= 0 and (out_score[o + m] < sj or (out_score[o + m] == sj and lex[out_d[o + m]] < lj)):
+                out_d[o + m + 1] = out_d[o + m]
+                out_score[o + m + 1] = out_score[o + m]
+                m -= 1
+            out_d[o + m + 1] = dj
+            out_score[o + m + 1] = sj
+            c += 1
+        for j in range(c):
+            out_q[o + j] = q0 + i
+            out_rank[o + j] = j + 1
+        n_ret[q0 + i] = c
+        thr[q0 + i] = out_score[o + depth - 1] if c == depth else np.nan
+
+
+class _PairBuffer:
+    """Exposure pairs of one job, filled batch by batch in query order (no per-shard copies or
+    final concatenation); sized for ``n_queries × depth`` rows, which costs nothing until
+    written (the pages are only touched when filled)."""
+
+    def __init__(self, n_queries: int, depth: int, n_total: int):
+        cap = n_queries * depth
+        self.q = np.empty(cap, np.int32)
+        self.d = np.empty(cap, np.int32)
+        self.rank = np.empty(cap, _rank_type(depth).to_pandas_dtype())
+        self.score = np.empty(cap, np.float32)
+        self.pos = 0
+        self.depth = depth
+        self.n_retrieved = np.zeros(n_total, np.int32)
+        self.threshold = np.full(n_total, np.nan)
+
+    def add_topk(self, docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray) -> None:
+        docs = np.ascontiguousarray(docs, dtype=np.int32)
+        scores = np.ascontiguousarray(scores, dtype=np.float32)
+        off = np.empty(len(docs) + 1, np.int64)
+        off[0] = self.pos
+        np.cumsum((docs >= 0).sum(axis=1), out=off[1:])
+        off[1:] += self.pos
+        _fill_topk(docs, scores, lex, q0, off, self.q, self.d, self.rank, self.score,
+                   self.n_retrieved, self.threshold, self.depth)
+        self.pos = int(off[-1])
+
+    def add_rows(self, rows, q0: int, n: int) -> None:
+        q, d, rank, score = rows
+        e = self.pos + len(q)
+        self.q[self.pos:e], self.d[self.pos:e], self.rank[self.pos:e], self.score[self.pos:e] = rows
+        self.pos = e
+        self.n_retrieved[q0:q0 + n], self.threshold[q0:q0 + n] = _query_info(
+            np.asarray(q) - q0, np.asarray(rank), np.asarray(score), n, self.depth)
+
+    def rows(self, start: int = 0, end: int | None = None) -> tuple:
+        end = self.pos if end is None else end
+        return self.q[start:end], self.d[start:end], self.rank[start:end], self.score[start:end]
+
+
 def _rows_from_run(run: Run, sub: Queries, doc_ids: IdMap, q0: int, depth: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rows of a ``Run`` returned by a callable for the queries ``sub`` (first one is ``q0``)."""
@@ -189,53 +262,87 @@ def _rows_from_run(run: Run, sub: Queries, doc_ids: IdMap, q0: int, depth: int
 
 
 def write_shard(path: Path, rows, depth: int) -> None:
-    """Write one shard's rows ``(q, d, rank, score)`` atomically (a temporary file renamed onto
-    ``path``): writing the same shard again replaces it whole, never appends."""
-    table = _shard_table(*rows, depth)
+    """Write one shard's rows ``(q, d, rank, score)`` (or their Arrow table) atomically (a
+    temporary file renamed onto ``path``): writing the same shard again replaces it whole."""
+    table = rows if isinstance(rows, pa.Table) else _shard_table(*rows, depth)
     with atomic_path(path) as tmp:
         # no dictionary pages: 4-5x faster to write for these int columns
         pq.write_table(table, tmp, compression="lz4", use_dictionary=False)
+
+
+def _search_topk(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``search_batch`` over queries ``b:be``, checked: ``(docs, scores)`` with ≤ ``depth`` columns."""
+    docs, scores = retriever.search_batch(queries.texts[b:be].tolist(), depth)
+    docs = np.asarray(docs)
+    if docs.shape[0] != be - b:
+        raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
+    if docs.shape[1] > depth:
+        docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
+    if docs.size and int(docs.max()) >= len(doc_ids):
+        raise LimelightError("retriever returned a document code outside its collection")
+    return docs, np.asarray(scores)
 
 
 def _batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap,
                 lex: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The exposure rows of queries ``b:be`` (codes ``b..be-1``) under ``retriever``."""
     if hasattr(retriever, "search_batch"):
-        docs, scores = retriever.search_batch(queries.texts[b:be].tolist(), depth)
-        docs = np.asarray(docs)
-        if docs.shape[0] != be - b:
-            raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
-        if docs.shape[1] > depth:
-            docs, scores = docs[:, :depth], np.asarray(scores)[:, :depth]
-        if docs.size and int(docs.max()) >= len(doc_ids):
-            raise LimelightError("retriever returned a document code outside its collection")
-        return _rows_from_topk(docs, scores, b, lex)
+        return _rows_from_topk(*_search_topk(retriever, queries, b, be, depth, doc_ids), b, lex)
     sub = queries.take(np.arange(b, be))
     return _rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth)
 
 
 class _ShardWriter:
-    """Writes shards atomically in a background thread (pyarrow releases the GIL)."""
+    """Writes shards atomically in a background thread (pyarrow and DuckDB release the GIL).
 
-    def __init__(self, folder: Path, depth: int):
-        self.folder, self.depth = folder, depth
+    With ``db``, each shard is also appended to the ``exposure`` table of a new DuckDB file at
+    that path, so that the table is built while the next shards are retrieved."""
+
+    def __init__(self, folder: Path, depth: int, db: Path | None = None):
+        self.folder, self.depth, self.db = folder, depth, db
         self.q: queue.Queue = queue.Queue(maxsize=2)
         self.error: BaseException | None = None
         self.t = threading.Thread(target=self._loop, name="limelight-shard-writer", daemon=True)
         self.t.start()
 
     def _loop(self) -> None:
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            if self.error is not None:
-                continue
-            path, rows = item
-            try:
-                write_shard(path, rows, self.depth)
-            except BaseException as e:  # reported to the main thread
-                self.error = e
+        con = None
+        try:
+            if self.db is not None:
+                import duckdb
+
+                con = duckdb.connect(str(self.db))
+                rt = "SMALLINT" if _rank_type(self.depth) == pa.int16() else "INTEGER"
+                con.execute(f"CREATE TABLE exposure (q INTEGER, d INTEGER, rank {rt}, score FLOAT)")
+                for sql in _documents_sql(self.folder.parent):
+                    con.execute(sql)
+        except BaseException as e:  # reported to the main thread
+            self.error = e
+        try:
+            while True:
+                item = self.q.get()
+                if item is None:
+                    break
+                if self.error is not None:
+                    continue
+                path, rows = item
+                try:
+                    table = _shard_table(*rows, self.depth)
+                    write_shard(path, table, self.depth)
+                    if con is not None:
+                        con.register("shard", table)
+                        con.execute("INSERT INTO exposure SELECT q, d, rank, score FROM shard")
+                        con.unregister("shard")
+                except BaseException as e:
+                    self.error = e
+            if con is not None and self.error is None:
+                con.execute("CHECKPOINT")  # nothing left in a write-ahead log beside the file
+        except BaseException as e:
+            self.error = self.error or e
+        finally:
+            if con is not None:
+                con.close()
 
     def put(self, path: Path, rows) -> None:
         if self.error is not None:
@@ -419,43 +526,57 @@ def _query_info(q: np.ndarray, rank: np.ndarray, score: np.ndarray, nq: int,
     return n_retrieved, threshold
 
 
-def _load_database(store: Path, n_retrieved: np.ndarray, threshold: np.ndarray,
-                   art_indexes: bool = False, materialize: bool = True) -> None:
+def _documents_sql(store: Path) -> list[str]:
+    """Statements creating the ``documents`` table (and its index) from ``documents.parquet``."""
+    dpath = str(store / "documents.parquet").replace("'", "''")
+    return [f"CREATE TABLE documents AS SELECT d, docid FROM read_parquet('{dpath}') ORDER BY d",
+            "CREATE UNIQUE INDEX documents_d ON documents (d)"]
+
+
+def _load_database(store: Path, queries: Queries, n_retrieved: np.ndarray, threshold: np.ndarray,
+                   art_indexes: bool = False, materialize: bool = True,
+                   built: Path | None = None) -> None:
     """Build ``exposure.duckdb`` atomically: ``exposure`` from all Parquet shards in one
-    statement, ``queries`` (with ``n_retrieved`` and ``threshold``) and ``documents``.
+    statement, ``documents``, and ``queries`` (with ``n_retrieved`` and ``threshold``).
 
     ``materialize=False`` makes ``exposure`` a view over the shards (relative to the store;
-    ``ExposureStore.connect`` sets DuckDB's ``file_search_path`` to it) instead of a copy."""
+    ``ExposureStore.connect`` sets DuckDB's ``file_search_path`` to it) instead of a copy.
+    ``built``: a DuckDB file that already holds ``exposure`` with every shard and ``documents``
+    (the shard writer fills it during the job); it becomes the database."""
     import duckdb
 
     final = store / DB_NAME
-    info = pa.table({"q": pa.array(np.arange(len(n_retrieved), dtype=np.int32)),
-                     "n_retrieved": pa.array(n_retrieved),
-                     "threshold": pa.array(threshold, from_pandas=True)})
+    nq = len(queries)
+    qtable = pa.table({"q": pa.array(np.arange(nq, dtype=np.int32)),
+                       "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
+                       "text": pa.array(queries.texts.tolist(), pa.string()),
+                       "weight": pa.array(np.asarray(queries.weights, dtype=np.float64)),
+                       "n_retrieved": pa.array(n_retrieved),
+                       "threshold": pa.array(threshold, from_pandas=True)})
     with atomic_path(final) as tmp:
-        tmp.unlink()  # DuckDB creates the file itself
+        if built is not None:
+            os.replace(built, tmp)
+        else:
+            tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
         try:
-            glob = str(store / "shards" / SHARD_GLOB).replace("'", "''")
-            qpath = str(store / "queries.parquet").replace("'", "''")
-            dpath = str(store / "documents.parquet").replace("'", "''")
             # shards are in query order, so DuckDB's per-row-group min/max (zone maps) serve
             # "what does query q expose" directly; "which queries expose d" scans (~10-20 ms for
             # 9M pairs) unless art_indexes adds ART indexes (seconds to build on 9M pairs)
-            if materialize:
-                con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
-            else:
-                con.execute("SET file_search_path = ?", [str(store.resolve())])
-                con.execute(f"CREATE VIEW exposure AS SELECT q, d, rank, score FROM "
-                            f"read_parquet('shards/{SHARD_GLOB}')")
-            con.register("query_info", info)
-            con.execute(
-                f"CREATE TABLE queries AS SELECT qu.q, qu.qid, qu.text, qu.weight, i.n_retrieved, "
-                f"i.threshold FROM read_parquet('{qpath}') qu JOIN query_info i USING (q) ORDER BY qu.q")
-            con.unregister("query_info")
-            con.execute(f"CREATE TABLE documents AS SELECT d, docid FROM read_parquet('{dpath}') ORDER BY d")
+            if built is None:
+                if materialize:
+                    glob = str(store / "shards" / SHARD_GLOB).replace("'", "''")
+                    con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
+                else:
+                    con.execute("SET file_search_path = ?", [str(store.resolve())])
+                    con.execute(f"CREATE VIEW exposure AS SELECT q, d, rank, score FROM "
+                                f"read_parquet('shards/{SHARD_GLOB}')")
+                for sql in _documents_sql(store):
+                    con.execute(sql)
+            con.register("query_table", qtable)
+            con.execute("CREATE TABLE queries AS SELECT * FROM query_table")
+            con.unregister("query_table")
             con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
-            con.execute("CREATE UNIQUE INDEX documents_d ON documents (d)")
             if art_indexes and materialize:
                 con.execute("CREATE INDEX exposure_d ON exposure (d)")
                 con.execute("CREATE INDEX exposure_q ON exposure (q)")
@@ -465,6 +586,12 @@ def _load_database(store: Path, n_retrieved: np.ndarray, threshold: np.ndarray,
         wal = Path(str(tmp) + ".wal")
         if wal.exists():
             wal.unlink()
+
+
+def _remove_db(path: Path) -> None:
+    """Remove a DuckDB file and its write-ahead log."""
+    path.unlink(missing_ok=True)
+    Path(str(path) + ".wal").unlink(missing_ok=True)
 
 
 def _write_manifest(store: Path, manifest: dict) -> None:
@@ -575,6 +702,8 @@ def compute_exposure(
     shards.mkdir(exist_ok=True)
     for stale in shards.glob(".*.tmp"):  # left by a job killed mid-write
         stale.unlink(missing_ok=True)
+    for stale in store.glob(f".{DB_NAME}*.tmp"):
+        _remove_db(stale)
     todo = [i for i in range(n_shards) if not shard_path(store, i).exists()]
     done = nq - sum(min(shard_size, nq - i * shard_size) for i in todo)
     if progress:
@@ -591,37 +720,51 @@ def compute_exposure(
                        progress=progress, done=done, **(engine_options or {}))
         timings["retrieve_s"] = time.perf_counter() - t0
         todo = []
-    writer = _ShardWriter(shards, depth)
-    kept: dict[int, tuple] = {}
-    with _DeferredInterrupt() as intr:
-        try:
-            for i in todo:
-                s, e = i * shard_size, min(nq, (i + 1) * shard_size)
-                parts = []
-                for b in range(s, e, bs):
-                    intr.check()
-                    be = min(e, b + bs)
-                    t0 = time.perf_counter()
-                    parts.append(_batch_rows(retriever, queries, b, be, depth, doc_ids, lex))
-                    timings["retrieve_s"] += time.perf_counter() - t0
-                    if progress:
-                        done += be - b
-                        progress(done, nq)
-                    intr.check()
-                rows = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
-                writer.put(shard_path(store, i), rows)
-                kept[i] = rows
-        finally:
-            writer.close()
+    # a fresh local job builds the DuckDB table while it retrieves (resumed jobs load the shards)
+    fresh = bool(todo) and len(todo) == n_shards
+    building = store / BUILDING_DB if fresh and load and materialize else None
+    buf = _PairBuffer(sum(min(shard_size, nq - i * shard_size) for i in todo), depth, nq)
+    try:
+        writer = _ShardWriter(shards, depth, building)
+        with _DeferredInterrupt() as intr:
+            try:
+                for i in todo:
+                    s, e = i * shard_size, min(nq, (i + 1) * shard_size)
+                    start = buf.pos
+                    for b in range(s, e, bs):
+                        intr.check()
+                        be = min(e, b + bs)
+                        t0 = time.perf_counter()
+                        if has_batch:
+                            buf.add_topk(*_search_topk(retriever, queries, b, be, depth, doc_ids), b, lex)
+                        else:
+                            sub = queries.take(np.arange(b, be))
+                            buf.add_rows(_rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth),
+                                         b, be - b)
+                        timings["retrieve_s"] += time.perf_counter() - t0
+                        if progress:
+                            done += be - b
+                            progress(done, nq)
+                        intr.check()
+                    writer.put(shard_path(store, i), buf.rows(start, buf.pos))
+            finally:
+                writer.close()
+    except BaseException:
+        if building is not None:
+            _remove_db(building)
+        raise
     t0 = time.perf_counter()
     st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
-    if len(kept) == n_shards:  # computed in this call: keep the pairs in memory for analysis
-        st._pairs = tuple(np.concatenate([kept[i][j] for i in range(n_shards)]) for j in range(4))
-    kept.clear()
+    if fresh:  # computed in this call: keep the pairs in memory for analysis
+        st._pairs = buf.rows()
     if load:
-        q, _, rank, score = st.pair_arrays()
-        _load_database(store, *_query_info(q, rank, score, nq, depth), art_indexes=art_indexes,
-                       materialize=materialize)
+        if fresh:
+            info = (buf.n_retrieved, buf.threshold)
+        else:
+            q, _, rank, score = st.pair_arrays()
+            info = _query_info(q, rank, score, nq, depth)
+        _load_database(store, queries, *info, art_indexes=art_indexes, materialize=materialize,
+                       built=building)
         st.manifest["complete"] = True
         _write_manifest(store, st.manifest)
     timings["load_s"] = time.perf_counter() - t0

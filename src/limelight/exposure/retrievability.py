@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -80,14 +81,38 @@ def f_matrix(ranks: sp.csr_matrix, c: int = 100, beta: float | None = None) -> s
 def retrievability_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_docs: int,
                               weights: np.ndarray, c: int = 100,
                               beta: float | None = None) -> np.ndarray:
-    """r(d) from parallel (q, d, 1-based rank) arrays in one ``bincount`` (no matrix built)."""
+    """r(d) from parallel (q, d, 1-based rank) arrays in one pass (no matrix built)."""
+    return _pairs_r_n(q, d, rank, n_docs, weights, c, beta)[0]
+
+
+def _pairs_r_n(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_docs: int, weights: np.ndarray,
+               c: int, beta: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(r(d), number of pairs per document) from parallel pair arrays, in one pass."""
     if c < 1:
         raise LimelightError(f"cutoff c must be ≥ 1, got {c}")
     if beta is not None and (not np.isfinite(beta) or beta < 0):
         raise LimelightError(f"gravity β must be a finite number ≥ 0, got {beta}")
     w = np.asarray(weights, dtype=np.float64)
-    contrib = w[q] * _f_values(np.asarray(rank), c, beta)
-    return np.bincount(d, weights=contrib, minlength=n_docs).astype(np.float64)
+    q, d, rank = np.asarray(q), np.asarray(d), np.asarray(rank)
+    if not len(q):
+        return np.zeros(n_docs), np.zeros(n_docs, np.int64)
+    if int(d.max()) >= n_docs or int(d.min()) < 0 or int(q.max()) >= len(w) or int(q.min()) < 0:
+        raise LimelightError("a pair's document or query code is outside the collection or query set")
+    return _r_from_pairs(q, d, rank, w, int(c), float(beta or 0.0), int(n_docs))
+
+
+@numba.njit(cache=True, nogil=True)
+def _r_from_pairs(q, d, rank, w, c, beta, n_docs):  # pragma: no cover - numba
+    """One pass over the pairs: r[d] += o_q · f(k, c) (no per-pair temporaries), and the
+    number of pairs of each document (at any rank)."""
+    r = np.zeros(n_docs)
+    n = np.zeros(n_docs, np.int64)
+    for i in range(len(q)):
+        k = rank[i]
+        n[d[i]] += 1
+        if k <= c:
+            r[d[i]] += w[q[i]] if beta == 0.0 else w[q[i]] * (1.0 / np.float64(k) ** beta)
+    return r, n
 
 
 def retrievability(ranks: sp.csr_matrix, weights: np.ndarray | None = None, c: int = 100,
@@ -208,10 +233,10 @@ def analyse(ranks: sp.csr_matrix, doc_ids: IdMap, weights: np.ndarray | None = N
 
 def analyse_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, doc_ids: IdMap,
                   weights: np.ndarray, c: int = 100, beta: float | None = None) -> Retrievability:
-    """``analyse`` from parallel (q, d, rank) arrays (one ``bincount``, no matrix)."""
+    """``analyse`` from parallel (q, d, rank) arrays (one pass, no matrix)."""
     w = _check_weights(weights, len(weights))
-    r = retrievability_from_pairs(q, d, rank, len(doc_ids), w, c, beta)
-    retrieved = np.bincount(d, minlength=len(doc_ids)) > 0
+    r, n = _pairs_r_n(q, d, rank, len(doc_ids), w, c, beta)
+    retrieved = n > 0
     return summarise(r, retrieved, doc_ids, len(w), c, beta)
 
 
