@@ -2,8 +2,9 @@
 
 ``compute_exposure`` runs a retriever over a query collection in batches, streams each shard of
 queries to a Parquet file (int32 codes, written atomically in a background thread while the next
-shard is retrieved), and finally loads all shards into an embedded DuckDB database in one
-statement per table. A store directory looks like::
+shard is retrieved) and, in a fresh job, appends it in the same thread to the DuckDB table being
+built (a resumed job loads all shards in one statement instead); the database appears, complete,
+only at the end. A store directory looks like::
 
     DIR/manifest.json     format, retriever fingerprint and settings, query/doc fingerprints
     DIR/queries.parquet   q, qid, text, weight          (the query set, o_q = weight)

@@ -165,8 +165,7 @@ def sample_triples(td: TrainingData, batch: int, alpha: float, rng: np.random.Ge
             r = rng.random(n2) < random_negatives
             cand = td.train_queries[rng.integers(0, len(td.train_queries), size=int(r.sum()))]
             neg = neg.copy()
-            neg[r] = cand
-            # a random query that happens to expose d is not a negative: keep the near one
+            neg[r] = cand  # not checked against d's exposure: a random query rarely exposes d
         out_d.append(d)
         out_p.append(td.pos_q[a])
         out_n.append(neg)
@@ -316,7 +315,7 @@ class EQIModel:
 
 def validation_docs(store, n: int, exclude: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
     """``n`` store documents with an exposing query, none of ``exclude`` (seeded), for early
-    stopping; pass them in ``train_eqi``'s ``exclude_docs`` too so they stay out of training."""
+    stopping (``train_eqi(validation_docs=...)`` keeps them out of training)."""
     cand = np.flatnonzero(store.n_exposing() > 0)
     if exclude is not None and len(exclude):
         cand = np.setdiff1d(cand, np.asarray(exclude))
@@ -374,8 +373,9 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
 
     ``query_emb``/``doc_emb``: frozen base embeddings of the store's queries and documents.
     ``steps`` batches of ``batch_size`` triples (the paper: 100,000 batches of 1000 on a GPU).
-    With ``validation_docs`` (store documents kept out of training: pass them in
-    ``exclude_docs`` too), the mean ``measure`` over them is computed before training and every
+    ``random_negatives``: the share of Case 2 negatives drawn at random from Q_train instead of ψ_d
+    (0 in the paper). With ``validation_docs`` (store documents, kept out of D_train), the mean
+    ``measure`` over them is computed before training and every
     ``eval_every`` steps, and the best heads are kept (early stopping; ``patience`` > 0 stops
     after that many checks without improvement); ``meta["validation"]`` records the curve.
     The returned model has the store's queries indexed and records the store's fingerprint."""
@@ -390,6 +390,11 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
                                  f"do not match the store ({len(store.queries)}, {len(store.doc_ids)})")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
+    if validation_docs is not None and len(validation_docs):  # never train on them
+        validation_docs = np.asarray(validation_docs)
+        exclude_docs = validation_docs if exclude_docs is None else np.union1d(exclude_docs, validation_docs)
+        if data is not None and np.isin(data.docs, validation_docs).any():
+            raise LimelightError("the training data holds validation documents; leave them out of D_train")
     if data is None:
         data = training_data(store, query_emb, doc_emb, n_queries, n_docs, exclude_docs, n_dq, seed)
     dim = int(query_emb.shape[1])
