@@ -2,7 +2,8 @@
 ``\\w\\w+`` tokens, English stopwords removed), for the generators of a run.py work folder and for
 WeakLabeling-Un on the same entities (the reference).
 
-    .venv/bin/python experiments/ctrlqgen/validity.py .cache/ctrlqgen-exp3 600
+    .venv/bin/python experiments/ctrlqgen/validity.py WORK N_ENTITIES [N_GEN]
+    .venv/bin/python experiments/ctrlqgen/validity.py .cache/ctrlqgen-exp4 2000 160
 """
 
 from __future__ import annotations
@@ -57,4 +58,4 @@ def main(work: str, n_entities: int, n_gen: int = 32) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), *(int(x) for x in sys.argv[3:4]))
