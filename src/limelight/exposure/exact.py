@@ -313,7 +313,8 @@ class _ShardWriter:
             if self.db is not None:
                 import duckdb
 
-                con = duckdb.connect(str(self.db))
+                # one DuckDB thread: the inserts overlap the retriever, which has the other cores
+                con = duckdb.connect(str(self.db), config={"threads": 1})
                 rt = "SMALLINT" if _rank_type(self.depth) == pa.int16() else "INTEGER"
                 con.execute(f"CREATE TABLE exposure (q INTEGER, d INTEGER, rank {rt}, score FLOAT)")
                 for sql in _documents_sql(self.folder.parent):
