@@ -41,9 +41,25 @@ def _t(fn, *a, **kw):
 
 
 def _same(a, b) -> dict:
+    """Positional equality of two ``NewExposure`` results, and, as sets of (document, query)
+    pairs, how many pairs only one has, how many common pairs get another rank, and the largest
+    score difference on common pairs."""
     n = {f: bool(np.array_equal(getattr(a, f), getattr(b, f))) for f in ("ptr", "q", "rank")}
-    n["scores_max_abs_diff"] = float(np.abs(a.score - b.score).max()) if len(a.score) == len(b.score) and len(a.score) else None
     n["identical_lists"] = n["ptr"] and n["q"] and n["rank"]
+
+    def keyed(x):
+        doc = np.repeat(np.arange(len(x.ptr) - 1, dtype=np.int64), np.diff(x.ptr))
+        key = doc * (int(max(a.q.max(initial=0), b.q.max(initial=0))) + 1) + x.q
+        order = np.argsort(key, kind="stable")
+        return key[order], np.asarray(x.rank)[order], np.asarray(x.score, np.float64)[order]
+
+    ka, ra, sa = keyed(a)
+    kb, rb, sb = keyed(b)
+    common, ia, ib = np.intersect1d(ka, kb, return_indices=True)
+    n["pairs"] = [len(ka), len(kb)]
+    n["pairs_only_in_one"] = int(len(ka) + len(kb) - 2 * len(common))
+    n["common_pairs_other_rank"] = int((ra[ia] != rb[ib]).sum())
+    n["scores_max_abs_diff"] = float(np.abs(sa[ia] - sb[ib]).max()) if len(common) else None
     return n
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -48,7 +49,13 @@ def dense_store(name: str, ret, qemb: np.ndarray, queries, tag: str = "") -> Exp
         def search_batch(self, texts, k):
             return ret.search_vectors(qemb[[lookup[t] for t in texts]], k)
 
-    return compute_exposure(FromEmbeddings(), queries, CACHE / f"{name}{tag}-dense", depth=100)
+    # the store is keyed by the vectors it was computed from: cached stores never outlive them
+    h = hashlib.sha256()
+    for a in (qemb, np.asarray(ret.index.embeddings)):
+        h.update(np.ascontiguousarray(a, dtype=np.float32).tobytes())
+    fp = h.hexdigest()[:12]
+    return compute_exposure(FromEmbeddings(), queries, CACHE / f"{name}{tag}-dense-{fp}", depth=100,
+                            fingerprint=f"dense-precomputed:{fp}")
 
 
 def save(name: str, obj) -> None:
