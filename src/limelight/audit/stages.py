@@ -446,13 +446,14 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
                 qv = np.load(runner.dir.query_vectors)
                 doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
                 methods = {"dense-reverse": DenseReverse(store.queries, qv)}
-                val = validation_docs(store, 50 if runner.quick else 300, exclude=docs,
-                                      seed=runner.cfg.seed + 1)
+                # early-stopping documents, leaving at least half the rest for training
+                n_val = min(50 if runner.quick else 300, (len(exposed) - len(docs)) // 2)
+                val = validation_docs(store, n_val, exclude=docs, seed=runner.cfg.seed + 1) \
+                    if n_val > 0 else None
                 for m in opts["methods"]:
                     methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
                                            n_queries=min(50_000, len(store.queries)),
-                                           n_docs=min(20_000, len(exposed)),
-                                           exclude_docs=np.concatenate([docs, val]),
+                                           n_docs=min(20_000, len(exposed)), exclude_docs=docs,
                                            seed=runner.cfg.seed, validation_docs=val,
                                            eval_every=10, patience=10)
                 texts, emb = None, doc_emb[docs]
