@@ -179,10 +179,16 @@ class Groups(BaseModel):
     groups: list[Group]
 
 
+# a character that is whitespace neither for JSON Schema / Unicode nor for Python's str.strip
+# (which also strips the separators U+001C-U+001F and U+0085): a text matching it is not blank
+NONBLANK = r"[^\s\x1c-\x1f\x85]"
+
+
 class EqiRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT, description="the new or edited document")
+    text: str = Field(min_length=1, max_length=MAX_TEXT, pattern=NONBLANK,
+                      description="the new or edited document (not blank)")
     system: str | None = Field(default=None, max_length=200, description="audited system (default: the first)")
     k: int = Field(default=20, ge=1, le=MAX_EQI_K, description="n_{d→q}: exposing queries to return")
 
