@@ -294,6 +294,26 @@ def test_cli_query_and_evaluate(cli_store):
     assert 0 <= res["bm25-reverse"]["RELQ(0.5,0.9)"] <= 1
 
 
+def test_cli_train_with_early_stopping_then_query(cli_store, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "residual"
+    r = runner.invoke(app, ["eqi", "train", "--store", str(cli_store), "--method", "residual",
+                            "--out", str(out), "--queries", "800", "--docs", "40", "--test-docs", "20",
+                            "--validation-docs", "10", "--steps", "20", "--batch-size", "100",
+                            "--eval-every", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["best_step"] in (0, 5, 10, 15, 20) and 0 <= res["validation_relq"] <= 1
+    meta = json.loads((out / "model.json").read_text())
+    assert meta["lr"] == pytest.approx(1e-5) and meta["validation"]["docs"] == 10
+    st = ExposureStore.open(cli_store)
+    d = st.doc_ids[int(np.argmax(st.n_exposing()))]
+    r = runner.invoke(app, ["eqi", "query", d, "--store", str(cli_store), "--method", "residual",
+                            "--model", str(out), "--k", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)) == 5
+
+
 def test_cli_bad_input(cli_store, monkeypatch, capsys):
     import subprocess
     import sys

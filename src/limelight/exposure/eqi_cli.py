@@ -129,8 +129,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train an Append or Residual model (Algorithm 1 data, RankNet, Adam), keeping the heads
         that score best (RELQ(0.5,0.9)) on held-out validation documents."""
-        import numpy as np
-
         from limelight.exposure.eqi import (
             METHODS,
             encode_queries_cached,
@@ -147,9 +145,8 @@ def register(app: typer.Typer) -> None:
         demb, _ = _doc_embeddings(st, enc)
         test = _split(len(st.doc_ids), test_docs, seed)
         val = validation_docs(st, validation, exclude=test, seed=seed + 1) if validation > 0 else None
-        held = test if val is None else np.concatenate([test, val])
         model = train_eqi(method, st, qemb, demb, n_queries=queries, n_docs=docs,
-                          exclude_docs=held, steps=steps, batch_size=batch_size, seed=seed,
+                          exclude_docs=test, steps=steps, batch_size=batch_size, seed=seed,
                           encoder=enc, lr=lr, validation_docs=val, eval_every=eval_every,
                           patience=patience)
         model.meta["test_docs_seed"] = seed
