@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reverse-eval", action="store_true",
                     help="evaluate models last-first (a second process can share the work)")
+    ap.add_argument("--gen-only", action="store_true",
+                    help="stop after the CtrlQGen generator, its queries and the validity check")
     ap.add_argument("--c", type=int, default=1,
                     help="retrievability cutoff (the paper: 100 over ~600k entities; scale it)")
     args = ap.parse_args()
@@ -165,15 +167,16 @@ def main() -> int:
     q_ctrl_n = gen_queries(g_ctrl, "narrow", "ctrl-narrow")
     q_ctrl_b = gen_queries(g_ctrl, "broad", "ctrl-broad")
     del g_ctrl
-    g_qgen = train_gen("qgen")
-    q_qgen = gen_queries(g_qgen, None, "qgen")
-    del g_qgen
-    g_inp = QueryGenerator(None, kind="inpars", schema=schema, max_input_tokens=48, max_new_tokens=8)
-    ex_idx = np.random.default_rng(4).choice(len(click.queries["train"]), 200, replace=False)
-    g_inp.examples = [(g_inp.entity_text(entity_dicts(coll, schema, [click.entity_idx["train"][i]])[0]),
-                       click.queries["train"].texts[i]) for i in ex_idx.tolist()]
-    q_inp = gen_queries(g_inp, None, "inpars")
-    del g_inp
+    if not args.gen_only:
+        g_qgen = train_gen("qgen")
+        q_qgen = gen_queries(g_qgen, None, "qgen")
+        del g_qgen
+        g_inp = QueryGenerator(None, kind="inpars", schema=schema, max_input_tokens=48, max_new_tokens=8)
+        ex_idx = np.random.default_rng(4).choice(len(click.queries["train"]), 200, replace=False)
+        g_inp.examples = [(g_inp.entity_text(entity_dicts(coll, schema, [click.entity_idx["train"][i]])[0]),
+                           click.queries["train"].texts[i]) for i in ex_idx.tolist()]
+        q_inp = gen_queries(g_inp, None, "inpars")
+        del g_inp
 
     def flat(qs):
         e = np.repeat(gen_sel, [len(x) for x in qs])
@@ -210,6 +213,8 @@ def main() -> int:
                             [(coll.ids.strings[e], q) for q, e in list(zip(qb, eb, strict=True))[:8]]}
     valid = cached(work, "validity", validity)
     log("validity", {k: v for k, v in valid.items() if k != "examples"})
+    if args.gen_only:  # the generators and their validity only (no bi-encoders, no H1/H2)
+        return
 
     # ---- bi-encoders --------------------------------------------------------------------------
     # every bi-encoder sees the same number of distinct training pairs (the paper: "all dense
