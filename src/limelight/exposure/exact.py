@@ -127,63 +127,14 @@ def _shard_table(q: np.ndarray, d: np.ndarray, rank: np.ndarray, score: np.ndarr
     })
 
 
-@numba.njit(cache=True, nogil=True)
-def _tie_sort_rows(docs: np.ndarray, scores: np.ndarray, lex: np.ndarray) -> None:  # pragma: no cover - numba
-    """In place, per row: insertion sort by (score desc, lexical rank of the doc id desc),
-    padding (-1) last. Rows arrive sorted by score, so this is linear unless there are ties."""
-    n, k = docs.shape
-    for i in range(n):
-        for j in range(1, k):
-            dj = docs[i, j]
-            if dj < 0:
-                break
-            sj = scores[i, j]
-            lj = lex[dj]
-            m = j - 1
-            while m >= 0 and (scores[i, m] < sj or (scores[i, m] == sj and lex[docs[i, m]] < lj)):
-                docs[i, m + 1] = docs[i, m]
-                scores[i, m + 1] = scores[i, m]
-                m -= 1
-            docs[i, m + 1] = dj
-            scores[i, m + 1] = sj
-
-
-def _break_ties(docs: np.ndarray, scores: np.ndarray, lex: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Order each row as ``Run`` orders it (trec_eval's rule: score descending, then doc id
-    descending); the retriever's rows are already by score, so only ties move."""
-    docs = np.array(docs, dtype=np.int32, order="C", copy=True)
-    scores = np.array(scores, dtype=np.float32, order="C", copy=True)
-    _tie_sort_rows(docs, scores, np.ascontiguousarray(lex, dtype=np.int64))
-    return docs, scores
-
-
-def _rows_from_topk(docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows (q, d, 1-based rank, score) of padded top-k arrays whose first row is query ``q0``;
-    with ``lex`` (the doc ids' lexical ranks) tied scores are ordered as in a ``Run``."""
-    docs = np.asarray(docs)
-    scores = np.asarray(scores, dtype=np.float32)
-    if lex is not None:
-        docs, scores = _break_ties(docs, scores, lex)
-    n, k = docs.shape
-    mask = docs >= 0
-    if mask.all():
-        q = np.repeat(np.arange(q0, q0 + n, dtype=np.int32), k)
-        rank = np.tile(np.arange(1, k + 1, dtype=np.int32), n)
-        return q, docs.reshape(-1), rank, np.asarray(scores, dtype=np.float32).reshape(-1)
-    rank = np.cumsum(mask, axis=1, dtype=np.int32)
-    q = np.broadcast_to(np.arange(q0, q0 + n, dtype=np.int32)[:, None], (n, k))
-    return q[mask], docs[mask], rank[mask], np.asarray(scores, dtype=np.float32)[mask]
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _fill_topk(docs, scores, lex, q0, off, out_q, out_d, out_rank, out_score, n_ret, thr,
                depth):  # pragma: no cover - numba
-    """Per row of padded top-k arrays (rows in parallel): its valid entries, ordered by (score
-    desc, lexical rank of the doc id desc) with an insertion sort (linear unless there are
-    ties), written at ``off[row]`` of the output arrays with 1-based ranks; also the row's number
-    of documents and its score at rank ``depth`` (NaN when fewer)."""
+    """Per row ``i`` of padded top-k arrays (rows in parallel): its valid entries, ordered as a
+    ``Run`` orders them (trec_eval's rule: score desc, then lexical rank of the doc id desc) by an
+    insertion sort (linear unless there are ties: the rows arrive sorted by score), written at
+    ``off[i]`` of the output arrays with query ``q0 + i`` and 1-based ranks; ``n_ret[i]`` gets the
+    row's number of documents and ``thr[i]`` its score at rank ``depth`` (NaN when fewer)."""
     n, k = docs.shape
     for i in numba.prange(n):
         o = off[i]
@@ -205,8 +156,32 @@ def _fill_topk(docs, scores, lex, q0, off, out_q, out_d, out_rank, out_score, n_
         for j in range(c):
             out_q[o + j] = q0 + i
             out_rank[o + j] = j + 1
-        n_ret[q0 + i] = c
-        thr[q0 + i] = out_score[o + depth - 1] if c == depth else np.nan
+        n_ret[i] = c
+        thr[i] = out_score[o + depth - 1] if c == depth else np.nan
+
+
+def _topk_inputs(docs: np.ndarray, scores: np.ndarray, lex: np.ndarray, start: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_fill_topk``'s inputs: contiguous docs/scores/lex and each row's output offset from ``start``."""
+    docs = np.ascontiguousarray(docs, dtype=np.int32)
+    scores = np.ascontiguousarray(scores, dtype=np.float32)
+    off = np.empty(len(docs) + 1, np.int64)
+    off[0] = 0
+    np.cumsum((docs >= 0).sum(axis=1), out=off[1:])
+    off += start
+    return docs, scores, np.ascontiguousarray(lex, dtype=np.int64), off
+
+
+def _rows_from_topk(docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (q, d, 1-based rank, score) of padded top-k arrays whose first row is query ``q0``,
+    tied scores ordered as in a ``Run`` (``lex``: the doc ids' lexical ranks)."""
+    docs, scores, lex, off = _topk_inputs(docs, scores, lex, 0)
+    n, k = docs.shape
+    m = int(off[-1])
+    rows = (np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.float32))
+    _fill_topk(docs, scores, lex, q0, off, *rows, np.empty(n, np.int32), np.empty(n), k)
+    return rows
 
 
 class _PairBuffer:
@@ -226,14 +201,10 @@ class _PairBuffer:
         self.threshold = np.full(n_total, np.nan)
 
     def add_topk(self, docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray) -> None:
-        docs = np.ascontiguousarray(docs, dtype=np.int32)
-        scores = np.ascontiguousarray(scores, dtype=np.float32)
-        off = np.empty(len(docs) + 1, np.int64)
-        off[0] = self.pos
-        np.cumsum((docs >= 0).sum(axis=1), out=off[1:])
-        off[1:] += self.pos
+        docs, scores, lex, off = _topk_inputs(docs, scores, lex, self.pos)
+        n = len(docs)
         _fill_topk(docs, scores, lex, q0, off, self.q, self.d, self.rank, self.score,
-                   self.n_retrieved, self.threshold, self.depth)
+                   self.n_retrieved[q0:q0 + n], self.threshold[q0:q0 + n], self.depth)
         self.pos = int(off[-1])
 
     def add_rows(self, rows, q0: int, n: int) -> None:

@@ -493,7 +493,7 @@ def recompute_new_exposure(retriever, queries: Queries, depth: int, texts: Seque
     BM25: the new index holds the old postings plus the new documents'; with ``frozen`` its
     idf and avgdl are the old index's (a new term gets idf(df=0)), otherwise recomputed. Dense:
     a FAISS flat index over the old and new embeddings, searched with ``query_embeddings``."""
-    from limelight.exposure.exact import _break_ties
+    from limelight.exposure.exact import _rows_from_topk
     from limelight.retrieval.bm25 import BM25, BM25Index
     from limelight.retrieval.dense import DenseIndex, DenseRetriever
 
@@ -540,12 +540,9 @@ def recompute_new_exposure(retriever, queries: Queries, depth: int, texts: Seque
         docs, scores = ix.search(query_embeddings, depth)
     else:
         raise LimelightError(f"unsupported retriever {type(retriever).__name__}")
-    docs, scores = _break_ties(docs, scores, all_ids.lexical_rank())
-    nq = len(queries)
-    rank = np.broadcast_to(np.arange(1, depth + 1, dtype=np.int32)[None, :], docs.shape)
-    qq = np.broadcast_to(np.arange(nq, dtype=np.int32)[:, None], docs.shape)
-    sel = docs >= n_old
-    cq, cdoc, cr, cs = qq[sel], docs[sel] - n_old, rank[sel], scores[sel]
+    qq, dd, rank, scores = _rows_from_topk(docs, scores, 0, all_ids.lexical_rank())
+    sel = dd >= n_old
+    cq, cdoc, cr, cs = qq[sel], dd[sel] - n_old, rank[sel], scores[sel]
     qlex = queries.ids.lexical_rank()
     order = np.lexsort((qlex[cq], cr, cdoc))
     cq, cdoc, cr, cs = cq[order], cdoc[order], cr[order], cs[order]

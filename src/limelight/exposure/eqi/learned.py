@@ -32,6 +32,7 @@ at 1e-5, ~700 at 1e-6) while the training loss keeps falling. We default to lr 1
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -338,8 +339,6 @@ class _Validation:
         self.best, self.best_step, self.best_state, self.since_best = -np.inf, 0, None, 0
 
     def check(self, step: int) -> float:
-        import copy
-
         from limelight.exposure.relq import relq_many
 
         index = faiss_ip_index(self.model.transform(self.query_emb, "q"))
