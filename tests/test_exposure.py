@@ -49,6 +49,7 @@ def movies_store(movies_index, log_queries, tmp_path_factory):
 
 def table(path: Path, sql: str):
     with duckdb.connect(str(path / "exposure.duckdb"), read_only=True) as con:
+        con.execute("SET file_search_path = ?", [str(path.resolve())])  # a view store's shards
         return con.execute(sql).fetchdf()
 
 
@@ -349,6 +350,14 @@ def test_view_store_answers_like_the_table_store(movies_store, tmp_path, monkeyp
     assert v.exposing_queries(docid) == st.exposing_queries(docid)
     assert v.exposed_documents(qs.ids[0]) == st.exposed_documents(qs.ids[0])
     np.testing.assert_allclose(v.thresholds(), st.thresholds())
+    # a fresh job builds its tables in the shard writer; they equal those loaded from the shards
+    for a, b in zip(_snapshot(tmp_path / "view"), _snapshot(st.path), strict=True):
+        assert a.equals(b)
+    x = compute_exposure(retriever, qs, tmp_path / "indexed", depth=20, shard_size=700,
+                         fingerprint=st.manifest["retriever"], art_indexes=True)
+    with x.connect() as con:
+        names = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()}
+    assert {"exposure_d", "exposure_q", "queries_q", "documents_d"} <= names
 
 
 def test_query_file_formats(tmp_path, data_dir):

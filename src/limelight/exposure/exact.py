@@ -28,6 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,6 +204,10 @@ class _PairBuffer:
     def add_topk(self, docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray) -> None:
         docs, scores, lex, off = _topk_inputs(docs, scores, lex, self.pos)
         n = len(docs)
+        # first touch of the new pages in one sequential pass: 2-3x cheaper than the kernel's
+        # scattered parallel first writes (measured: ~0.1 s over the Debian log's 9M pairs)
+        for a in (self.q, self.d, self.rank, self.score):
+            a[self.pos:off[-1]] = 0
         _fill_topk(docs, scores, lex, q0, off, self.q, self.d, self.rank, self.score,
                    self.n_retrieved[q0:q0 + n], self.threshold[q0:q0 + n], self.depth)
         self.pos = int(off[-1])
@@ -269,27 +274,42 @@ class _ShardWriter:
     """Writes shards atomically in a background thread (pyarrow and DuckDB release the GIL).
 
     With ``db``, each shard is also appended to the ``exposure`` table of a new DuckDB file at
-    that path, so that the table is built while the next shards are retrieved."""
+    that path, and its queries (with their ``n_retrieved`` and ``threshold``, from ``info``,
+    filled by the caller before ``put``) to its ``queries`` table, so that the database is
+    complete when the last shard is written. The Parquet write of a shard runs beside its
+    DuckDB inserts (a second thread), which halves the tail after the last batch."""
 
-    def __init__(self, folder: Path, depth: int, db: Path | None = None):
-        self.folder, self.depth, self.db = folder, depth, db
+    def __init__(self, folder: Path, depth: int, db: Path | None = None,
+                 queries: Queries | None = None,
+                 info: tuple[np.ndarray, np.ndarray] | None = None, materialize: bool = True):
+        self.folder, self.depth, self.db, self.materialize = folder, depth, db, materialize
+        self.queries, self.info = queries, info
         self.q: queue.Queue = queue.Queue(maxsize=2)
         self.error: BaseException | None = None
         self.t = threading.Thread(target=self._loop, name="limelight-shard-writer", daemon=True)
         self.t.start()
 
+    def _open_db(self):
+        import duckdb
+
+        # one DuckDB thread: the inserts overlap the retriever, which has the other cores
+        con = duckdb.connect(str(self.db), config={"threads": 1})
+        if self.materialize:
+            rt = "SMALLINT" if _rank_type(self.depth) == pa.int16() else "INTEGER"
+            con.execute(f"CREATE TABLE exposure (q INTEGER, d INTEGER, rank {rt}, score FLOAT)")
+        for sql in _documents_sql(self.folder.parent):
+            con.execute(sql)
+        con.execute("CREATE TABLE queries (q INTEGER, qid VARCHAR, text VARCHAR, weight DOUBLE, "
+                    "n_retrieved INTEGER, threshold DOUBLE)")
+        return con
+
     def _loop(self) -> None:
         con = None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="limelight-parquet")
         try:
             if self.db is not None:
-                import duckdb
-
-                # one DuckDB thread: the inserts overlap the retriever, which has the other cores
-                con = duckdb.connect(str(self.db), config={"threads": 1})
-                rt = "SMALLINT" if _rank_type(self.depth) == pa.int16() else "INTEGER"
-                con.execute(f"CREATE TABLE exposure (q INTEGER, d INTEGER, rank {rt}, score FLOAT)")
-                for sql in _documents_sql(self.folder.parent):
-                    con.execute(sql)
+                con = self._open_db()
+                qbase = _queries_table(self.queries)
         except BaseException as e:  # reported to the main thread
             self.error = e
         try:
@@ -299,28 +319,39 @@ class _ShardWriter:
                     break
                 if self.error is not None:
                     continue
-                path, rows = item
+                path, rows, s, e = item
                 try:
                     table = _shard_table(*rows, self.depth)
-                    write_shard(path, table, self.depth)
-                    if con is not None:
-                        con.register("shard", table)
-                        con.execute("INSERT INTO exposure SELECT q, d, rank, score FROM shard")
-                        con.unregister("shard")
+                    written = pool.submit(write_shard, path, table, self.depth)
+                    try:
+                        if con is not None:
+                            if self.materialize:
+                                con.register("shard", table)
+                                con.execute("INSERT INTO exposure SELECT q, d, rank, score FROM shard")
+                            con.register("shard", _with_query_info(qbase.slice(s, e - s), self.info, s, e))
+                            con.execute("INSERT INTO queries SELECT * FROM shard")
+                            con.unregister("shard")
+                    finally:
+                        written.result()
                 except BaseException as e:
                     self.error = e
             if con is not None and self.error is None:
+                con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
+                if not self.materialize:
+                    _exposure_view(con, self.folder.parent)
                 con.execute("CHECKPOINT")  # nothing left in a write-ahead log beside the file
         except BaseException as e:
             self.error = self.error or e
         finally:
+            pool.shutdown()
             if con is not None:
                 con.close()
 
-    def put(self, path: Path, rows) -> None:
+    def put(self, path: Path, rows, s: int, e: int) -> None:
+        """Queue the rows of the shard at ``path``, which holds queries ``s:e``."""
         if self.error is not None:
             raise self.error
-        self.q.put((path, rows))
+        self.q.put((path, rows, s, e))
 
     def close(self) -> None:
         self.q.put(None)
@@ -499,6 +530,22 @@ def _query_info(q: np.ndarray, rank: np.ndarray, score: np.ndarray, nq: int,
     return n_retrieved, threshold
 
 
+def _queries_table(queries: Queries) -> pa.Table:
+    """The query set as the first columns of the ``queries`` table."""
+    return pa.table({"q": pa.array(np.arange(len(queries), dtype=np.int32)),
+                     "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
+                     "text": pa.array(queries.texts.tolist(), pa.string()),
+                     "weight": pa.array(np.asarray(queries.weights, dtype=np.float64))})
+
+
+def _with_query_info(table: pa.Table, info: tuple[np.ndarray, np.ndarray], s: int, e: int
+                     ) -> pa.Table:
+    """``table`` (queries ``s:e``) with their ``n_retrieved`` and ``threshold`` (NaN: null)."""
+    n_retrieved, threshold = info
+    return (table.append_column("n_retrieved", pa.array(n_retrieved[s:e]))
+            .append_column("threshold", pa.array(threshold[s:e], from_pandas=True)))
+
+
 def _documents_sql(store: Path) -> list[str]:
     """Statements creating the ``documents`` table (and its index) from ``documents.parquet``."""
     dpath = str(store / "documents.parquet").replace("'", "''")
@@ -519,46 +566,54 @@ def _load_database(store: Path, queries: Queries, n_retrieved: np.ndarray, thres
     import duckdb
 
     final = store / DB_NAME
-    nq = len(queries)
-    qtable = pa.table({"q": pa.array(np.arange(nq, dtype=np.int32)),
-                       "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
-                       "text": pa.array(queries.texts.tolist(), pa.string()),
-                       "weight": pa.array(np.asarray(queries.weights, dtype=np.float64)),
-                       "n_retrieved": pa.array(n_retrieved),
-                       "threshold": pa.array(threshold, from_pandas=True)})
+    if built is not None:  # the shard writer built every table
+        if art_indexes and materialize:
+            con = duckdb.connect(str(built))
+            try:
+                _art_indexes(con)
+            finally:
+                con.close()
+        os.replace(built, final)
+        return
+    qtable = _with_query_info(_queries_table(queries), (n_retrieved, threshold), 0, len(queries))
     with atomic_path(final) as tmp:
-        if built is not None:
-            os.replace(built, tmp)
-        else:
-            tmp.unlink()  # DuckDB creates the file itself
+        tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
         try:
             # shards are in query order, so DuckDB's per-row-group min/max (zone maps) serve
             # "what does query q expose" directly; "which queries expose d" scans (~10-20 ms for
             # 9M pairs) unless art_indexes adds ART indexes (seconds to build on 9M pairs)
-            if built is None:
-                if materialize:
-                    glob = str(store / "shards" / SHARD_GLOB).replace("'", "''")
-                    con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
-                else:
-                    con.execute("SET file_search_path = ?", [str(store.resolve())])
-                    con.execute(f"CREATE VIEW exposure AS SELECT q, d, rank, score FROM "
-                                f"read_parquet('shards/{SHARD_GLOB}')")
-                for sql in _documents_sql(store):
-                    con.execute(sql)
+            if materialize:
+                glob = str(store / "shards" / SHARD_GLOB).replace("'", "''")
+                con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
+            else:
+                _exposure_view(con, store)
+            for sql in _documents_sql(store):
+                con.execute(sql)
             con.register("query_table", qtable)
             con.execute("CREATE TABLE queries AS SELECT * FROM query_table")
             con.unregister("query_table")
             con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
             if art_indexes and materialize:
-                con.execute("CREATE INDEX exposure_d ON exposure (d)")
-                con.execute("CREATE INDEX exposure_q ON exposure (q)")
+                _art_indexes(con)
             con.execute("CHECKPOINT")
         finally:
             con.close()
         wal = Path(str(tmp) + ".wal")
         if wal.exists():
             wal.unlink()
+
+
+def _exposure_view(con, store: Path) -> None:
+    """``exposure`` as a view over the store's shards (paths relative to the store)."""
+    con.execute("SET file_search_path = ?", [str(store.resolve())])
+    con.execute(f"CREATE VIEW exposure AS SELECT q, d, rank, score FROM read_parquet('shards/{SHARD_GLOB}')")
+
+
+def _art_indexes(con) -> None:
+    con.execute("CREATE INDEX exposure_d ON exposure (d)")
+    con.execute("CREATE INDEX exposure_q ON exposure (q)")
+    con.execute("CHECKPOINT")
 
 
 def _remove_db(path: Path) -> None:
@@ -695,10 +750,11 @@ def compute_exposure(
         todo = []
     # a fresh local job builds the DuckDB table while it retrieves (resumed jobs load the shards)
     fresh = bool(todo) and len(todo) == n_shards
-    building = store / BUILDING_DB if fresh and load and materialize else None
+    building = store / BUILDING_DB if fresh and load else None
     buf = _PairBuffer(sum(min(shard_size, nq - i * shard_size) for i in todo), depth, nq)
     try:
-        writer = _ShardWriter(shards, depth, building)
+        writer = _ShardWriter(shards, depth, building, queries, (buf.n_retrieved, buf.threshold),
+                              materialize)
         with _DeferredInterrupt() as intr:
             try:
                 for i in todo:
@@ -719,7 +775,7 @@ def compute_exposure(
                             done += be - b
                             progress(done, nq)
                         intr.check()
-                    writer.put(shard_path(store, i), buf.rows(start, buf.pos))
+                    writer.put(shard_path(store, i), buf.rows(start, buf.pos), s, e)
             finally:
                 writer.close()
     except BaseException:
