@@ -73,6 +73,19 @@ def test_inpars_prompt_and_errors(smol, movies):
         QueryGenerator(smol.path, kind="t5")
 
 
+def test_serialization_ablation_switch(smol, movies, tmp_path):
+    """Table 4's component (1): QGen over s(e), CtrlQGen over the plain values; kept by save."""
+    _, ents = _ents(movies, 1)
+    q_ser = QueryGenerator(smol.path, kind="qgen", schema="movies", serialize=True)
+    c_plain = QueryGenerator(smol.path, kind="ctrlqgen", schema="movies", serialize=False)
+    assert q_ser.prompt(q_ser.entity_text(ents[0])).startswith("Generate a query from: Title: ")
+    p = c_plain.prompt(c_plain.entity_text(ents[0]), "narrow")
+    assert p.startswith("Generate a query with narrow intent from: ") and "Title:" not in p
+    assert QueryGenerator(smol.path, kind="qgen", schema="movies").serialize is False
+    back = QueryGenerator.load(c_plain.save(tmp_path / "plain"))
+    assert back.kind == "ctrlqgen" and back.serialize is False
+
+
 def test_generator_path_errors(tmp_path):
     with pytest.raises(LimelightError, match="no config.json"):
         QueryGenerator(tmp_path)

@@ -66,6 +66,12 @@ def main() -> int:
                     help="evaluate models last-first (a second process can share the work)")
     ap.add_argument("--gen-only", action="store_true",
                     help="stop after the CtrlQGen generator, its queries and the validity check")
+    ap.add_argument("--gen-init", default=None,
+                    help="start the CtrlQGen generator from this saved generator (continued training)")
+    ap.add_argument("--gen-seed", type=int, default=0, help="batch order of generator training")
+    ap.add_argument("--ablation", action="store_true",
+                    help="also the Table 4 ablation: QGen+serialization, intent-aware generation "
+                         "without serialization (WeakLabeling-IP, IP+Un), CtrlQGen with IP only")
     ap.add_argument("--c", type=int, default=1,
                     help="retrievability cutoff (the paper: 100 over ~600k entities; scale it)")
     args = ap.parse_args()
@@ -128,28 +134,34 @@ def main() -> int:
     # ---- generators -------------------------------------------------------------------------
     gen_sel = np.sort(np.random.default_rng(1).choice(len(coll), args.n_gen, replace=False))
 
-    def train_gen(kind: str):
-        path = work / f"gen-{kind}"
+    def train_gen(kind: str, name: str | None = None, serialize: bool | None = None,
+                  weak_un: bool = True, init: str | None = None):
+        """A generator (cached under gen-<name>): QGen on the Click train pairs; intent-aware
+        (kind ctrlqgen) on (2a) WeakLabeling-IP intents of the Click pairs, plus, with
+        ``weak_un``, (2b) as many WeakLabeling-Un pairs for random entities."""
+        name = name or kind
+        path = work / f"gen-{name}"
         if (path / "limelight_qgen.json").exists():
             return QueryGenerator.load(path)
-        g = QueryGenerator(None, kind=kind, schema=schema, max_input_tokens=48, max_new_tokens=8)
+        g = QueryGenerator(init, kind=kind, schema=schema, max_input_tokens=48, max_new_tokens=8,
+                           serialize=serialize)
         tq = click.queries["train"].texts.tolist()
         te = click.entity_idx["train"]
         if kind == "ctrlqgen":
-            # (2a) WeakLabeling-IP intents on Click pairs + (2b) WeakLabeling-Un pairs for random entities
-            ue = np.random.default_rng(2).choice(len(coll), len(tq) // 2)
-            ui = np.where(np.arange(len(ue)) % 2 == 0, "narrow", "broad")
-            e2, i2, q2 = lab.generate(ue, ui, seed=3)
-            p1, t1 = training_pairs(g, coll, te, tq, ip.tolist())
-            p2, t2 = training_pairs(g, coll, e2, q2.tolist(), i2.tolist())
-            prompts, targets = p1 + p2, t1 + t2
+            prompts, targets = training_pairs(g, coll, te, tq, ip.tolist())
+            if weak_un:
+                ue = np.random.default_rng(2).choice(len(coll), len(tq) // 2)
+                ui = np.where(np.arange(len(ue)) % 2 == 0, "narrow", "broad")
+                e2, i2, q2 = lab.generate(ue, ui, seed=3)
+                p2, t2 = training_pairs(g, coll, e2, q2.tolist(), i2.tolist())
+                prompts, targets = prompts + p2, targets + t2
         else:
             prompts, targets = training_pairs(g, coll, te, tq)
         t = time.perf_counter()
         g.fit(prompts, targets, steps=args.gen_steps, batch_size=8, train_layers=args.gen_layers,
-              lr=args.gen_lr,
-                   progress=lambda s, loss: log(f"  {kind} step {s} loss {loss:.3f}") if s % 5 == 0 else None)
-        timings[f"gen_fit_{kind}_s_per_step"] = (time.perf_counter() - t) / args.gen_steps
+              lr=args.gen_lr, seed=args.gen_seed,
+              progress=lambda s, loss: log(f"  {name} step {s} loss {loss:.3f}") if s % 5 == 0 else None)
+        timings[f"gen_fit_{name}_s_per_step"] = (time.perf_counter() - t) / args.gen_steps
         g.save(path)
         return g
 
@@ -163,7 +175,7 @@ def main() -> int:
             return out
         return cached(work, f"q-{key}", run)
 
-    g_ctrl = train_gen("ctrlqgen")
+    g_ctrl = train_gen("ctrlqgen", init=args.gen_init)
     q_ctrl_n = gen_queries(g_ctrl, "narrow", "ctrl-narrow")
     q_ctrl_b = gen_queries(g_ctrl, "broad", "ctrl-broad")
     del g_ctrl
@@ -324,6 +336,58 @@ def main() -> int:
         row["p_gini_bonf"] = min(1.0, pb["p_value"] * m_tests)
         tests[f"{a} vs {b}"] = row
 
+    # ---- Table 4: components added to QGen one at a time ------------------------------------
+    ablation = {}
+    if args.ablation:
+        # (kind, serialize, WeakLabeling-Un pairs); QGen and full CtrlQGen are the main run's
+        variants = {"+(1) serialization": ("qgen", True, False),
+                    "+(2a,3) intent-aware, WeakLabeling-IP": ("ctrlqgen", False, False),
+                    "+(2a,2b,3) intent-aware, WeakLabeling-IP+Un": ("ctrlqgen", False, True),
+                    "+(1,2a,3) CtrlQGen, WeakLabeling-IP": ("ctrlqgen", True, False)}
+        # each row: the bi-encoder evaluated on the narrow (Click) test set and the one on the
+        # broad test set (intent-aware rows: trained on narrow resp. broad generated queries)
+        rows = {"QGen": ("QGen", "QGen"),
+                "+(1,2a,2b,3) CtrlQGen, WeakLabeling-IP+Un": ("CtrlQGen_narrow", "CtrlQGen_broad")}
+        for i, (label, (kind, ser, un)) in enumerate(variants.items()):
+            key = f"abl{i + 1}"
+            g = None
+            names_ = {}
+            for it in (("narrow", "broad") if kind == "ctrlqgen" else (None,)):
+                bname = f"{key}_{it or 'all'}"
+                path = work / f"bi-{bname}"
+                if not finetuned_exists(path):
+                    g = g or train_gen(kind, key, serialize=ser, weak_un=un)
+                    q, e = flat(gen_queries(g, it, f"{key}-{it or 'all'}"))
+                    st = finetune_biencoder(list(q)[:n_pairs], [doc_text[j] for j in e[:n_pairs].tolist()],
+                                            path, steps=args.bi_steps, batch_size=args.bi_batch,
+                                            max_seq_length=64, seed=0, doc_keys=e[:n_pairs].tolist())
+                    log(f"bi-encoder {bname}: {min(len(q), n_pairs)} pairs, {st.seconds:.0f}s")
+                models[bname] = str(path)
+                names_[it] = bname
+            del g
+            rows[label] = (names_.get("narrow", names_.get(None)), names_.get("broad", names_.get(None)))
+        ref_n, ref_b = rows["QGen"]
+        for label, (mn, mb) in rows.items():
+            r_n, r_b = eval_model(mn), eval_model(mb)
+            row = {"model_narrow": mn, "model_broad": mb,
+                   "R@100_click_test": float(r_n["click_test"].mean()),
+                   "R@100_broad_test": float(r_b["broad_test"].mean())}
+            for role, m_ in (("narrow", mn), ("broad", mb)):
+                if m_ not in mats:
+                    q, d, r = ranks_of(r_n["log_docs"] if role == "narrow" else r_b["log_docs"])
+                    mats[m_] = rank_matrix(q, d, r, len(coll), len(qlog))
+                row[f"gini_log_{role}_model"] = analyse(mats[m_], coll.ids, log_w, c=args.c).gini
+            if label != "QGen":  # vs QGen, as the paper's daggers (paired t; bootstrap for Gini)
+                row["p_click_test_vs_qgen"] = paired_t(r_n["click_test"], eval_model(ref_n)["click_test"])
+                row["p_broad_test_vs_qgen"] = paired_t(r_b["broad_test"], eval_model(ref_b)["broad_test"])
+                for role, m_, ref in (("narrow", mn, ref_n), ("broad", mb, ref_b)):
+                    pb = paired_bootstrap_gini(mats[m_], mats[ref], log_w, c=args.c,
+                                               n_boot=args.n_boot, seed=0)
+                    row[f"gini_{role}_diff_vs_qgen"] = pb["diff"]
+                    row[f"p_gini_{role}_vs_qgen"] = pb["p_value"]
+            ablation[label] = row
+            log("Table 4", label, {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
+
     # ---- H2: broad suggestions appended to the log ----------------------------------------
     def h2():
         g = QueryGenerator.load(work / "gen-ctrlqgen")
@@ -376,7 +440,7 @@ def main() -> int:
             log("H2", model, src, [(c["acceptance"], round(c["gini"], 4)) for c in curve])
 
     out = {"settings": vars(args), "ip_agreement_with_wl_un": ip_agree, "validity": valid,
-           "summary": summary, "tests": tests, "fig4": fig4, "timings": timings,
+           "summary": summary, "tests": tests, "ablation": ablation, "fig4": fig4, "timings": timings,
            "n_train_pairs": {k: len(v[0]) for k, v in trainsets.items()}}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(args.out).with_suffix(".tmp")

@@ -277,7 +277,7 @@ class _ShardWriter:
     that path, and its queries (with their ``n_retrieved`` and ``threshold``, from ``info``,
     filled by the caller before ``put``) to its ``queries`` table, so that the database is
     complete when the last shard is written. The Parquet write of a shard runs beside its
-    DuckDB inserts (a second thread), which halves the tail after the last batch."""
+    DuckDB inserts (a second thread), which shortens the tail after the last batch."""
 
     def __init__(self, folder: Path, depth: int, db: Path | None = None,
                  queries: Queries | None = None,
@@ -716,12 +716,7 @@ def compute_exposure(
         store.mkdir(parents=True, exist_ok=True)
         # the query set and documents first, so that a partial store is self-describing
         with atomic_path(store / "queries.parquet") as tmp:
-            pq.write_table(pa.table({
-                "q": pa.array(np.arange(nq, dtype=np.int32)),
-                "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
-                "text": pa.array(queries.texts.tolist(), pa.string()),
-                "weight": pa.array(np.asarray(queries.weights, dtype=np.float64)),
-            }), tmp)
+            pq.write_table(_queries_table(queries), tmp)
         with atomic_path(store / "documents.parquet") as tmp:
             pq.write_table(pa.table({"d": pa.array(np.arange(len(doc_ids), dtype=np.int32)),
                                      "docid": pa.array(doc_ids.strings.tolist(), pa.string())}), tmp)

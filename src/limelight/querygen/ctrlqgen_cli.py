@@ -119,6 +119,8 @@ def register(app: typer.Typer) -> None:
         steps: int = typer.Option(100), batch_size: int = typer.Option(8),
         train_layers: int = typer.Option(4, help="top transformer blocks trained (-1: all)"),
         lr: float = typer.Option(5e-5), seed: int = typer.Option(0),
+        serialize: bool = typer.Option(None, "--serialize/--no-serialize",
+                                       help="entity as s(e) or plain values (default: by kind)"),
     ) -> None:
         """Fine-tune a generator on WeakLabeling-Un (entity, intent, query) triplets and save it."""
         import numpy as np
@@ -133,7 +135,7 @@ def register(app: typer.Typer) -> None:
         ent = rng.choice(len(coll), n_queries)
         intents = np.where(rng.random(n_queries) < p_narrow, "narrow", "broad")
         ei, it, qs = lab.generate(ent, intents, seed=seed + 1)
-        g = QueryGenerator(backbone, kind=kind, schema=sname)
+        g = QueryGenerator(backbone, kind=kind, schema=sname, serialize=serialize)
         prompts, targets = training_pairs(g, coll, ei, qs.tolist(),
                                           it.tolist() if kind == "ctrlqgen" else None)
         st = g.fit(prompts, targets, steps=steps, batch_size=batch_size, lr=lr, seed=seed,

