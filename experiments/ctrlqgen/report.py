@@ -47,6 +47,21 @@ def main(path: str) -> None:
     for k, v in r["fig4"].items():
         print(f"| {k} | {v['n_suggestions']} | " + " | ".join(
             f"{c['gini']:.4f} / {c['retrievable_fraction']:.3f}" for c in v["curve"]) + " |")
+    if r.get("ablation"):
+        print()
+        print("Table 4 analog (components added to QGen; p and Gini differences vs QGen: paired t, "
+              "paired bootstrap):")
+        print()
+        print("| row | R@100 Click test (p) | Gini, narrow model (diff, p) | R@100 broad test (p) | "
+              "Gini, broad model (diff, p) |")
+        print("|---|---|---|---|---|")
+        for k, t in r["ablation"].items():
+            def cell(v, p=None, d=None):
+                return f"{v:.3f}" + ("" if p is None else f" ({'' if d is None else f'{d:+.3f}, '}p={p:.2g})")
+            print(f"| {k} | {cell(t['R@100_click_test'], t.get('p_click_test_vs_qgen'))} | "
+                  f"{cell(t['gini_log_narrow_model'], t.get('p_gini_narrow_vs_qgen'), t.get('gini_narrow_diff_vs_qgen'))} | "
+                  f"{cell(t['R@100_broad_test'], t.get('p_broad_test_vs_qgen'))} | "
+                  f"{cell(t['gini_log_broad_model'], t.get('p_gini_broad_vs_qgen'), t.get('gini_broad_diff_vs_qgen'))} |")
     print()
     v = r["validity"]
     print("Validity and appendix D:", json.dumps({k: v[k] for k in v if k != "examples"}, indent=1))
