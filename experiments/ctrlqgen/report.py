@@ -55,7 +55,9 @@ def main(path: str) -> None:
         print("| row | R@100 Click test (p) | Gini, narrow model (diff, p) | R@100 broad test (p) | "
               "Gini, broad model (diff, p) |")
         print("|---|---|---|---|---|")
-        for k, t in r["ablation"].items():
+        # the paper's row order (older result files list the full CtrlQGen second)
+        rows = sorted(r["ablation"].items(), key=lambda kv: (kv[0] != "QGen", "(1,2a,2b,3)" in kv[0]))
+        for k, t in rows:
             def cell(v, p=None, d=None):
                 return f"{v:.3f}" + ("" if p is None else f" ({'' if d is None else f'{d:+.3f}, '}p={p:.2g})")
             print(f"| {k} | {cell(t['R@100_click_test'], t.get('p_click_test_vs_qgen'))} | "

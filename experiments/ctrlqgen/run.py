@@ -346,8 +346,7 @@ def main() -> int:
                     "+(1,2a,3) CtrlQGen, WeakLabeling-IP": ("ctrlqgen", True, False)}
         # each row: the bi-encoder evaluated on the narrow (Click) test set and the one on the
         # broad test set (intent-aware rows: trained on narrow resp. broad generated queries)
-        rows = {"QGen": ("QGen", "QGen"),
-                "+(1,2a,2b,3) CtrlQGen, WeakLabeling-IP+Un": ("CtrlQGen_narrow", "CtrlQGen_broad")}
+        rows = {"QGen": ("QGen", "QGen")}
         for i, (label, (kind, ser, un)) in enumerate(variants.items()):
             key = f"abl{i + 1}"
             g = None
@@ -366,6 +365,7 @@ def main() -> int:
                 names_[it] = bname
             del g
             rows[label] = (names_.get("narrow", names_.get(None)), names_.get("broad", names_.get(None)))
+        rows["+(1,2a,2b,3) CtrlQGen, WeakLabeling-IP+Un"] = ("CtrlQGen_narrow", "CtrlQGen_broad")
         ref_n, ref_b = rows["QGen"]
         for label, (mn, mb) in rows.items():
             r_n, r_b = eval_model(mn), eval_model(mb)
