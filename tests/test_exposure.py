@@ -156,8 +156,10 @@ def test_failing_retriever_leaves_no_partial_database_and_resumes(movies_store, 
             return retriever.search_batch(texts, k)
 
     out = tmp_path / "store"
+    interval = sys.getswitchinterval()
     with pytest.raises(RuntimeError, match="went away"):
         compute_exposure(Failing(), qs, out, depth=20, shard_size=700, fingerprint="fp")
+    assert sys.getswitchinterval() == interval  # the job's shorter GIL slices are undone
     assert not list(out.glob("*.duckdb*")) and not list(out.glob(".exposure.duckdb*"))
     assert sorted(p.name for p in (out / "shards").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
     resumed = compute_exposure(retriever, qs, out, depth=20, shard_size=700, fingerprint="fp")
