@@ -2,9 +2,9 @@
 
 ``compute_exposure`` runs a retriever over a query collection in batches, streams each shard of
 queries to a Parquet file (int32 codes, written atomically in a background thread while the next
-shard is retrieved) and, in a fresh job, appends it in the same thread to the DuckDB table being
-built (a resumed job loads all shards in one statement instead); the database appears, complete,
-only at the end. A store directory looks like::
+shard is retrieved) and, in a fresh job, appends it and its queries in the background to the
+DuckDB database being built (a resumed job loads all shards in one statement instead); the
+database appears, complete, only at the end. A store directory looks like::
 
     DIR/manifest.json     format, retriever fingerprint and settings, query/doc fingerprints
     DIR/queries.parquet   q, qid, text, weight          (the query set, o_q = weight)
@@ -333,8 +333,8 @@ class _ShardWriter:
                             con.unregister("shard")
                     finally:
                         written.result()
-                except BaseException as e:
-                    self.error = e
+                except BaseException as err:
+                    self.error = err
             if con is not None and self.error is None:
                 con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
                 if not self.materialize:
@@ -580,8 +580,9 @@ def _load_database(store: Path, queries: Queries, n_retrieved: np.ndarray, thres
 
     ``materialize=False`` makes ``exposure`` a view over the shards (relative to the store;
     ``ExposureStore.connect`` sets DuckDB's ``file_search_path`` to it) instead of a copy.
-    ``built``: a DuckDB file that already holds ``exposure`` with every shard and ``documents``
-    (the shard writer fills it during the job); it becomes the database."""
+    ``built``: a DuckDB file in which the shard writer already built every table (the view too,
+    for ``materialize=False``); it becomes the database.
+    """
     import duckdb
 
     final = store / DB_NAME
