@@ -367,8 +367,10 @@ def main() -> int:
             rows[label] = (names_.get("narrow", names_.get(None)), names_.get("broad", names_.get(None)))
         rows["+(1,2a,2b,3) CtrlQGen, WeakLabeling-IP+Un"] = ("CtrlQGen_narrow", "CtrlQGen_broad")
         ref_n, ref_b = rows["QGen"]
+        for m_ in {m_ for pair in rows.values() for m_ in pair} - res.keys():
+            res[m_] = eval_model(m_)  # once each (eval_model reads its cache from disk)
         for label, (mn, mb) in rows.items():
-            r_n, r_b = eval_model(mn), eval_model(mb)
+            r_n, r_b = res[mn], res[mb]
             row = {"model_narrow": mn, "model_broad": mb,
                    "R@100_click_test": float(r_n["click_test"].mean()),
                    "R@100_broad_test": float(r_b["broad_test"].mean())}
@@ -378,8 +380,8 @@ def main() -> int:
                     mats[m_] = rank_matrix(q, d, r, len(coll), len(qlog))
                 row[f"gini_log_{role}_model"] = analyse(mats[m_], coll.ids, log_w, c=args.c).gini
             if label != "QGen":  # vs QGen, as the paper's daggers (paired t; bootstrap for Gini)
-                row["p_click_test_vs_qgen"] = paired_t(r_n["click_test"], eval_model(ref_n)["click_test"])
-                row["p_broad_test_vs_qgen"] = paired_t(r_b["broad_test"], eval_model(ref_b)["broad_test"])
+                row["p_click_test_vs_qgen"] = paired_t(r_n["click_test"], res[ref_n]["click_test"])
+                row["p_broad_test_vs_qgen"] = paired_t(r_b["broad_test"], res[ref_b]["broad_test"])
                 for role, m_, ref in (("narrow", mn, ref_n), ("broad", mb, ref_b)):
                     pb = paired_bootstrap_gini(mats[m_], mats[ref], log_w, c=args.c,
                                                n_boot=args.n_boot, seed=0)

@@ -271,19 +271,20 @@ def _batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_id
 
 
 class _ShardWriter:
-    """Writes shards atomically in a background thread (pyarrow and DuckDB release the GIL).
+    """Writes shards atomically in a background thread (pyarrow and DuckDB run native code, but
+    take the GIL briefly and often: see ``_short_gil_switch``).
 
     With ``db``, each shard is also appended to the ``exposure`` table of a new DuckDB file at
-    that path, and its queries (with their ``n_retrieved`` and ``threshold``, from ``info``,
-    filled by the caller before ``put``) to its ``queries`` table, so that the database is
+    that path, and its rows of ``qtable`` (``_queries_table``; with their ``n_retrieved`` and
+    ``threshold`` from ``info``, filled by the caller before ``put``) to its ``queries`` table, so that the database is
     complete when the last shard is written. The Parquet write of a shard runs beside its
     DuckDB inserts (a second thread), which shortens the tail after the last batch."""
 
     def __init__(self, folder: Path, depth: int, db: Path | None = None,
-                 queries: Queries | None = None,
+                 qtable: pa.Table | None = None,
                  info: tuple[np.ndarray, np.ndarray] | None = None, materialize: bool = True):
         self.folder, self.depth, self.db, self.materialize = folder, depth, db, materialize
-        self.queries, self.info = queries, info
+        self.qtable, self.info = qtable, info
         self.q: queue.Queue = queue.Queue(maxsize=2)
         self.error: BaseException | None = None
         self.t = threading.Thread(target=self._loop, name="limelight-shard-writer", daemon=True)
@@ -309,7 +310,6 @@ class _ShardWriter:
         try:
             if self.db is not None:
                 con = self._open_db()
-                qbase = _queries_table(self.queries)
         except BaseException as e:  # reported to the main thread
             self.error = e
         try:
@@ -328,7 +328,7 @@ class _ShardWriter:
                             if self.materialize:
                                 con.register("shard", table)
                                 con.execute("INSERT INTO exposure SELECT q, d, rank, score FROM shard")
-                            con.register("shard", _with_query_info(qbase.slice(s, e - s), self.info, s, e))
+                            con.register("shard", _with_query_info(self.qtable.slice(s, e - s), self.info, s, e))
                             con.execute("INSERT INTO queries SELECT * FROM shard")
                             con.unregister("shard")
                     finally:
@@ -574,14 +574,15 @@ def _documents_sql(store: Path) -> list[str]:
 
 def _load_database(store: Path, queries: Queries, n_retrieved: np.ndarray, threshold: np.ndarray,
                    art_indexes: bool = False, materialize: bool = True,
-                   built: Path | None = None) -> None:
+                   built: Path | None = None, qtable: pa.Table | None = None) -> None:
     """Build ``exposure.duckdb`` atomically: ``exposure`` from all Parquet shards in one
     statement, ``documents``, and ``queries`` (with ``n_retrieved`` and ``threshold``).
 
     ``materialize=False`` makes ``exposure`` a view over the shards (relative to the store;
     ``ExposureStore.connect`` sets DuckDB's ``file_search_path`` to it) instead of a copy.
     ``built``: a DuckDB file in which the shard writer already built every table (the view too,
-    for ``materialize=False``); it becomes the database.
+    for ``materialize=False``); it becomes the database. ``qtable``: ``_queries_table(queries)``
+    when the caller has it already.
     """
     import duckdb
 
@@ -591,11 +592,13 @@ def _load_database(store: Path, queries: Queries, n_retrieved: np.ndarray, thres
             con = duckdb.connect(str(built))
             try:
                 _art_indexes(con)
+                con.execute("CHECKPOINT")
             finally:
                 con.close()
         os.replace(built, final)
         return
-    qtable = _with_query_info(_queries_table(queries), (n_retrieved, threshold), 0, len(queries))
+    qtable = _with_query_info(qtable if qtable is not None else _queries_table(queries),
+                              (n_retrieved, threshold), 0, len(queries))
     with atomic_path(final) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
@@ -633,7 +636,6 @@ def _exposure_view(con, store: Path) -> None:
 def _art_indexes(con) -> None:
     con.execute("CREATE INDEX exposure_d ON exposure (d)")
     con.execute("CREATE INDEX exposure_q ON exposure (q)")
-    con.execute("CHECKPOINT")
 
 
 def _remove_db(path: Path) -> None:
@@ -713,6 +715,7 @@ def compute_exposure(
     }
     keys = ("format", "retriever", "depth", "shard_size", "n_queries", "n_docs", "queries", "documents")
     man_path = store / "manifest.json"
+    qtable = None  # the query set as Arrow, built once (queries.parquet and the writer's table)
     if man_path.exists():
         try:
             old = json.loads(man_path.read_text())
@@ -735,8 +738,9 @@ def compute_exposure(
             raise LimelightError(f"{store}: exists and is not an exposure store; use an empty or new directory")
         store.mkdir(parents=True, exist_ok=True)
         # the query set and documents first, so that a partial store is self-describing
+        qtable = _queries_table(queries)
         with atomic_path(store / "queries.parquet") as tmp:
-            pq.write_table(_queries_table(queries), tmp)
+            pq.write_table(qtable, tmp)
         with atomic_path(store / "documents.parquet") as tmp:
             pq.write_table(pa.table({"d": pa.array(np.arange(len(doc_ids), dtype=np.int32)),
                                      "docid": pa.array(doc_ids.strings.tolist(), pa.string())}), tmp)
@@ -766,9 +770,11 @@ def compute_exposure(
     # a fresh local job builds the DuckDB table while it retrieves (resumed jobs load the shards)
     fresh = bool(todo) and len(todo) == n_shards
     building = store / BUILDING_DB if fresh and load else None
+    if building is not None and qtable is None:
+        qtable = _queries_table(queries)
     buf = _PairBuffer(sum(min(shard_size, nq - i * shard_size) for i in todo), depth, nq)
     try:
-        writer = _ShardWriter(shards, depth, building, queries, (buf.n_retrieved, buf.threshold),
+        writer = _ShardWriter(shards, depth, building, qtable, (buf.n_retrieved, buf.threshold),
                               materialize)
         with _DeferredInterrupt() as intr, _short_gil_switch():
             try:
@@ -807,7 +813,7 @@ def compute_exposure(
         else:
             q, _, rank, score = st.pair_arrays()
             info = _query_info(q, rank, score, nq, depth)
-        _load_database(store, queries, *info, art_indexes=art_indexes, materialize=materialize,
+        _load_database(store, queries, *info, art_indexes=art_indexes, materialize=materialize, qtable=qtable,
                        built=building)
         st.manifest["complete"] = True
         _write_manifest(store, st.manifest)
