@@ -1,7 +1,12 @@
 """Readers and writers: TREC runs and qrels, JSONL documents, TSV queries, Parquet.
 
-TREC files are read with a vectorized fast path; when it finds anything wrong, a line-by-line
-pass names the exact file and line. Every writer writes a temporary file, then renames it.
+TREC runs and qrels are read in two passes. The fast pass parses the file with pyarrow's
+columnar CSV reader (gzip transparent, whitespace normalised, ids interned by
+``dictionary_encode``: no Python object per line) and validates the parsed columns. Only when
+it fails, or a check on the columns fails (non-finite or non-numeric score or rank, duplicate
+(qid, docid), wrong column count, comment lines, unusual whitespace, non-UTF-8 bytes), the
+precise line-by-line pass reads the file again: it gives the same result or the exact one-line
+error naming the file and line. Every writer writes a temporary file, then renames it.
 """
 
 from __future__ import annotations
@@ -9,7 +14,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -98,16 +106,14 @@ def _check_duplicates(path, q, d, lineno, qmap: IdMap, dmap: IdMap, what: str) -
                           f"duplicate {what} for query {qmap[qs[j]]!r}, document {dmap[ds[j]]!r}")
 
 
-def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None = None) -> Run:
-    """Read a TREC run (``qid Q0 docid rank score tag``, ``.gz`` transparent).
-
-    The rank column is ignored: ranks are recomputed from scores, ties broken by docid
-    descending (trec_eval). Duplicate (qid, docid) lines and non-finite scores are errors.
-    """
+def _read_trec_run_precise(path: PathLike, name: str | None = None,
+                           doc_map: IdMap | None = None) -> Run:
+    """The line-by-line reader: slow, but names the exact file and line of any error."""
     text = _read_text(path)
-    qid, _q0, docid, _rank, score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
+    qid, _q0, docid, rank, score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
     if len(qid) == 0:
         raise FormatError(path, None, "empty run: no result lines")
+    _to_float(path, rank, lineno, "rank")
     s = _to_float(path, score, lineno, "score")
     qmap, q = IdMap.from_unique(qid, kind="query")
     if doc_map is None:
@@ -121,6 +127,216 @@ def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None
     run = Run.from_codes(qmap, doc_map, q, d, s, name or Path(path).name)
     run.meta["tag"] = str(_tag[0])
     return run
+
+
+# ---- the fast, columnar pass ------------------------------------------------------------------
+# Bytes that str.split()/str.splitlines() treat as whitespace or line breaks besides ' ', '\t'
+# and '\n' (ASCII controls; the UTF-8 forms of U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028,
+# U+2029, U+202F, U+205F, U+3000): files containing them go to the precise pass.
+_ODD_ASCII = re.compile(rb"[\x00\x0b\x0c\r\x1c-\x1f]")
+_ODD_UTF8 = re.compile(rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80")
+_SPACES = re.compile(rb" {2,}")
+_LEADING = re.compile(rb"^ ", re.MULTILINE)
+_TRAILING = re.compile(rb" $", re.MULTILINE)
+
+
+class _Fallback(Exception):
+    """The fast pass cannot read this file exactly: use the precise pass."""
+
+
+def _normalised_bytes(path: PathLike) -> bytes:
+    """The file's bytes (gunzipped for ``.gz``) with fields separated by exactly one space."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if str(path).endswith(".gz"):
+        import gzip
+
+        data = gzip.decompress(data)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    if _ODD_ASCII.search(data):
+        raise _Fallback
+    if not data.isascii():
+        data.decode("utf-8")  # UnicodeDecodeError: the precise pass names the problem
+        if _ODD_UTF8.search(data):
+            raise _Fallback
+    if b"\t" in data:
+        data = data.replace(b"\t", b" ")
+    if b"  " in data:
+        data = _SPACES.sub(b" ", data)
+    if data.startswith(b" ") or b"\n " in data:
+        data = _LEADING.sub(b"", data)
+    if data.endswith(b" ") or b" \n" in data:
+        data = _TRAILING.sub(b"", data)
+    if data.startswith(b"#") or b"\n#" in data:  # comment lines
+        raise _Fallback
+    return data
+
+
+def _arrow_columns(data: bytes, names: Sequence[str], types: dict):
+    """Parse space-separated ``data`` with pyarrow (no quoting, no nulls); only ``types``' columns."""
+    import pyarrow as pa
+    import pyarrow.csv as pv
+
+    return pv.read_csv(
+        pa.py_buffer(data),
+        read_options=pv.ReadOptions(column_names=list(names), use_threads=True,
+                                    block_size=1 << 22),
+        parse_options=pv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
+                                      double_quote=False, newlines_in_values=False,
+                                      ignore_empty_lines=True),
+        convert_options=pv.ConvertOptions(column_types=types, include_columns=list(types),
+                                          null_values=[], true_values=[], false_values=[],
+                                          strings_can_be_null=False, quoted_strings_can_be_null=False),
+    )
+
+
+def _encode(col):
+    """(distinct values in first-seen order as an Arrow array, int32 codes) of a string column."""
+    import pyarrow as pa
+
+    enc = col.combine_chunks().dictionary_encode() if isinstance(col, pa.ChunkedArray) else col.dictionary_encode()
+    return enc.dictionary, enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+
+
+def _has_duplicates(q: np.ndarray, d: np.ndarray, nq: int, nd: int) -> bool:
+    """Whether some (q, d) pair occurs twice (a bitmap when small, else a sort)."""
+    if len(q) < 2:
+        return False
+    key = q.astype(np.int64) * max(nd, 1) + d
+    if nq * nd <= 8 * len(q) + (1 << 20):
+        return bool((np.bincount(key, minlength=nq * nd) > 1).any())
+    key.sort()
+    return bool((key[1:] == key[:-1]).any())
+
+
+def _first_tag(data: bytes) -> str:
+    first = data.lstrip(b"\n").split(b"\n", 1)[0].split(b" ")
+    return first[5].decode("utf-8") if len(first) > 5 else ""
+
+
+def _fast_run_parts(path: PathLike):
+    """Fast pass over one run: (query map, q codes, doc dictionary, doc codes, scores, tag).
+
+    Raises ``_Fallback`` (or any exception) when the precise pass must decide.
+    """
+    import pyarrow as pa
+
+    data = _normalised_bytes(path)
+    t = _arrow_columns(data, ("qid", "Q0", "docid", "rank", "score", "tag"),
+                       {"qid": pa.string(), "docid": pa.string(), "rank": pa.float64(),
+                        "score": pa.float64()})
+    if t.num_rows == 0:
+        raise _Fallback
+    score = t.column("score").to_numpy()
+    if not np.isfinite(score).all() or not np.isfinite(t.column("rank").to_numpy()).all():
+        raise _Fallback
+    qdict, q = _encode(t.column("qid"))
+    ddict, d = _encode(t.column("docid"))
+    if _has_duplicates(q, d, len(qdict), len(ddict)):
+        raise _Fallback
+    return IdMap.from_arrow(qdict, "query"), q, ddict, d, np.ascontiguousarray(score), _first_tag(data)
+
+
+def _recode_docs(base: IdMap | None, dicts: list) -> tuple[IdMap, list[np.ndarray]]:
+    """One document map for several runs: ``base``'s ids first (codes kept), then new ids in
+    first-seen order over the runs; and, per run, its dictionary codes → shared codes."""
+    import pyarrow as pa
+
+    parts = ([base.to_arrow()] if base is not None else []) + list(dicts)
+    allids = pa.concat_arrays([p.cast(pa.string()) for p in parts]) if parts else pa.array([], pa.string())
+    enc = allids.dictionary_encode()
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    if base is not None and len(enc.dictionary) == len(base):
+        shared = base
+    else:
+        shared = IdMap.from_arrow(enc.dictionary, "document", base=base)
+    out, start = [], len(base) if base is not None else 0
+    for dct in dicts:
+        out.append(codes[start:start + len(dct)])
+        start += len(dct)
+    return shared, out
+
+
+def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None = None) -> Run:
+    """Read a TREC run (``qid Q0 docid rank score tag``, ``.gz`` transparent).
+
+    The rank column is ignored: ranks are recomputed from scores, ties broken by docid
+    descending (trec_eval); it must still be a number. Duplicate (qid, docid) lines and
+    non-finite scores are errors naming the file and line. With ``doc_map``, every document
+    must be in it (an unknown one is an error naming the line).
+    """
+    try:
+        qmap, q, ddict, d, s, tag = _fast_run_parts(path)
+        if doc_map is None:
+            dmap = IdMap.from_arrow(ddict, "document")
+        else:
+            import pyarrow.compute as pc
+
+            rec = pc.index_in(ddict, value_set=doc_map.to_arrow())
+            if rec.null_count:
+                raise _Fallback
+            d = rec.to_numpy(zero_copy_only=False).astype(np.int32)[d]
+            dmap = doc_map
+    except LimelightError:
+        raise
+    except Exception:
+        return _read_trec_run_precise(path, name, doc_map)
+    run = Run.from_codes(qmap, dmap, q, d, s, name or Path(path).name)
+    run.meta["tag"] = tag
+    return run
+
+
+def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
+                   names: Sequence[str] | None = None, threads: int | None = None) -> list[Run]:
+    """Read several TREC runs onto **one** document ``IdMap``, files parsed in parallel.
+
+    The shared map holds ``doc_map``'s ids first, with their codes (e.g. the qrels' documents:
+    ``Qrels.with_doc_map`` then re-points the qrels without re-encoding), then the runs' other
+    documents in first-seen order. Each file is read as ``read_trec_run`` reads it: a file the
+    fast pass cannot read exactly is re-read by the precise pass (same result, or the one-line
+    error naming its file and line).
+    """
+    paths = list(paths)
+    if names is not None and len(names) != len(paths):
+        raise ValueError("names and paths differ in length")
+    if not paths:
+        return []
+
+    def fast(p):
+        try:
+            return _fast_run_parts(p)
+        except Exception:
+            return None
+
+    workers = threads if threads is not None else min(len(paths), os.cpu_count() or 1, 8)
+    if workers > 1 and len(paths) > 1:
+        with ThreadPoolExecutor(workers) as ex:
+            parts = list(ex.map(fast, paths))
+    else:
+        parts = [fast(p) for p in paths]
+    # files the fast pass rejected: the precise pass (raises the exact error, or reads them)
+    precise = {}
+    for i, (p, part) in enumerate(zip(paths, parts, strict=True)):
+        if part is None:
+            r = _read_trec_run_precise(p)
+            precise[i] = r
+    dicts = [part[2] if part is not None else precise[i].docids.to_arrow()
+             for i, part in enumerate(parts)]
+    shared, recodes = _recode_docs(doc_map, dicts)
+    runs = []
+    for i, p in enumerate(paths):
+        name = names[i] if names is not None else Path(p).name
+        if parts[i] is None:
+            r = precise[i]
+            run = Run.from_codes(r.qids, shared, r.q, recodes[i][r.d], r.score, name, sort=False)
+            run.meta.update(r.meta)
+        else:
+            qmap, q, _dd, d, s, tag = parts[i]
+            run = Run.from_codes(qmap, shared, q, recodes[i][d], s, name)
+            run.meta["tag"] = tag
+        runs.append(run)
+    return runs
 
 
 def read_trec_run_ranks(path: PathLike) -> pd.DataFrame:
@@ -145,10 +361,9 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
                   compression=compression)
 
 
-def read_trec_qrels(path: PathLike, name: str | None = None, doc_map: IdMap | None = None,
+def _read_trec_qrels_precise(path: PathLike, name: str | None = None, doc_map: IdMap | None = None,
                     strict_docs: bool = False) -> Qrels:
-    """Read TREC qrels (``qid iter docid rel``). With ``doc_map`` and ``strict_docs``, a
-    judged document missing from the collection is an error naming the line."""
+    """The line-by-line qrels reader: names the exact file and line of any error."""
     text = _read_text(path)
     qid, _it, docid, rel, lineno = _split_columns(path, text, 4, "qid iter docid rel")
     if len(qid) == 0:
@@ -168,6 +383,37 @@ def read_trec_qrels(path: PathLike, name: str | None = None, doc_map: IdMap | No
         doc_map, d = IdMap.from_unique(docid, kind="document")
     _check_duplicates(path, q, d, lineno, qmap, doc_map, "judgment")
     return Qrels.from_codes(qmap, doc_map, q, d, r, name or Path(path).name)
+
+
+def read_trec_qrels(path: PathLike, name: str | None = None, doc_map: IdMap | None = None,
+                    strict_docs: bool = False) -> Qrels:
+    """Read TREC qrels (``qid iter docid rel``, ``.gz`` transparent). Grades must be integers;
+    duplicate (qid, docid) lines are errors naming the file and line. With ``doc_map`` and
+    ``strict_docs``, a judged document missing from the collection is an error naming the line;
+    without ``strict_docs`` such documents are appended to the map."""
+    if doc_map is not None:  # collection-sized maps: the precise pass (small files)
+        return _read_trec_qrels_precise(path, name, doc_map, strict_docs)
+    try:
+        import pyarrow as pa
+
+        data = _normalised_bytes(path)
+        t = _arrow_columns(data, ("qid", "iter", "docid", "rel"),
+                           {"qid": pa.string(), "docid": pa.string(), "rel": pa.float64()})
+        if t.num_rows == 0:
+            raise _Fallback
+        relf = t.column("rel").to_numpy()
+        if not np.isfinite(relf).all() or (relf != np.round(relf)).any():
+            raise _Fallback
+        qdict, q = _encode(t.column("qid"))
+        ddict, d = _encode(t.column("docid"))
+        if _has_duplicates(q, d, len(qdict), len(ddict)):
+            raise _Fallback
+    except LimelightError:
+        raise
+    except Exception:
+        return _read_trec_qrels_precise(path, name, doc_map, strict_docs)
+    return Qrels.from_codes(IdMap.from_arrow(qdict, "query"), IdMap.from_arrow(ddict, "document"),
+                            q, d, relf.astype(np.int32), name or Path(path).name)
 
 
 def write_trec_qrels(qrels: Qrels, path: PathLike) -> None:

@@ -16,20 +16,42 @@ class IdMap:
     """An ordered, immutable set of string ids with O(1) lookup both ways.
 
     ``ids[i]`` is the string of int id ``i``; ``index[s]`` the int id of string ``s``.
+    A map read from a file keeps its ids as one Arrow string array (a few bytes per id, no Python
+    object per id); the numpy object array (``strings``) and the lookup dictionary are built on
+    first use only.
     """
 
-    __slots__ = ("_ids", "_index", "_order", "kind")
+    __slots__ = ("_ids", "_arrow", "_index_d", "_order", "_base", "kind")
 
     def __init__(self, ids: Iterable[str], kind: str = "id"):
         arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=object)
-        self._ids: np.ndarray = arr
-        self._index: dict[str, int] = {s: i for i, s in enumerate(arr.tolist())}
-        if len(self._index) != len(arr):
+        self._ids: np.ndarray | None = arr
+        self._arrow = None
+        self._index_d: dict[str, int] | None = {s: i for i, s in enumerate(arr.tolist())}
+        if len(self._index_d) != len(arr):
             seen: set[str] = set()
             dup = next(s for s in arr.tolist() if s in seen or seen.add(s))
             raise ValueError(f"duplicate {kind} id {dup!r}")
         self._order: np.ndarray | None = None
+        self._base: IdMap | None = None
         self.kind = kind
+
+    @classmethod
+    def from_arrow(cls, ids, kind: str = "id", base: IdMap | None = None) -> IdMap:
+        """A map over a ``pyarrow`` string array of ids **known to be distinct** (e.g. the
+        dictionary of ``dictionary_encode``); nothing is copied into Python objects.
+
+        ``base``: a map whose ids are the first ``len(base)`` ids of this one (same codes), so
+        that data coded under ``base`` can be re-pointed to this map without re-encoding.
+        """
+        m = cls.__new__(cls)
+        m._ids = None
+        m._arrow = ids
+        m._index_d = None
+        m._order = None
+        m._base = base
+        m.kind = kind
+        return m
 
     @classmethod
     def from_unique(cls, values: Sequence[str], kind: str = "id") -> tuple[IdMap, np.ndarray]:
@@ -45,32 +67,77 @@ class IdMap:
         m._order = None
         return m, rank[inverse.reshape(-1)].astype(np.int32)
 
+    # ---- lazily built views -----------------------------------------------------------------
+    @property
+    def _index(self) -> dict[str, int]:
+        """The string → int id dictionary (built on first use)."""
+        if self._index_d is None:
+            self._index_d = {s: i for i, s in enumerate(self.strings.tolist())}
+        return self._index_d
+
+    @property
+    def strings(self) -> np.ndarray:
+        """The ids as a numpy object array, in int-id order."""
+        if self._ids is None:
+            self._ids = self._arrow.to_numpy(zero_copy_only=False).astype(object, copy=False)
+        return self._ids
+
+    def to_arrow(self):
+        """The ids as a ``pyarrow`` string array, in int-id order."""
+        if self._arrow is None:
+            import pyarrow as pa
+
+            self._arrow = pa.array(self._ids.tolist(), type=pa.string())
+        return self._arrow
+
+    def has_prefix(self, other: IdMap) -> bool:
+        """True when ``other``'s ids are this map's first ids, with the same codes (known
+        without comparing strings when this map was built by extending ``other``)."""
+        m: IdMap | None = self
+        while m is not None:
+            if m is other:
+                return True
+            m = m._base
+        return False
+
+    def nbytes(self) -> int:
+        """Approximate resident size of the map (Arrow buffers, or Python objects if built)."""
+        import sys
+
+        total = 0
+        if self._arrow is not None:
+            total += self._arrow.nbytes
+        if self._ids is not None:
+            total += self._ids.nbytes + sum(sys.getsizeof(s) for s in self._ids.tolist())
+        if self._index_d is not None:
+            total += sys.getsizeof(self._index_d)
+        if self._order is not None:
+            total += self._order.nbytes
+        return total
+
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._ids) if self._ids is not None else len(self._arrow)
 
     def __iter__(self):
-        return iter(self._ids.tolist())
+        return iter(self.strings.tolist())
 
     def __contains__(self, s: object) -> bool:
         return s in self._index
 
     def __getitem__(self, i: int) -> str:
+        if self._ids is None:
+            return self._arrow[int(i)].as_py()
         return self._ids[i]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, IdMap) and (
-            self is other or (len(self) == len(other) and bool(np.all(self._ids == other._ids)))
+            self is other or (len(self) == len(other) and bool(np.all(self.strings == other.strings)))
         )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"IdMap({self.kind}, n={len(self)})"
-
-    @property
-    def strings(self) -> np.ndarray:
-        """The ids as a numpy object array, in int-id order."""
-        return self._ids
 
     def get(self, s: str, default: int = -1) -> int:
         return self._index.get(s, default)
@@ -94,13 +161,18 @@ class IdMap:
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """The string ids of int codes (an object array)."""
-        return self._ids[np.asarray(codes)]
+        return self.strings[np.asarray(codes)]
 
     def lexical_rank(self) -> np.ndarray:
         """For each int id, its position in byte-wise string order (trec_eval's tie order)."""
         if self._order is None:
-            keys = np.array([s.encode("utf-8") for s in self._ids.tolist()], dtype=object)
-            order = np.argsort(keys, kind="stable")
+            if self._ids is None:  # Arrow compares strings byte-wise (UTF-8), as strcmp
+                import pyarrow.compute as pc
+
+                order = pc.sort_indices(self._arrow).to_numpy()
+            else:
+                keys = np.array([s.encode("utf-8") for s in self._ids.tolist()], dtype=object)
+                order = np.argsort(keys, kind="stable")
             rank = np.empty(len(order), dtype=np.int64)
             rank[order] = np.arange(len(order))
             self._order = rank
@@ -111,4 +183,6 @@ class IdMap:
         extra = [s for s in other if s not in self._index]
         if not extra:
             return self
-        return IdMap(np.concatenate([self._ids, np.asarray(extra, dtype=object)]), self.kind)
+        m = IdMap(np.concatenate([self.strings, np.asarray(extra, dtype=object)]), self.kind)
+        m._base = self
+        return m

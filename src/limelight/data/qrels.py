@@ -98,6 +98,8 @@ class Qrels:
         """Re-encode documents under ``doc_map``; unknown ids raise unless ``drop_unknown``."""
         if doc_map is self.docids:
             return self
+        if doc_map.has_prefix(self.docids):  # same codes: re-point, no re-encoding
+            return Qrels(self.qids, doc_map, self.q, self.d, self.rel, self.offsets, self.name)
         recode = doc_map.encode(self.docids.strings, missing=-1 if drop_unknown else None)
         d = recode[self.d]
         keep = d >= 0

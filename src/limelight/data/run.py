@@ -11,8 +11,16 @@ import pandas as pd
 from limelight.data.ids import IdMap
 
 
-def _order_rows(q: np.ndarray, score: np.ndarray, lex: np.ndarray) -> np.ndarray:
-    """Row order: by query, score descending, then docid descending (trec_eval's tie rule)."""
+def _order_rows(q: np.ndarray, score: np.ndarray, lex: np.ndarray) -> np.ndarray | None:
+    """Row order: by query, score descending, then docid descending (trec_eval's tie rule);
+    ``None`` when the rows are already in that order (runs as search engines write them)."""
+    if len(q) > 1:
+        dq = q[1:].astype(np.int64) - q[:-1]
+        if (dq >= 0).all():
+            same = dq == 0
+            ds = score[1:] - score[:-1]
+            if not (same & ((ds > 0) | ((ds == 0) & (lex[1:] >= lex[:-1])))).any():
+                return None
     return np.lexsort((-lex, -score, q))
 
 
@@ -61,7 +69,8 @@ class Run:
             raise ValueError("q, d and score must have the same length")
         if sort and len(q):
             order = _order_rows(q, score, docids.lexical_rank()[d])
-            q, d, score = q[order], d[order], score[order]
+            if order is not None:
+                q, d, score = q[order], d[order], score[order]
         return cls(qids, docids, q, d, score, _csr(q, len(qids)), name)
 
     @classmethod
@@ -157,6 +166,9 @@ class Run:
         """
         if doc_map is self.docids:
             return self
+        if doc_map.has_prefix(self.docids):  # same codes: re-point, no re-encoding
+            return Run(self.qids, doc_map, self.q, self.d, self.score, self.offsets, self.name,
+                       dict(self.meta))
         recode = doc_map.encode(self.docids.strings, missing=-1 if drop_unknown else None)
         d = recode[self.d]
         keep = d >= 0

@@ -99,6 +99,11 @@ class QrelsIndex:
         hit = self._recode_cache.get(id(docids))
         if hit is not None and hit[0] is docids:
             return hit[1]
+        if docids.has_prefix(self.qrels.docids):  # one shared map (qrels' documents first)
+            rec = np.full(len(docids), -1, dtype=np.int64)
+            rec[:len(self.qrels.docids)] = np.arange(len(self.qrels.docids))
+            self._recode_cache[id(docids)] = (docids, rec)
+            return rec
         # look the (few) judged documents up in the run's map, not the run's documents here
         codes = docids.encode(self.qrels.docids.strings, missing=-1)
         rec = np.full(len(docids), -1, dtype=np.int64)
