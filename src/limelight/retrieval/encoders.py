@@ -7,9 +7,19 @@
   transformer optimizer (attention, embedding/skip layer norm, bias+GELU), run in float32 by
   ONNX Runtime;
 - ``"onnx-int8"``: the fused graph with dynamic int8 quantization of its weights (per output
-  channel, signed weights; activations quantized per batch at run time);
+  channel, signed weights; activations quantized at run time with one scale per input tensor);
 - ``"auto"``: the fastest variant that meets the quality bound on CPU (``CPU_PREFERENCE``, first
   available; measured in ``docs/results-dense.md``), ``"torch-fp32"`` on other devices.
+
+Both ONNX variants run **every text alone** (a batch of one, no padding; ``ONNX_RUN``), on
+``workers`` single-threaded ONNX Runtime sessions in parallel threads. Dynamic int8 quantization
+derives its activation scales from the whole input tensor, so in a padded batch a text's vector
+depended on the other texts of the batch (cosine 0.993-0.995 against the same text alone): run
+alone, the tensor is the text, the scales are the text's own, and a text's vector is the same
+bit for bit whatever else is encoded with it, in whatever batch size or order (exact reverse
+search, resumed or re-batched exposure jobs and pasted documents depend on that). It is also the
+faster way on CPU: no padding, and two one-thread sessions use both cores better than one
+two-thread session on small matrices (docs/results-dense.md).
 
 The export is done once per (model weights, variant, library versions) from the weights on disk,
 offline, into ``<cache>/models/`` (``cache`` is ``$LIMELIGHT_CACHE`` or ``./.cache``), written
@@ -45,6 +55,8 @@ LEGACY_VARIANT = "torch-fp32"
 #: Minimum cosine between an exported graph's vectors and torch float32 on the probe texts.
 PROBE_MIN_COSINE = {"onnx": 0.9999, "onnx-int8": 0.97}
 RECIPE = 1  # bump when the export recipe changes (invalidates exported models)
+#: How the ONNX variants are run (part of their ``Encoder.identity()``): every text alone.
+ONNX_RUN = "per-text"
 _PROBES = (
     "information retrieval",
     "vitamin d and bone density in older adults",
@@ -237,68 +249,110 @@ def _probe_cosine(st_model, backend: OnnxBackend, names: list[str]) -> float:
     feats = st_model.preprocess(texts)
     with torch.no_grad():
         ref = st_model(feats)["sentence_embedding"].float().numpy()
-    got = backend.run({k: feats[k].numpy() for k in names})
+    arrs = {k: feats[k].numpy() for k in names}
+    got = backend.run_each(arrs, arrs["attention_mask"].sum(1))  # as encode_onnx runs them
     ref = ref / np.linalg.norm(ref, axis=1, keepdims=True)
     got = got / np.linalg.norm(got, axis=1, keepdims=True)
     return float((ref * got).sum(1).min())
 
 
 # ---- runtime ----------------------------------------------------------------------------------
+def default_workers() -> int:
+    """Parallel one-thread sessions by default: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 class OnnxBackend:
-    """An ONNX Runtime CPU session over an exported encoder graph."""
+    """ONNX Runtime CPU sessions over an exported encoder graph: ``workers`` sessions of one
+    intra-op thread each, run side by side from Python threads (ONNX Runtime releases the GIL)."""
 
     def __init__(self, path: str | os.PathLike, input_names: list[str], threads: int | None = None):
+        self.path = Path(path)
+        self.input_names = list(input_names)
+        self.workers = int(threads) if threads else default_workers()
+        if self.workers < 1:
+            raise LimelightError(f"threads must be >= 1, got {threads}")
+        self.session = self._session()
+        self._sessions = [self.session]
+
+    def _session(self):
         import onnxruntime as ort
 
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.inter_op_num_threads = 1
-        if threads:
-            so.intra_op_num_threads = int(threads)
+        so.intra_op_num_threads = 1
         so.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(str(self.path), so, providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise LimelightError(f"{path}: cannot load the ONNX encoder ({msg}); delete the "
+            raise LimelightError(f"{self.path}: cannot load the ONNX encoder ({msg}); delete the "
                                  f"folder to export it again") from None
-        self.path = Path(path)
-        self.input_names = list(input_names)
 
     def run(self, feats: dict[str, np.ndarray]) -> np.ndarray:
-        """Sentence embeddings (float32, not re-normalised) for padded token arrays."""
+        """Sentence embeddings (float32, not re-normalised) for one padded batch of token arrays
+        (used for the export probes; ``encode_onnx`` runs texts alone)."""
         inputs = {k: np.ascontiguousarray(feats[k], dtype=np.int64) for k in self.input_names}
         return np.asarray(self.session.run(None, inputs)[0], dtype=np.float32)
 
+    def run_each(self, arrs: dict[str, np.ndarray], lengths: np.ndarray) -> np.ndarray:
+        """Embeddings of the rows of padded token arrays, each row run alone on its own
+        ``lengths[i]`` tokens (float32, not re-normalised), longest first over the sessions."""
+        while len(self._sessions) < self.workers:
+            self._sessions.append(self._session())
+        n = len(lengths)
+        arrs = {k: np.ascontiguousarray(arrs[k], dtype=np.int64) for k in self.input_names}
+        order = np.argsort(-np.asarray(lengths), kind="stable").tolist()
+        widths = np.maximum(np.asarray(lengths, dtype=np.int64), 1).tolist()
+        todo = iter(order)  # shared by the threads: a builtin iterator's next() is atomic
+        results: list[tuple[int, np.ndarray]] = []
 
-def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], batch_size: int,
-                sort_by_length: bool = True, chunk: int = 2048,
+        def work(session) -> None:
+            got = []
+            for i in todo:
+                w = widths[i]
+                got.append((i, session.run(None, {k: v[i:i + 1, :w] for k, v in arrs.items()})[0]))
+            results.extend(got)
+
+        sessions = self._sessions[:max(1, min(self.workers, n))]
+        if len(sessions) == 1:
+            work(sessions[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(sessions)) as ex:
+                list(ex.map(work, sessions))
+        if not results:
+            return np.zeros((0, 0), np.float32)
+        out = np.empty((n, results[0][1].shape[-1]), dtype=np.float32)
+        for i, e in results:
+            out[i] = e[0]
+        return out
+
+
+def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], chunk: int = 2048,
                 advance=None) -> np.ndarray:
-    """Embeddings of ``texts`` (input order) through ``backend``.
+    """Embeddings of ``texts`` (input order) through ``backend``, every text run alone.
 
     Texts are tokenized by the model's own ``preprocess`` (same truncation as torch) a chunk at a
-    time; with ``sort_by_length`` the chunk's texts are ordered by token count so that each batch
-    is padded only to its own longest text (the caller pre-sorts by characters across chunks).
+    time; each row is then cut to its own token count, so no text sees padding or another text.
     """
     n = len(texts)
-    dim = None
     out: np.ndarray | None = None
     names = backend.input_names
     for s in range(0, n, chunk):
         part = texts[s:s + chunk]
         feats = st_model.preprocess(part)
         arrs = {k: feats[k].numpy() for k in names}
-        lengths = arrs["attention_mask"].sum(1)
-        order = np.argsort(-lengths, kind="stable") if sort_by_length else np.arange(len(part))
-        for b in range(0, len(part), batch_size):
-            idx = order[b:b + batch_size]
-            width = max(int(lengths[idx].max()), 1)
-            emb = backend.run({k: v[idx, :width] for k, v in arrs.items()})
-            if out is None:
-                dim = emb.shape[1]
-                out = np.zeros((n, dim), dtype=np.float32)
-            out[s + idx] = emb
+        emb = backend.run_each(arrs, arrs["attention_mask"].sum(1))
+        if out is None:
+            out = np.zeros((n, emb.shape[1]), dtype=np.float32)
+        out[s:s + len(part)] = emb
         if advance is not None:
             advance(len(part))
     return out if out is not None else np.zeros((0, 0), np.float32)
@@ -308,5 +362,5 @@ def describe(variant: str) -> dict[str, Any]:
     """A short description of a variant (for reports)."""
     return {"torch-fp32": {"backend": "torch", "weights": "float32"},
             "onnx": {"backend": "onnxruntime", "weights": "float32", "graph": "fused"},
-            "onnx-int8": {"backend": "onnxruntime", "weights": "int8 per-channel (dynamic)",
-                          "graph": "fused"}}[variant]
+            "onnx-int8": {"backend": "onnxruntime", "weights": "int8 per-channel",
+                          "activations": "int8, dynamic scales per text", "graph": "fused"}}[variant]
