@@ -86,6 +86,57 @@ def test_cli_bad_config_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def _cli_audit(config: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "limelight.cli", "audit", str(config), "--out", str(out), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_sample_zero_is_an_error_naming_file_and_key(tmp_path):
+    """Issue 24 item 3: ``sample = 0`` used to mean "every query" silently."""
+    p = tmp_path / "zero.toml"
+    p.write_text(GOOD + '\n[queries]\nsource = "log"\nsample = 0\n')
+    r = _cli_audit(p, tmp_path / "o", "--check")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert r.stderr.startswith(f"error: {p}:17:") and "queries.sample must be ≥ 1" in r.stderr
+    assert not (tmp_path / "o").exists()
+    p.write_text(GOOD + '\n[queries]\nsource = "log"\nsample = 7\n')  # n ≥ 1 and no key are fine
+    assert load_config(p).query_sample == 7 and parse_config(GOOD).query_sample == 0
+
+
+def test_depth_not_below_the_collection_size_is_refused(tmp_path):
+    """Issue 24 item 1: depth 100 over adi's 82 documents made every dense query retrieve every
+    document (Gini 0.0000 headlined); the audit refuses before writing anything."""
+    p = tmp_path / "adi100.toml"
+    p.write_text(GOOD.replace("depth = 50", "depth = 100").replace("cutoffs = [10, 50]", "cutoffs = [10, 100]"))
+    out = tmp_path / "o"
+    r = _cli_audit(p, out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    err = r.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"error: {p}:4: audit.depth (100) is not below the 82 documents of adi")
+    assert "Gini" in err and "Gini" not in r.stdout
+    assert not out.exists()
+
+
+def test_failed_audit_leaves_no_output_directory(tmp_path):
+    """Issue 24 item 10: a bad collection source used to leave an empty output folder."""
+    p = tmp_path / "bad.toml"
+    p.write_text(GOOD.replace('source = "adi"', 'source = "no-such-collection"'))
+    out = tmp_path / "o"
+    r = _cli_audit(p, out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: no-such-collection: not a collection")
+    assert not out.exists()
+
+
+def test_shipped_quick_config_is_deeper_than_nothing():
+    """The quick audit's collection is larger than its depth (issue 24 item 1)."""
+    from limelight.data.loaders import load_dataset
+
+    cfg = load_config(REPO / "configs" / "quick.toml")
+    assert len(load_dataset(cfg.collection).collection) > 5 * cfg.depth
+
+
 def test_stage_cache_keys(tmp_path):
     audit = AuditDir(tmp_path / "a")
     cache = StageCache(audit)

@@ -15,7 +15,7 @@ Example (``configs/debian.toml``)::
     [queries]
     source = "log"              # "log" (shared query log), "dataset" (the collection's own
                                 # queries), or a TSV / query-log file path
-    sample = 0                  # 0 = every distinct query; n > 0 = a seeded sample of n
+    # sample = 2000             # a seeded sample of n ≥ 1 queries (leave out: every distinct query)
 
     [quick]                     # what --quick changes
     queries = 2000
@@ -235,9 +235,13 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     if qsrc not in ("log", "dataset", "generated") and not Path(qsrc).expanduser().is_file():
         ck.fail("source", f"queries.source must be \"log\", \"dataset\", \"generated\" or an existing "
                           f"query file, not {qsrc!r}", _line_of(text, "queries") or 0)
-    for key, table in (("sample", qs), ("queries", quick), ("eval_queries", quick)):
+    if qs.get("sample", 1) < 1:  # 0 used to mean "every query" silently; leave the key out for that
+        ck.fail("sample", f"queries.sample must be ≥ 1 (a seeded sample of that many queries), got "
+                          f"{qs['sample']}; leave the key out to use every distinct query",
+                _line_of(text, "queries") or 0)
+    for key, table in (("queries", quick), ("eval_queries", quick)):
         if table.get(key, 0) < 0:
-            ck.fail(key, f"{key} must be ≥ 0")
+            ck.fail(key, f"quick.{key} must be ≥ 0", _line_of(text, "quick") or 0)
     raw_systems = raw.get("systems")
     if not raw_systems:
         ck.fail("audit", "no systems: add at least one [[systems]] table (name, kind)")

@@ -122,6 +122,11 @@ class LookupEncoder:
     def compatible_with(self, identity: dict) -> bool:
         return self._enc.compatible_with(identity)
 
+    def __getattr__(self, name: str):  # everything else (mismatch, variant, ...) is the encoder's
+        if name == "_enc":
+            raise AttributeError(name)
+        return getattr(self._enc, name)
+
     def identity(self) -> dict:
         return self._enc.identity()
 
@@ -218,6 +223,15 @@ class AuditRunner:
         where = cfg.path or "<config>"
         ds = load_dataset(cfg.collection)
         coll = ds.collection
+        if cfg.depth >= len(coll):
+            from limelight.audit.config import _line_of
+            from limelight.errors import FormatError
+
+            raise FormatError(where, _line_of(cfg.text, "depth") if cfg.text else None,
+                              f"audit.depth ({cfg.depth}) is not below the {len(coll)} documents of "
+                              f"{ds.name}: every query would retrieve (nearly) every document, so r(d) "
+                              f"is flat and Gini meaningless (0 under dense retrieval); audit a larger "
+                              f"collection or set audit.depth and cutoffs below {len(coll)}")
         if cfg.group_field and cfg.group_field not in coll.fields:
             raise LimelightError(f"{where}: audit.group_field {cfg.group_field!r} is not a field of "
                                  f"{ds.name} (fields: {', '.join(sorted(coll.fields)) or 'none'})")
@@ -318,10 +332,11 @@ class AuditRunner:
         from limelight.audit import stages
 
         cfg = self.cfg
+        self.log(f"audit {cfg.name}: loading {cfg.collection} and the queries")
+        # the inputs first: an audit that cannot load them leaves no (empty) output directory
+        self._inputs = inp = self.load_inputs()
         self.dir.path.mkdir(parents=True, exist_ok=True)
         self.cache = StageCache(self.dir)
-        self.log(f"audit {cfg.name}: loading {cfg.collection} and the queries")
-        self._inputs = inp = self.load_inputs()
         self._write_manifest(inp, running=True)
         with atomic_path(self.dir.config_toml) as tmp:
             tmp.write_text(cfg.text, encoding="utf-8")
