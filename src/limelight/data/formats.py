@@ -488,7 +488,7 @@ def read_jsonl(path: PathLike) -> list[dict]:
             try:
                 obj = json.loads(ln)
             except json.JSONDecodeError as e:
-                raise FormatError(path, i, f"invalid JSON ({e.msg})") from None
+                raise FormatError(path, i, f"invalid JSON: {e.msg} column {e.colno}") from None
             if not isinstance(obj, dict):
                 raise FormatError(path, i, "expected a JSON object")
             out.append(obj)
