@@ -15,8 +15,17 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="limelight: who search puts in the limelight, for whom, and how to change it.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from limelight import __version__
+
+        typer.echo(f"limelight {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="print the version and exit")) -> None:
     """limelight: who search puts in the limelight, for whom, and how to change it."""
 
 

@@ -11,19 +11,6 @@ import typer
 from limelight.errors import LimelightError
 
 
-def _progress():
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), transient=True)
-
-
 def retrieve_with_progress(retriever, queries, k: int, batch: int = 2048, label: str = "retrieving"):
     """``retriever.retrieve`` in batches of queries, with a progress bar (one ``Run``)."""
     from limelight.data.run import Run
@@ -32,18 +19,34 @@ def retrieve_with_progress(retriever, queries, k: int, batch: int = 2048, label:
     texts = queries.texts.tolist()
     if len(texts) <= batch:
         return retriever.retrieve(queries, k)
+    from limelight.progress import progress_bar
+
     docs, scores = [], []
-    with _progress() as prog:
-        task = prog.add_task(label, total=len(texts))
+    with progress_bar(label, len(texts)) as update:
         for s in range(0, len(texts), batch):
             dd, ss = retriever.search_batch(texts[s:s + batch], k)
             docs.append(dd)
             scores.append(ss)
-            prog.advance(task, len(dd))
+            update(s + len(dd))
     run = run_from_topk(queries.ids, retriever.doc_ids, np.vstack(docs), np.vstack(scores),
                         getattr(retriever, "name", "run"))
     assert isinstance(run, Run)
     return run
+
+
+def check_k(value: int, option: str = "--k", n_docs: int | None = None) -> int:
+    """A depth option (``--k``, ``--depth``) checked: an error naming the value when it is < 1,
+    capped at ``n_docs`` (no ranking holds more documents than the collection)."""
+    if value < 1:
+        raise LimelightError(f"{option} must be ≥ 1, got {value}")
+    return min(value, n_docs) if n_docs else value
+
+
+def index_size(index: Path | str) -> int:
+    """The number of documents of an index directory (a clear error when it is not one)."""
+    from limelight.retrieval.index_dir import read_meta
+
+    return int(read_meta(index)["n_docs"])
 
 
 def load_query_file(path: str):
@@ -90,6 +93,7 @@ def register(app: typer.Typer) -> None:
 
         if not text.strip():
             raise LimelightError("empty query")
+        k = check_k(k, "--k", index_size(index))
         retriever = open_retriever(index, model, k1=k1, b=b)
         run = retriever.retrieve(Queries.from_lists(["q"], [text]), k)
         docs = load_docs(index)
@@ -125,6 +129,7 @@ def register(app: typer.Typer) -> None:
         from limelight.data.formats import write_trec_run
         from limelight.retrieval.index_dir import open_retriever
 
+        k = check_k(k, "--k", index_size(index))
         qs = load_query_file(queries)
         retriever = open_retriever(index, model, k1=k1, b=b, threads=threads)
         run = retrieve_with_progress(retriever, qs, k)

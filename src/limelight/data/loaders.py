@@ -111,7 +111,7 @@ def load_catalog(name_or_path: str | os.PathLike) -> Collection:
         try:
             recs = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise LimelightError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+            raise LimelightError(f"{path}:{e.lineno}: invalid JSON: {e.msg} column {e.colno}") from None
         # films have no id; titles repeat, so the id is the position in the file
         for i, r in enumerate(recs):
             r.setdefault("id", f"movie{i:05d}")
@@ -134,7 +134,9 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
 
     With ``distinct`` (default), queries are normalised (lowercased, whitespace collapsed) and
     de-duplicated: each distinct text becomes one query whose weight o_q is the number of log
-    entries that share it; ids are ``q<first position>``, the sources of the first entry kept.
+    entries that share it. A query keeps the log's own id of its first entry, ``SOURCE:QID``
+    (the log's qids repeat across sources); its ``source`` field is that entry's source.
+    ``ExposureStore`` and the CLI also accept the bare ``QID`` where only one source has it.
     """
     path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
     log = read_queries_tsv(path, name="querylog")
@@ -144,7 +146,7 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     uniq, first, counts = np.unique(norm, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
     first, counts, uniq = first[order], counts[order], uniq[order]
-    ids = IdMap([f"q{i}" for i in first.tolist()], kind="query")
+    ids = IdMap(log.ids.strings[first].tolist(), kind="query")
     fields = {"source": log.fields["source"][first], "log_id": log.ids.strings[first]} if "source" in log.fields else {}
     return Queries(ids, uniq.astype(object), counts.astype(np.float64), fields=fields, name="querylog")
 

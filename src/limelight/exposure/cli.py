@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from limelight.data.queries import Queries
-from limelight.errors import LimelightError
+from limelight.errors import FormatError, LimelightError
 
 
 def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float = 0.9,
@@ -33,6 +33,8 @@ def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float 
             h.update(p.read_bytes())
     settings = {"model": model} if model == "dense" else {"model": model, "k1": k1, "b": b}
     h.update(json.dumps(settings, sort_keys=True).encode())
+    if model == "dense":  # recorded, so that vectors of another encoder variant are refused
+        settings["encoder"] = retriever.encoder.identity()
     return retriever, h.hexdigest()[:32], settings
 
 
@@ -46,25 +48,35 @@ def load_queries_file(path: str | os.PathLike) -> Queries:
     p = Path(path)
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
-    with open_text(p) as f:
-        first = f.readline()
+    try:
+        with open_text(p) as f:
+            first = f.readline()
+    except UnicodeDecodeError as e:
+        raise _not_utf8(p, e) from None
+    except (OSError, EOFError) as e:
+        raise FormatError(p, None, f"cannot read file ({e})") from None
     if [c.strip().lower() for c in first.split("\t")] == ["source", "qid", "query"]:
         return load_query_log(p)
     return read_queries_tsv(p)
 
 
-def _progress():
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+def _not_utf8(path: Path, err: UnicodeDecodeError) -> FormatError:
+    """A one-line error naming the first line of ``path`` that is not UTF-8."""
+    import gzip
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
+    line = None
+    try:
+        with (gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")) as f:
+            for i, raw in enumerate(f, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    line = i
+                    break
+    except (OSError, EOFError):
+        pass
+    return FormatError(path, line, f"not UTF-8 text ({err.reason}); "
+                                   "convert it first, e.g. iconv -f latin1 -t utf-8")
 
 
 def _print_rows(rows: list[dict], json_out: bool, title: str) -> None:
@@ -121,6 +133,12 @@ def register(app: typer.Typer) -> None:
             raise LimelightError(f"unknown engine {engine!r} (local or ray)")
         if address is not None and engine != "ray":
             raise LimelightError("--address goes with --engine ray")
+        from limelight.commands_core import check_k, index_size
+
+        check_k(depth, "--depth")  # the store records the depth asked for; retrieval stops at n_docs
+        if shard_size < 1:
+            raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
+        index_size(index)  # a clear error when it is not an index, before reading the queries
         qs = load_queries_file(queries)
         validate_queries(qs)
         retriever, fp, settings = open_retriever(index, model, k1=k1, b=b, threads=threads)
@@ -128,19 +146,25 @@ def register(app: typer.Typer) -> None:
             from limelight.scale.exposure import IndexRetriever
 
             retriever = IndexRetriever(index, model, k1=k1, b=b, retriever=retriever)
+        from limelight.progress import progress_bar
+
         t0 = time.perf_counter()
-        with _progress() as prog:
-            task = prog.add_task(f"exposure ({model}, top {depth})", total=len(qs))
+        try:
+            with progress_bar(f"exposure ({model}, top {depth})", len(qs), elapsed=True) as progress:
+                st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
+                                      fingerprint=fp, settings={**settings, "index": str(index)},
+                                      progress=progress, art_indexes=art_indexes,
+                                      materialize=not view, engine=engine, address=address,
+                                      engine_options={"cpus_per_task": cpus_per_task}
+                                      if engine == "ray" else None)
+        except KeyboardInterrupt:
+            from limelight.exposure.exact import shard_path
 
-            def progress(done: int, total: int) -> None:
-                prog.update(task, completed=done, total=total)
-
-            st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
-                                  fingerprint=fp, settings={**settings, "index": str(index)},
-                                  progress=progress, art_indexes=art_indexes,
-                                  materialize=not view, engine=engine, address=address,
-                                  engine_options={"cpus_per_task": cpus_per_task}
-                                  if engine == "ray" else None)
+            n_shards = (len(qs) + shard_size - 1) // shard_size
+            n_done = sum(shard_path(out, i).exists() for i in range(n_shards))
+            typer.echo(f"interrupted after {n_done} of {n_shards} shards; rerun the same command "
+                       "to resume", err=True)
+            raise typer.Exit(130) from None
         res = st.retrievability(c=depth)
         summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
                    "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),

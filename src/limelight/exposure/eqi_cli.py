@@ -97,6 +97,18 @@ def _open_method(store, method: str, model_dir: Path | None):
     return m, enc
 
 
+LEARNED = ("residual", "append")
+
+
+def _check_model_arg(method: str, model_dir: Path | None) -> None:
+    """Arguments first: a learned method needs ``--model`` (before seconds of loading)."""
+    if method in LEARNED:
+        if model_dir is None:
+            raise LimelightError(f"--method {method} needs --model DIR (from `limelight eqi train`)")
+        if not Path(model_dir).exists():
+            raise LimelightError(f"{model_dir}: no such model directory (from `limelight eqi train`)")
+
+
 def _split(n_docs_total: int, n_test: int, seed: int):
     import numpy as np
 
@@ -181,6 +193,7 @@ def register(app: typer.Typer) -> None:
             raise LimelightError("--text is empty")
         if k < 1:
             raise LimelightError(f"--k must be ≥ 1, got {k}")
+        _check_model_arg(method, model)
         st = ExposureStore.open(store)
         d = st.doc_ids.lookup(docid) if docid is not None else None
         m, _ = _open_method(st, method, model)
@@ -221,6 +234,13 @@ def register(app: typer.Typer) -> None:
         if bad or not names:
             raise LimelightError(f"unknown method {bad[0] if bad else methods!r} "
                                  "(brute-force, bm25-reverse, dense-reverse, residual, append)")
+        if k < 1:
+            raise LimelightError(f"--k must be ≥ 1, got {k}")
+        if docs < 1:
+            raise LimelightError(f"--docs must be ≥ 1, got {docs}")
+        for n in names:
+            if n in LEARNED and not model:
+                _check_model_arg(n, None)
         st = ExposureStore.open(store)
         models = {}
         for p in model or []:

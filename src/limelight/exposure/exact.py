@@ -190,8 +190,9 @@ class _PairBuffer:
     final concatenation); sized for ``n_queries × depth`` rows, which costs nothing until
     written (the pages are only touched when filled)."""
 
-    def __init__(self, n_queries: int, depth: int, n_total: int):
-        cap = n_queries * depth
+    def __init__(self, n_queries: int, depth: int, n_total: int, n_docs: int | None = None):
+        # a query's top-n holds at most every document: depth beyond that costs nothing
+        cap = n_queries * (depth if n_docs is None else min(depth, n_docs))
         self.q = np.empty(cap, np.int32)
         self.d = np.empty(cap, np.int32)
         self.rank = np.empty(cap, _rank_type(depth).to_pandas_dtype())
@@ -249,8 +250,9 @@ def write_shard(path: Path, rows, depth: int) -> None:
 
 def _search_topk(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """``search_batch`` over queries ``b:be``, checked: ``(docs, scores)`` with ≤ ``depth`` columns."""
-    docs, scores = retriever.search_batch(queries.texts[b:be].tolist(), depth)
+    """``search_batch`` over queries ``b:be``, checked: ``(docs, scores)`` with ≤ ``depth`` columns
+    (the retriever is asked for at most as many documents as the collection has)."""
+    docs, scores = retriever.search_batch(queries.texts[b:be].tolist(), min(depth, len(doc_ids)))
     docs = np.asarray(docs)
     if docs.shape[0] != be - b:
         raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
@@ -267,7 +269,7 @@ def _batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_id
     if hasattr(retriever, "search_batch"):
         return _rows_from_topk(*_search_topk(retriever, queries, b, be, depth, doc_ids), b, lex)
     sub = queries.take(np.arange(b, be))
-    return _rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth)
+    return _rows_from_run(retriever(sub, min(depth, len(doc_ids))), sub, doc_ids, b, depth)
 
 
 class _ShardWriter:
@@ -415,6 +417,23 @@ def shard_path(store: Path, i: int) -> Path:
     return store / "shards" / f"part-{i:05d}.parquet"
 
 
+def resolve_query_id(ids: IdMap, qid: str, where: str | None = None) -> int:
+    """``ids.lookup(qid)``, else the one id ``SOURCE:QID`` whose ``QID`` is ``qid`` (query-log
+    ids keep their source, as the log's qids repeat across sources)."""
+    if qid in ids:
+        return ids.lookup(qid)
+    suffix = f":{qid}"
+    cands = [s for s in ids.strings.tolist() if s.endswith(suffix) and s.count(":") == 1] \
+        if ":" not in qid else []
+    if len(cands) == 1:
+        return ids.lookup(cands[0])
+    if cands:
+        shown = ", ".join(cands[:5]) + (f", … ({len(cands)} in all)" if len(cands) > 5 else "")
+        raise LimelightError(f"query id {qid!r} is ambiguous{' in ' + where if where else ''}: "
+                             f"{shown}; give SOURCE:QID")
+    raise UnknownIdError("query", qid, where)
+
+
 # ---- the store -----------------------------------------------------------------------------------
 
 
@@ -522,9 +541,14 @@ class ExposureStore:
                 "WHERE e.d = ? ORDER BY e.rank, qu.qid", [d]).fetchall()
         return [{"qid": a, "query": b, "rank": int(c), "score": float(s)} for a, b, c, s in rows]
 
+    def query_code(self, qid: str) -> int:
+        """The code of query ``qid``: its id, or for a query-log id ``SOURCE:QID`` the bare
+        ``QID`` when one source only has it (an error lists the candidates otherwise)."""
+        return resolve_query_id(self.queries.ids, qid, str(self.path))
+
     def exposed_documents(self, qid: str) -> list[dict]:
         """What query ``qid`` exposes: ``{"docid", "rank", "score"}`` sorted by rank."""
-        q = self.queries.ids.lookup(qid)
+        q = self.query_code(qid)
         with self.connect() as con:
             rows = con.execute(
                 "SELECT dc.docid, e.rank, e.score FROM exposure e JOIN documents dc USING (d) "
@@ -722,18 +746,16 @@ def compute_exposure(
         except json.JSONDecodeError:
             raise IndexMismatchError(f"{man_path}: corrupt manifest; remove {store} to start over") from None
         diff = [k for k in keys if old.get(k) != manifest[k]]
-        if diff:
-            what = {"retriever": "another index or retriever", "queries": "another query set",
-                    "n_queries": "another query set", "documents": "another collection",
-                    "n_docs": "another collection", "depth": "another depth",
-                    "shard_size": "another shard size", "format": "another format"}[diff[0]]
-            raise IndexMismatchError(f"{store}: this exposure store was computed with {what} "
-                                     f"({', '.join(diff)} differ); use another --out or remove it")
-        if old.get("complete") and (store / DB_NAME).exists():
+        if diff and not old.get("complete") and not _committed_shards(store):
+            _clear_store(store)  # an unfinished job without a finished shard: nothing to keep
+        elif diff:
+            raise IndexMismatchError(_mismatch_message(store, old, manifest, diff))
+        elif old.get("complete") and (store / DB_NAME).exists():
             if progress:
                 progress(nq, nq)
             return ExposureStore.open(store)
-    else:
+    created = not man_path.exists()  # a new store: removed again if the job fails before a shard
+    if created:
         if store.exists() and any(store.iterdir()):
             raise LimelightError(f"{store}: exists and is not an exposure store; use an empty or new directory")
         store.mkdir(parents=True, exist_ok=True)
@@ -745,6 +767,71 @@ def compute_exposure(
             pq.write_table(pa.table({"d": pa.array(np.arange(len(doc_ids), dtype=np.int32)),
                                      "docid": pa.array(doc_ids.strings.tolist(), pa.string())}), tmp)
         _write_manifest(store, {**manifest, "complete": False})
+    try:
+        return _run_job(retriever, queries, store, manifest, depth, doc_ids, shard_size, batch_size,
+                        progress, load, art_indexes, materialize, engine, address, engine_options,
+                        qtable)
+    except BaseException:
+        if created and not _committed_shards(store):
+            _clear_store(store)  # nothing finished: a rerun (with other arguments too) starts afresh
+        raise
+
+
+def _committed_shards(store: Path) -> list[Path]:
+    """The finished shard files of a store (written atomically: a listed file is complete)."""
+    return sorted((store / "shards").glob(SHARD_GLOB))
+
+
+def _clear_store(store: Path) -> None:
+    """Remove what ``compute_exposure`` writes into a store (the directory too when left empty)."""
+    import shutil
+
+    shutil.rmtree(store / "shards", ignore_errors=True)
+    for p in ("manifest.json", "queries.parquet", "documents.parquet"):
+        (store / p).unlink(missing_ok=True)
+    for p in store.glob(".*.tmp"):
+        _remove_db(p) if p.is_file() else shutil.rmtree(p, ignore_errors=True)
+    _remove_db(store / DB_NAME)
+    with contextlib.suppress(OSError):
+        store.rmdir()
+
+
+_DIFFERENCES = {"retriever": "another index or retriever", "queries": "another query set",
+                "n_queries": "another query set", "documents": "another collection",
+                "n_docs": "another collection", "depth": "another depth",
+                "shard_size": "another shard size", "format": "another format"}
+
+
+def _mismatch_message(store: Path, old: dict, new: dict, diff: list[str]) -> str:
+    """One line naming everything that differs between a store's manifest and this job."""
+    what = list(dict.fromkeys(_DIFFERENCES[k] for k in diff))
+    details = []
+    for k in diff:
+        if k == "retriever":
+            so, sn = old.get("settings") or {}, new.get("settings") or {}
+            changed = [f"{x} {so.get(x)!r} → {sn.get(x)!r}" for x in sorted(set(so) | set(sn))
+                       if so.get(x) != sn.get(x)]
+            details.append(", ".join(changed) if changed else "the index changed since")
+        elif k == "queries":
+            if "n_queries" not in diff:
+                details.append("same number of queries, other ids, texts or weights")
+        elif k == "documents":
+            if "n_docs" not in diff:
+                details.append("other document ids")
+        else:
+            details.append(f"{k} {old.get(k)} → {new[k]}")
+    return (f"{store}: this exposure store was computed with {' and '.join(what)} "
+            f"({'; '.join(details)}); use another --out or remove it")
+
+
+def _run_job(retriever, queries: Queries, store: Path, manifest: dict, depth: int, doc_ids: IdMap,
+             shard_size: int, batch_size: int | None, progress, load: bool, art_indexes: bool,
+             materialize: bool, engine: str, address: str | None, engine_options: dict | None,
+             qtable: pa.Table | None) -> ExposureStore:
+    """The shards still missing from ``store``, then its database (see ``compute_exposure``)."""
+    nq = len(queries)
+    n_shards = int(manifest["n_shards"])
+    has_batch = hasattr(retriever, "search_batch")
     shards = store / "shards"
     shards.mkdir(exist_ok=True)
     for stale in shards.glob(".*.tmp"):  # left by a job killed mid-write
@@ -772,7 +859,7 @@ def compute_exposure(
     building = store / BUILDING_DB if fresh and load else None
     if building is not None and qtable is None:
         qtable = _queries_table(queries)
-    buf = _PairBuffer(sum(min(shard_size, nq - i * shard_size) for i in todo), depth, nq)
+    buf = _PairBuffer(sum(min(shard_size, nq - i * shard_size) for i in todo), depth, nq, len(doc_ids))
     try:
         writer = _ShardWriter(shards, depth, building, qtable, (buf.n_retrieved, buf.threshold),
                               materialize)
@@ -789,7 +876,8 @@ def compute_exposure(
                             buf.add_topk(*_search_topk(retriever, queries, b, be, depth, doc_ids), b, lex)
                         else:
                             sub = queries.take(np.arange(b, be))
-                            buf.add_rows(_rows_from_run(retriever(sub, depth), sub, doc_ids, b, depth),
+                            buf.add_rows(_rows_from_run(retriever(sub, min(depth, len(doc_ids))),
+                                                        sub, doc_ids, b, depth),
                                          b, be - b)
                         timings["retrieve_s"] += time.perf_counter() - t0
                         if progress:

@@ -369,7 +369,7 @@ def read_doc_ids(path: str | os.PathLike) -> IdMap:
                 try:
                     rec = json.loads(s)
                 except json.JSONDecodeError as e:
-                    raise FormatError(p, lineno, f"invalid JSON ({e.msg})") from None
+                    raise FormatError(p, lineno, f"invalid JSON: {e.msg} column {e.colno}") from None
                 key = next((k for k in ("id", "doc_id", "docno", "_id") if k in rec), None)
                 if key is None:
                     raise FormatError(p, lineno, "no id field (id, doc_id, docno or _id)")

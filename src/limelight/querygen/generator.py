@@ -57,7 +57,7 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import LimelightError, UnknownIdError
 from limelight.querygen.serialize import Schema, load_schema, plain_text, serialize_entity
-from limelight.querygen.weaklabel import WeakLabelingUn, check_intent
+from limelight.querygen.weaklabel import WeakLabelingUn, acceptable_query, check_intent
 
 KINDS = ("ctrlqgen", "qgen", "inpars")
 SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -486,12 +486,19 @@ def generate_queries(catalog_or_collection: Collection | str, schema: Schema | s
         if gen.schema is None:
             gen.schema = schema
         ents = entity_dicts(coll, gen.schema, idx)
-        outs = gen.generate(ents, intent if gen.kind == "ctrlqgen" else None, n=n,
-                            batch_size=batch_size, seed=seed)
-        src = np.repeat(idx, n)
+        it = intent if gen.kind == "ctrlqgen" else None
+        outs = [[q for q in qs if acceptable_query(q)]
+                for qs in gen.generate(ents, it, n=n, batch_size=batch_size, seed=seed)]
+        for attempt in range(1, 4):  # rejected queries (too short, a stop word) are regenerated
+            short = [i for i, qs in enumerate(outs) if len(qs) < n]
+            if not short:
+                break
+            again = gen.generate([ents[i] for i in short], it, n=n, batch_size=batch_size,
+                                 seed=seed + attempt)
+            for i, qs in zip(short, again, strict=True):
+                outs[i] += [q for q in qs if acceptable_query(q)][:n - len(outs[i])]
+        src = np.repeat(idx, [len(qs) for qs in outs])
         texts = np.asarray([q for qs in outs for q in qs], dtype=object)
-        keep = np.asarray([bool(t) for t in texts.tolist()], dtype=bool)
-        src, texts = src[keep], texts[keep]
     eids = coll.ids.strings[src]
     qids = [f"{e}#{intent}{j}" for j, e in enumerate(eids.tolist())]
     return Queries(IdMap(qids, kind="query"), texts, None,

@@ -109,10 +109,14 @@ def register(app: typer.Typer) -> None:
         plot: Path = typer.Option(None, help="write a PNG bar chart here"),
     ) -> None:
         """Robustness of pipelines to query variations (Table 4): drops, t-tests, judged@10."""
+        from limelight.commands_core import check_k
         from limelight.querygen.robustness import robustness_report
         from limelight.querygen.variations import read_variations_tsv
 
+        check_k(k, "--k")
+        check_k(rerank_depth, "--rerank-depth")
         ds, qs, rq = _dataset(collection, queries, qrels)
+        k = check_k(k, "--k", len(ds.collection))
         var = read_variations_tsv(variations, qs) if variations else None
         if var is not None:
             var.original = qs

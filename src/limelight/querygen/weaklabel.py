@@ -59,6 +59,20 @@ def tokenize(text: str) -> list[str]:
     return [w for w in text.split() if any(ch.isalnum() for ch in w)]
 
 
+def acceptable_query(q: str | None) -> bool:
+    """A generated query worth keeping: at least 2 characters and not a lone stop word."""
+    global _STOPWORDS
+    if _STOPWORDS is None:
+        from limelight.analysis import stopword_list
+
+        _STOPWORDS = stopword_list("en")
+    q = (q or "").strip()
+    return len(q) >= 2 and q.lower() not in _STOPWORDS
+
+
+_STOPWORDS: frozenset[str] | None = None
+
+
 # ---- appendix A -------------------------------------------------------------------------------
 
 
@@ -135,6 +149,7 @@ class WeakLabelingUn:
     Pr_prefix: tuple[float, ...] = (0.5, 0.5)
     ft_words: tuple[int, ...] = (1, 2, 3)
     use_keyphrases: bool = True
+    max_tries: int = 20
     analyzer: Analyzer = field(default_factory=Analyzer)
     _collection: Collection | None = field(default=None, repr=False)
     _idf: dict[str, float] = field(default_factory=dict, repr=False)
@@ -227,13 +242,18 @@ class WeakLabelingUn:
         return kps[int(rng.integers(len(kps)))].lower() if kps else self.ft_query(ft, rng)
 
     def query(self, entity: dict, intent: str, rng: np.random.Generator) -> str | None:
-        """One weak-label query of ``intent`` for an entity (None when its fields cannot give one)."""
+        """One weak-label query of ``intent`` for an entity (None when its fields cannot give
+        one). A draw shorter than 2 characters or equal to a stop word (a prefix cut can leave
+        ``r``) is rejected and drawn again, up to ``max_tries`` times."""
         check_intent(intent)
-        q = self.narrow_query(entity, rng) if intent == "narrow" else self.broad_query(entity, rng)
-        if not q:
-            return None
-        q = self._vary(q.lower(), rng).strip()
-        return q or None
+        for _ in range(self.max_tries):
+            q = self.narrow_query(entity, rng) if intent == "narrow" else self.broad_query(entity, rng)
+            if not q:
+                return None
+            q = self._vary(q.lower(), rng).strip()
+            if acceptable_query(q):
+                return q
+        return None
 
     # -- batches --
     def _entity(self, i: int) -> dict:

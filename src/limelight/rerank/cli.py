@@ -113,13 +113,17 @@ def register(app: typer.Typer) -> None:
         """Re-rank a first-stage run with a trained checkpoint."""
         import torch
 
+        from limelight.commands_core import check_k
         from limelight.data.formats import write_run_parquet, write_trec_run
         from limelight.rerank.ranker import KernelReranker, NeuralRanker
 
+        check_k(k, "--k")
+        if depth is not None:
+            check_k(depth, "--depth")
         torch.set_num_threads(threads)
         ranker = NeuralRanker.load(checkpoint)
         ds = _dataset(collection)
-        first = _first_stage(ds, first_stage, k)
+        first = _first_stage(ds, first_stage, check_k(k, "--k", len(ds.collection)))
         stage = KernelReranker(ranker, ds.collection, depth=depth, batch_size=batch_size)
         run = stage.transform(ds.queries, first)
         (write_run_parquet if str(out).endswith(".parquet") else write_trec_run)(run, out)
@@ -187,6 +191,7 @@ def register(app: typer.Typer) -> None:
         """Documents/ms of each checkpoint on this machine and the measure each affords per budget."""
         import torch
 
+        from limelight.commands_core import check_k
         from limelight.rerank.budget import (
             best_ranges,
             budget_table,
@@ -196,8 +201,10 @@ def register(app: typer.Typer) -> None:
         )
         from limelight.rerank.ranker import KernelReranker, NeuralRanker
 
+        check_k(depth, "--depth")
         torch.set_num_threads(threads)
         ds = _dataset(collection, need_qrels=True)
+        depth = check_k(depth, "--depth", len(ds.collection))
         first = _first_stage(ds, None, depth)
         curves, speed = {}, {}
         for path in checkpoint:

@@ -213,6 +213,7 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
 
     def validate() -> bool:
         nonlocal best_state, bad
+        losses_seen = bool(losses)
         loss = float(np.mean(losses)) if losses else float("nan")
         losses.clear()
         if not validating:
@@ -221,8 +222,9 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
         mrr = mrr_at_10(stage.transform(queries, vrun), val_qrels, val_qids)
         model.train()
         result.history.append((result.steps, loss, mrr))
-        if progress:
-            progress(f"step {result.steps}: loss {loss:.4f}, val MRR@10 {mrr:.4f}")
+        if progress:  # no loss before the first training step (the untrained model)
+            progress(f"step {result.steps}: " + (f"loss {loss:.4f}, " if losses_seen else "untrained, ")
+                     + f"val MRR@10 {mrr:.4f}")
         if mrr > result.best_mrr:
             result.best_mrr, result.best_step, bad = mrr, result.steps, 0
             best_state = copy.deepcopy(model.state_dict())

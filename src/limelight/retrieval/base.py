@@ -76,7 +76,7 @@ class Retriever(Stage):
 
     def retrieve(self, queries: Queries, k: int | None = None) -> Run:
         """A ``Run`` with the top ``k`` documents of every query (empty queries retrieve none)."""
-        k = k or self.default_k
+        k = self.default_k if k is None else k
         docs, scores = self.search_batch(queries.texts.tolist(), k)
         return run_from_topk(queries.ids, self.doc_ids, docs, scores, self.name)
 

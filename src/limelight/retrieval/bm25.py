@@ -96,12 +96,14 @@ class BM25Index:
         texts = collection.texts.tolist()
         n = len(texts)
         if show_progress:
-            from rich.progress import track
+            from limelight.progress import progress_bar
 
             chunk = max(1, n // 50)
             parts = []
-            for i in track(range(0, n, chunk), description=f"BM25: analyzing {collection.name}"):
-                parts.append(analyze_flat(analyzer, texts[i:i + chunk]))
+            with progress_bar(f"BM25: analyzing {collection.name}", n) as update:
+                for i in range(0, n, chunk):
+                    parts.append(analyze_flat(analyzer, texts[i:i + chunk]))
+                    update(min(n, i + chunk))
             rows, codes, terms = _merge_parts(parts, chunk)
         else:
             rows, codes, terms = analyze_flat(analyzer, texts)

@@ -1,0 +1,96 @@
+"""Progress for the command line: a rich bar on a terminal, plain periodic lines otherwise.
+
+When stderr is not a terminal (piped, redirected, a CI log), rich draws nothing; long jobs
+would then be silent. ``progress_bar`` instead prints one line on stderr every ``every``
+seconds (default ``$LIMELIGHT_PROGRESS_SECONDS`` or 10): ``DESCRIPTION: DONE/TOTAL (P%), Ns``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+
+def _every() -> float:
+    try:
+        return max(0.0, float(os.environ.get("LIMELIGHT_PROGRESS_SECONDS", "10")))
+    except ValueError:
+        return 10.0
+
+
+class PlainProgress:
+    """``update(done, total)`` / ``advance(n)`` printing a line at most every ``every`` seconds
+    (and once at the end when a line was printed before)."""
+
+    def __init__(self, description: str, total: int | None, every: float | None = None,
+                 stream=None):
+        self.description, self.total = description, total
+        self.every = _every() if every is None else every
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.last = self.t0
+        self.printed = False
+
+    def _line(self) -> None:
+        tot = "" if not self.total else f"/{self.total} ({100 * self.done / self.total:.0f}%)"
+        print(f"{self.description}: {self.done}{tot}, {time.monotonic() - self.t0:.0f}s",
+              file=self.stream, flush=True)
+        self.printed = True
+
+    def update(self, done: int, total: int | None = None) -> None:
+        self.done = int(done)
+        if total is not None:
+            self.total = total
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self._line()
+
+    def advance(self, n: int = 1) -> None:
+        self.update(self.done + int(n))
+
+    def finish(self) -> None:
+        if self.printed and self.total and self.done >= self.total:
+            self._line()
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, total: int | None, elapsed: bool = False
+                 ) -> Iterator[Callable[[int, int | None], None]]:
+    """Yield ``update(done, total=None)``: a transient rich bar on a terminal, plain lines on
+    stderr every few seconds otherwise."""
+    if not stderr_is_terminal():
+        plain = PlainProgress(description, total)
+        yield plain.update
+        plain.finish()
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            *([TimeElapsedColumn()] if elapsed else []), TimeRemainingColumn()]
+    with Progress(*cols, transient=True, console=Console(stderr=True)) as prog:
+        task = prog.add_task(description, total=total)
+
+        def update(done: int, tot: int | None = None) -> None:
+            prog.update(task, completed=done, **({"total": tot} if tot is not None else {}))
+
+        yield update
