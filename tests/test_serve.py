@@ -310,3 +310,75 @@ def test_cli_serve_errors_are_one_line(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "not an audit directory" in r.stderr
+
+
+# ---- issue 24: items 9 and 15 ---------------------------------------------------------------------
+def test_cli_serve_port_in_use_fails_before_announcing(tmp_path):
+    """Item 9: the port is bound before the audit is loaded and before "serving on ..." is
+    printed; a busy port is a one-line error at once."""
+    import json
+    import socket
+
+    (tmp_path / "audit.json").write_text(json.dumps({"format": "limelight-audit/1", "systems": []}))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "limelight.cli", "serve", "--audit", str(tmp_path),
+                            "--port", str(port)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in r.stderr
+    assert "serving" not in r.stderr + r.stdout
+
+
+def test_blank_search_query_is_rejected_as_by_the_cli(client, service, audit_dir):
+    """Item 15: one rule for a blank query, the CLI's (``limelight search``: "empty query")."""
+    from limelight.service.core import BadRequest
+
+    for q in ("   ", "\t \u3000"):
+        r = client.get("/api/search", params={"q": q})
+        assert r.status_code == 422, q
+        (err,) = r.json()["detail"]
+        assert err["msg"].startswith("empty query") and "pattern" not in r.text
+    with pytest.raises(BadRequest, match="^empty query"):
+        service.search("  ")
+    cli = subprocess.run([sys.executable, "-m", "limelight.cli", "search", "  ", "--index",
+                          str(audit_dir / "index")], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and "empty query" in cli.stderr
+    assert client.get("/", params={"q": "   "}).status_code == 200  # the search form, no results
+
+
+def test_blank_eqi_text_is_named_not_a_regex(client):
+    r = client.post("/api/eqi", json={"text": " \n\t "})
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body", "text"] and err["msg"].startswith("empty text")
+    assert "pattern" not in r.text and "\\s" not in r.text
+
+
+def test_validation_error_does_not_echo_a_large_input(service):
+    """Item 15: a ~1 MB body under the size limit gets a short 422, not the input back."""
+    from fastapi.testclient import TestClient
+
+    from limelight.service.app import MAX_BODY, MAX_ECHO, create_app
+
+    text = "word " * 200_000
+    assert len(text) + 20 < MAX_BODY
+    with TestClient(create_app(service)) as c:
+        r = c.post("/api/eqi", json={"text": text})
+        assert r.status_code == 422
+        assert len(r.content) < 2 * MAX_ECHO + 1000
+        (err,) = r.json()["detail"]
+        assert err["input"].startswith("word word") and "1,000,000 characters" in err["input"]
+        r = c.post("/api/eqi", json={"txt": text})  # a missing field echoes the whole body object
+        assert r.status_code == 422 and len(r.content) < 4 * MAX_ECHO + 1000
+
+
+def test_method_not_allowed_says_which_are(client):
+    for url, allowed in (("/api/info", "GET"), ("/api/eqi", "POST"), ("/", "GET")):
+        r = client.request("TRACE", url)
+        assert r.status_code == 405, url
+        assert allowed in r.headers["allow"], url
+    r = client.request("TRACE", "/api/info")
+    assert r.json()["detail"] == "method TRACE not allowed on /api/info"

@@ -161,7 +161,12 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         msg = exc.detail if isinstance(exc.detail, str) else "error"
         if exc.status_code == 404 and msg == "Not Found":
             msg = f"no page at {request.url.path}"
-        return error_page(request, exc.status_code, msg)
+        if exc.status_code == 405:
+            msg = f"method {request.method} not allowed on {request.url.path}"
+        response = error_page(request, exc.status_code, msg)
+        for k, v in (exc.headers or {}).items():  # 405's Allow header, among others
+            response.headers[k] = v
+        return response
 
     # ---- JSON API --------------------------------------------------------------------------------
     @app.get("/api/info", response_model=S.Info, tags=["audit"])
@@ -170,7 +175,8 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         return service.info()
 
     @app.get("/api/search", response_model=S.SearchResults, responses=API_ERRORS, tags=["search"])
-    def api_search(q: Annotated[str, Query(min_length=1, max_length=S.MAX_QUERY, description="query text")],
+    def api_search(q: Annotated[str, Query(min_length=1, max_length=S.MAX_QUERY, pattern=S.NONBLANK,
+                                           description="query text (not blank)")],
                    model: Annotated[Model, Query(description="retrieval model")] = "bm25",
                    limit: Annotated[int, Query(ge=1, le=100)] = 10, offset: Annotated[int, Query(ge=0, le=900)] = 0,
                    rerank: Annotated[bool, Query(include_in_schema=has_reranker,
@@ -278,7 +284,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         text = ""
         if docid:
             text = service.docs.texts[service.doc_row(docid)]
-        return page(request, "eqi.html", text=text, res=None, system=None, k=20)
+        return page(request, "eqi.html", text=text, res=None, system=service.eqi_system().name, k=20)
 
     @app.post("/eqi", response_class=HTMLResponse, include_in_schema=False)
     def eqi_page(request: Request, text: Annotated[str, Form(max_length=S.MAX_TEXT)],
@@ -334,14 +340,28 @@ def _type_of(schema: dict) -> str:
     return t + (f" ({', '.join(bounds)})" if bounds else "")
 
 
+MAX_ECHO = 200  # characters of a rejected input echoed back in a validation error
+
+
 def _jsonable(errors: list) -> list:
-    """Validation errors without non-JSON values (exceptions in ``ctx``, raw bytes input)."""
+    """Validation errors without non-JSON values (exceptions in ``ctx``, raw bytes input), with
+    the rejected input cut to ``MAX_ECHO`` characters (a 1 MB body is not sent back) and a blank
+    text named as such rather than by the regular expression that rejects it."""
     out = []
     for e in errors:
         e = dict(e)
-        e.pop("ctx", None)
+        ctx = e.pop("ctx", None) or {}
+        if e.get("type") == "string_pattern_mismatch" and ctx.get("pattern") == S.NONBLANK:
+            what = "query" if e.get("loc", ())[-1:] == ("q",) else "text"
+            e["type"], e["msg"] = "blank", f"empty {what}: the {what} is blank (whitespace only)"
         if isinstance(e.get("input"), bytes):
             e["input"] = e["input"].decode("utf-8", "replace")
         e.pop("url", None)
-        out.append(json.loads(json.dumps(e, default=str)))
+        e = json.loads(json.dumps(e, default=str))
+        if "input" in e:
+            v = e["input"]
+            text = v if isinstance(v, str) else json.dumps(v)
+            if len(text) > MAX_ECHO:
+                e["input"] = f"{text[:MAX_ECHO]}… ({len(text):,} characters in all)"
+        out.append(e)
     return out

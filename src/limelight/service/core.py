@@ -40,6 +40,14 @@ class BadRequest(LimelightError):
     """A request value outside what the audit supports (served as HTTP 422 with this message)."""
 
 
+def check_query(text: str) -> str:
+    """The rule for a search query, as ``limelight search`` applies it: a blank text (empty or
+    whitespace only) is an error, never a search with no results."""
+    if not text.strip():
+        raise BadRequest("empty query: the query text is blank (whitespace only)")
+    return text
+
+
 @dataclass
 class _System:
     name: str
@@ -180,7 +188,8 @@ class AuditService:
             "n_docs": len(self.doc_ids),
             "systems": [{"name": s.name, "depth": s.store.depth, "n_queries": len(s.store.queries),
                          "settings": {k: _to_py(v) for k, v in s.settings.items()
-                                      if isinstance(v, str | int | float | bool)}}
+                                      if isinstance(v, str | int | float | bool)},
+                         **dict(zip(("eqi_methods", "eqi_note"), self.eqi_for(s), strict=True))}
                         for s in self.systems.values()],
             "search_models": self.search_models,
             "rerank": self.reranker is not None,
@@ -204,6 +213,7 @@ class AuditService:
     def search(self, text: str, model: str = "bm25", limit: int = 10, offset: int = 0,
                rerank: bool = False) -> dict:
         """Top results of ``text`` under ``model`` (optionally re-ranked), with snippets."""
+        check_query(text)
         if rerank and self.reranker is None:
             raise BadRequest("no re-ranker is loaded (start the server with --reranker CHECKPOINT)")
         retriever = self.retriever(model)
@@ -416,22 +426,37 @@ class AuditService:
         root = self.audit.eqi_root
         if not root.is_dir():
             return []
-        return sorted(p.name for p in root.iterdir() if (p / "model.json").is_file())
+        return sorted(p.name for p in root.iterdir()
+                      if not p.name.startswith(".") and (p / "model.json").is_file())
+
+    def eqi_for(self, sysm: _System) -> tuple[list[str], str | None]:
+        """The learned EQI models that answer for ``sysm``, and why there are none (or ``None``)."""
+        from limelight.service import eqi as _eqi
+
+        methods = self.eqi_methods()
+        if not methods:
+            return [], "no learned EQI model in this audit (eqi/ is empty): only the exact reverse search is shown"
+        reasons = {m: _eqi.why_not(self, sysm, m) for m in methods}
+        ok = [m for m in methods if reasons[m] is None]
+        return ok, None if ok else "; ".join(dict.fromkeys(reasons.values()))
+
+    def eqi_system(self) -> _System:
+        """The system the EQI page starts with: the first one a learned model answers for."""
+        return next((s for s in self.systems.values() if self.eqi_for(s)[0]), self.system(None))
 
     def eqi(self, text: str, system: str | None = None, k: int = 20) -> dict:
         """Exposing queries of a new or edited document ``text``: exact reverse search over the
         system's query set, and each learned EQI model of the audit, side by side."""
         from limelight.service import eqi as _eqi
 
-        sysm = self.system(system)
+        sysm = self.eqi_system() if system in (None, "") else self.system(system)
         exact = _eqi.exact_reverse(self, sysm, text, k)
         learned = []
         methods = self.eqi_methods()
         for m in methods:
             learned.append(_eqi.learned(self, sysm, m, text, k, exact))
         _eqi.mark_shared(exact, learned)
-        note = None if methods else ("no learned EQI model in this audit (eqi/ is empty): only the exact "
-                                     "reverse search is shown")
+        note = self.eqi_for(sysm)[1]
         return {"system": sysm.name, "depth": sysm.store.depth, "k": k, "exact": exact,
                 "learned": learned, "note": note}
 

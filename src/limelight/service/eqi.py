@@ -95,6 +95,9 @@ def _encoder(service):
 
 def learned(service, sysm, method: str, text: str, k: int, exact: dict) -> dict:
     """The ranked list of a learned EQI model of the audit, annotated with the exact ranks."""
+    reason = why_not(service, sysm, method)
+    if reason is not None:
+        return {"method": method, "available": False, "queries": [], "message": reason}
     try:
         model = _cached(service, ("learned", sysm.name, method), lambda: _load_learned(service, sysm, method))
         q = np.asarray(model.search(texts=[text], k=k)[0][0])
@@ -111,6 +114,47 @@ def learned(service, sysm, method: str, text: str, k: int, exact: dict) -> dict:
         rows.append({"position": i + 1, "qid": qid, "query": str(qs.texts[j]), "weight": float(qs.weights[j]),
                      "rank": rk, "score": sc, "in_both": qid in exact_top})
     return {"method": method, "available": True, "message": None, "queries": rows}
+
+
+def model_meta(service, method: str) -> dict:
+    """``model.json`` of the audit's EQI model ``method`` (``{}`` when unreadable)."""
+    import json
+
+    def read() -> dict:
+        try:
+            return json.loads((service.audit.eqi_dir(method) / "model.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    return _cached(service, ("meta", method), read)
+
+
+def why_not(service, sysm, method: str) -> str | None:
+    """Why the audit's learned model ``method`` does not answer for system ``sysm`` (``None``
+    when it does). A model predicts exposure under the system whose exposure store it was
+    trained on (``system`` in its ``model.json``, written by the audit's EQI stage; for models
+    without it, the store it records)."""
+    from limelight.errors import IndexMismatchError
+    from limelight.exposure.eqi.base import check_store
+
+    def decide() -> str | None:
+        meta = model_meta(service, method)
+        kind = system_kind(sysm)
+        trained = meta.get("system")
+        if kind not in ("bm25", "dense") and trained != sysm.name:
+            return (f"{sysm.name!r} is a {kind} system: the audit trains EQI models on the exposure "
+                    "of dense systems only (fused and re-ranked systems have no exact reverse search "
+                    "to train and evaluate them against)")
+        if trained is not None and trained != sysm.name:
+            return f"the {method} model was trained on the exposure of system {trained!r}, not {sysm.name!r}"
+        try:
+            check_store(sysm.store, meta.get("store") or {}, f"the {method} model")
+        except IndexMismatchError as e:
+            return str(e) if trained is not None else \
+                f"the {method} model was trained on another system's exposure than {sysm.name!r}'s"
+        return None
+
+    return _cached(service, ("why-not", sysm.name, method), decide)
 
 
 def _load_learned(service, sysm, method: str):

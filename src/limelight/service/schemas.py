@@ -22,6 +22,8 @@ class SystemInfo(BaseModel):
     depth: int = Field(description="n_{q→d}: documents kept per query in the exposure store")
     n_queries: int
     settings: dict[str, Any]
+    eqi_methods: list[str] = Field(default=[], description="learned EQI models that answer for this system")
+    eqi_note: str | None = Field(default=None, description="why no learned EQI model answers for it")
 
 
 class Info(BaseModel):
