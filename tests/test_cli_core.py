@@ -84,3 +84,110 @@ def test_index_is_atomic(tmp_path):
     assert p.returncode == 2 and f"{bad}:2" in p.stderr
     assert not out.exists()
     assert not any(x.name.startswith(".idx") for x in tmp_path.iterdir())
+
+
+# ---- issue 24: a new user's session ---------------------------------------------------------------
+
+
+def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> None:
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("error: ")
+    for n in needles:
+        assert n in p.stderr, p.stderr
+
+
+def test_k_below_one_is_an_error_naming_the_value(adi_index, tmp_path, data_dir):
+    # issue 24 item 3: --k 0 used to return every document
+    one_line_error(cli("search", "--index", str(adi_index), "--k", "0", "library"), "--k", "got 0")
+    qfile = data_dir / "collections" / "adi" / "queries.tsv"
+    out = tmp_path / "r.run"
+    one_line_error(cli("retrieve", "--index", str(adi_index), "--queries", str(qfile), "--k", "0",
+                       "--out", str(out)), "--k", "got 0")
+    one_line_error(cli("retrieve", "--index", str(adi_index), "--queries", str(qfile), "--k", "-3",
+                       "--out", str(out)), "got -3")
+    assert not out.exists()
+
+
+def test_huge_k_is_capped_at_the_collection(adi_index, tmp_path, data_dir):
+    # issue 24 item 6: --k 10^12 was a MemoryError
+    p = cli("search", "--index", str(adi_index), "--k", "1000000000000", "--json", "library")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    rows = json.loads(p.stdout)
+    assert 0 < len(rows) <= 82
+    qfile = data_dir / "collections" / "adi" / "queries.tsv"
+    out = tmp_path / "r.run"
+    p = cli("retrieve", "--index", str(adi_index), "--queries", str(qfile), "--k", "99999999999999",
+            "--out", str(out))
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    full = tmp_path / "full.run"
+    assert cli("retrieve", "--index", str(adi_index), "--queries", str(qfile), "--k", "82",
+               "--out", str(full)).returncode == 0
+    assert out.read_text() == full.read_text()  # capped at the 82 documents
+
+
+def test_version():
+    # issue 24 item 16
+    from limelight import __version__
+
+    p = cli("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"limelight {__version__}", p.stdout + p.stderr
+
+
+def test_broken_docs_jsonl_error_is_not_cut(tmp_path, data_dir):
+    # issue 24 item 16: "invalid JSON (Invalid control character at)" stopped mid-sentence
+    lines = (data_dir / "collections" / "adi" / "docs.jsonl").read_text(encoding="utf-8").splitlines()
+    bad = tmp_path / "docs.jsonl"
+    broken = lines[1].replace('"text": "', '"text": "\x01', 1)  # a raw control character
+    assert broken != lines[1]
+    bad.write_text("\n".join([lines[0], broken, *lines[2:5]]) + "\n")
+    p = cli("index", "--collection", str(bad), "--out", str(tmp_path / "idx"))
+    one_line_error(p, f"{bad}:2: invalid JSON", "column")
+    assert not p.stderr.rstrip().endswith(" at)")
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(adi_index, tmp_path, data_dir):
+    # issue 24 item 16: piped output was silent during long jobs; now a plain line every few s
+    import gzip
+
+    with gzip.open(data_dir / "querylogs" / "queries.tsv.gz", "rt", encoding="utf-8") as f:
+        head = [next(f) for _ in range(3001)]  # the header and 3,000 real queries
+    qfile = tmp_path / "log.tsv"
+    qfile.write_text("".join(head), encoding="utf-8")
+    env = {**__import__("os").environ, "LIMELIGHT_PROGRESS_SECONDS": "0"}
+    p = subprocess.run([sys.executable, "-m", "limelight.cli", "retrieve", "--index", str(adi_index),
+                        "--queries", str(qfile), "--k", "10", "--out", str(tmp_path / "r.run")],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "retrieving: 2048/3000 (68%)" in p.stderr and "retrieving: 3000/3000 (100%)" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "limelight.cli", "index", "--collection", "adi",
+                        "--out", str(tmp_path / "idx")], capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "BM25: analyzing adi: 82/82 (100%)" in p.stderr, p.stderr
+
+
+def test_readme_tour_is_consistent():
+    # issue 24 item 16: the tour wrote --out st and read --store st/scifact; it must run verbatim
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    tour = readme.split("## A short tour", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = []
+    for ln in tour.replace("\\\n", " ").splitlines():
+        ln = ln.split("#", 1)[0].strip()
+        if ln.startswith("limelight "):
+            commands.append(shlex.split(ln))
+    assert len(commands) >= 15
+    written: set[str] = set()
+    for cmd in commands:
+        assert not [w for w in cmd if re.fullmatch(r"[A-Z][A-Z_]+", w)], f"placeholder in {cmd}"
+        for opt in ("--store", "--index", "--audit", "--checkpoint", "-c"):
+            if opt in cmd and cmd[1] not in ("robustness",):
+                value = cmd[cmd.index(opt) + 1]
+                assert value in written, f"{' '.join(cmd)}: {opt} {value} is not written earlier"
+        if "--out" in cmd:
+            written.add(cmd[cmd.index("--out") + 1])
+    result = runner.invoke(app, ["--help"])
+    names = set(re.findall(r"│ (\w[\w-]*) ", result.output))
+    assert {c[1] for c in commands} <= names, {c[1] for c in commands} - names
