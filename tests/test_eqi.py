@@ -82,6 +82,22 @@ def test_exact_reverse_bm25_equals_recomputation(bm25_setup):
     assert np.allclose([x["score"] for x in one], s)
 
 
+def test_exact_reverse_bm25_each_document_alone(bm25_setup):
+    """20 held-out documents, each inserted alone: the exact lists equal a re-run of every query
+    over the collection with that document added (frozen statistics)."""
+    ret, qs, st, _, texts, ids = bm25_setup
+    ex = ExactReverse.build(st, ret)
+    exposed = 0
+    for t, d in zip(texts[:20], ids[:20], strict=True):
+        got = ex.query(text=t, docid=d, k=len(qs))
+        q, r, s = recompute_new_exposure(ret, qs, 100, [t], [d], frozen=True).lists(0)
+        assert [x["qid"] for x in got] == qs.ids.decode(q).tolist(), d
+        assert [x["rank"] for x in got] == r.tolist(), d
+        assert np.array_equal(np.float32([x["score"] for x in got]), s), d
+        exposed += len(got)
+    assert exposed > 200
+
+
 def test_recomputed_statistics_drift_is_measured(bm25_setup):
     ret, qs, st, _, texts, ids = bm25_setup
     exact = ExactReverse.build(st, ret).add_documents(texts, ids)
@@ -181,6 +197,60 @@ def test_exact_reverse_dense_equals_recomputation(dense_setup):
     want = recompute_new_exposure(ret, qs, 20, texts, ids, query_embeddings=qemb, doc_embeddings=demb)
     assert len(want.q) > 50
     _same(got, want, exact_scores=False)
+
+
+def test_exact_reverse_dense_equals_a_rebuilt_index(log, tmp_path):
+    """The default encoder end to end (no shared embeddings): a real dense store over cranfield
+    minus 20 documents; each left-out document's exact exposing queries (its text encoded alone)
+    equal a re-run of every query over the collection re-encoded with that document added."""
+    from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
+
+    enc = Encoder()
+    coll = load_dataset("cranfield").collection
+    base, texts, ids = _split(coll, 20, seed=3)
+    ret = DenseRetriever(DenseIndex.build(base, enc), enc)
+    qs = log.head(2000)
+    st = compute_exposure(ret, qs, tmp_path / "dense", depth=50)
+    ex = ExactReverse.build(st, ret, cache_dir=None)  # encodes the queries again
+    # the enlarged collection, encoded again in another order; the queries again, alone
+    full = enc.encode(coll.texts.tolist()[::-1])[::-1]
+    pos = coll.ids.encode(ids)
+    keep = np.setdiff1d(np.arange(len(coll)), pos)
+    assert np.array_equal(full[keep], ret.index.embeddings)
+    qemb = np.vstack([enc.encode([t]) for t in qs.texts.tolist()[:50]] +
+                     [enc.encode(qs.texts.tolist()[50:])])
+    exposed = 0
+    for t, d, p in zip(texts, ids, pos.tolist(), strict=True):
+        got = ex.query(text=t, docid=d, k=len(qs))
+        want = recompute_new_exposure(ret, qs, 50, [t], [d], query_embeddings=qemb,
+                                      doc_embeddings=full[p:p + 1])
+        q, r, _ = want.lists(0)
+        assert [x["qid"] for x in got] == qs.ids.decode(q).tolist(), d
+        assert [x["rank"] for x in got] == r.tolist(), d
+        exposed += len(got)
+    assert exposed > 100
+
+
+def test_exact_reverse_refuses_another_encoder_variant(log, tmp_path):
+    """A dense store records its encoder; a retriever whose encoder is another variant is refused."""
+    from limelight.cli import app as cli_app
+    from limelight.exposure.cli import open_retriever
+    from limelight.retrieval.dense import DenseRetriever, Encoder
+
+    idx = tmp_path / "idx"
+    res = CliRunner().invoke(cli_app, ["index", "--collection", "adi", "--out", str(idx), "--dense"])
+    assert res.exit_code == 0, res.output
+    ret, fp, settings = open_retriever(idx, "dense")
+    assert settings["encoder"]["variant"] == ret.encoder.variant
+    st = compute_exposure(ret, log.head(200), tmp_path / "st", depth=10, fingerprint=fp,
+                          settings=settings)
+    ExactReverse.build(st, ret, cache_dir=None)
+    other = DenseRetriever.__new__(DenseRetriever)
+    other.__dict__.update(ret.__dict__)
+    other.encoder = Encoder(variant="onnx")
+    with pytest.raises(IndexMismatchError) as e:
+        ExactReverse.build(st, other, cache_dir=None)
+    assert "variant 'onnx-int8'" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_learned_models_train_save_load(dense_setup, tmp_path):

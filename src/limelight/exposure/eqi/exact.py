@@ -246,6 +246,11 @@ class ExactReverse:
                                              f"retriever or settings than {retriever.name} (k1, b)")
         elif isinstance(retriever, DenseRetriever):
             kind = "dense"
+            recorded = settings.get("encoder")
+            if recorded is not None and not retriever.encoder.compatible_with(recorded):
+                raise IndexMismatchError(f"{store.path}: the store's vectors cannot be mixed with "
+                                         f"this retriever's encoder: "
+                                         f"{retriever.encoder.mismatch(recorded)}")
         else:
             raise LimelightError(f"exact reverse search supports BM25 and dense retrievers, not "
                                  f"{type(retriever).__name__}")
