@@ -172,10 +172,14 @@ def register(app: typer.Typer) -> None:
 
     @eqi_app.command("query")
     def query(
-        docid: str = typer.Argument(None, help="document id of the store"),
+        docid: str = typer.Argument(None, help="document id of the store; with --text (exact) the id of "
+                                   "the new document: a stored id means its edited version, a new "
+                                   "id decides ties (equal scores rank by docid descending)"),
         store: Path = typer.Option(..., help="exposure store directory"),
         method: str = typer.Option("exact", help=" | ".join(QUERY_METHODS)),
-        text: str = typer.Option(None, "--text", help="a new document's text instead of DOCID"),
+        text: str = typer.Option(None, "--text", help="a new document's text instead of DOCID (named 'new-0' when no DOCID "
+                                 "is given: a text identical to a stored document ties with it "
+                                 "and the ids decide)"),
         model: Path = typer.Option(None, help="model directory for residual/append"),
         k: int = typer.Option(100, "--k", help="n_{d→q}: queries returned"),
         json_out: bool = typer.Option(False, "--json"),
