@@ -10,7 +10,10 @@ Prints, in one run (issue 12):
    variant, the loss against torch float32 and the mean cosine of the document vectors, against
    the bound (loss < 0.005 on both);
 3. which variant ``Encoder()`` picks by default (``variant="auto"``) and whether it is the fastest
-   variant meeting the bound.
+   variant meeting the bound;
+4. batch invariance (issue 27): the max abs difference between a text's vector encoded in one
+   call and in calls of 1, 7 and 32 texts or in reversed order, per configuration (the
+   batched int8 encoding of before, ``BatchedOnnx``, is kept here as the comparison).
 
 Collection embeddings go through the cache in ``.cache/embeddings`` (keyed by variant), so the
 quality part resumes where an interrupted run stopped.
@@ -47,15 +50,67 @@ BOUND = 0.005
 CONFIGS: dict[str, dict] = {
     "torch-fp32": {"variant": "torch-fp32"},
     "onnx": {"variant": "onnx"},
-    "onnx-int8": {"variant": "onnx-int8"},  # the default batch, 32
-    "onnx-int8, input order (no length sort)": {"variant": "onnx-int8", "sort_by_length": False},
-    "onnx-int8, batch 64": {"variant": "onnx-int8", "batch_size": 64},
-    "onnx-int8, batch 16": {"variant": "onnx-int8", "batch_size": 16},
+    "onnx-int8": {"variant": "onnx-int8"},  # the default: every text run alone, 2 sessions
+    "onnx-int8, 1 session": {"variant": "onnx-int8", "threads": 1},
+    "onnx-int8, batched 32 (before issue 27)": {"variant": "onnx-int8", "batched": 32},
     "onnx-int8, max_seq_length 128": {"variant": "onnx-int8", "max_seq_length": 128},
-    "torch-fp32, max_seq_length 128": {"variant": "torch-fp32", "max_seq_length": 128},
 }
-QUALITY = ("torch-fp32", "onnx-int8", "onnx-int8, batch 64", "onnx-int8, batch 16",
-           "onnx-int8, max_seq_length 128")
+QUALITY = ("torch-fp32", "onnx-int8", "onnx")
+
+
+class BatchedOnnx:
+    """The ONNX encoding of before issue 27, kept here as the comparison: padded batches of
+    length-sorted texts through one two-thread session (int8 activation scales per batch)."""
+
+    def __init__(self, batch_size: int, **kwargs):
+        self.enc = Encoder(**kwargs)
+        self.variant = self.enc.variant
+        self.max_seq_length = self.enc.max_seq_length
+        self.batch_size = batch_size
+        self.backend = encoders.OnnxBackend(self.enc._backend.path, self.enc._backend.input_names)
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 2
+        so.log_severity_level = 3
+        self.backend.session = ort.InferenceSession(str(self.backend.path), so,
+                                                    providers=["CPUExecutionProvider"])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        n = len(texts)
+        order = np.argsort(-np.fromiter(map(len, texts), np.int64, n), kind="stable")
+        out = np.zeros((n, self.enc.dim), np.float32)
+        feats = self.enc.model.preprocess([texts[i] for i in order.tolist()])
+        arrs = {k: feats[k].numpy() for k in self.backend.input_names}
+        lengths = arrs["attention_mask"].sum(1)
+        for b in range(0, n, self.batch_size):
+            sl = slice(b, b + self.batch_size)
+            width = max(int(lengths[sl].max()), 1)
+            out[order[sl]] = self.backend.run({k: v[sl, :width] for k, v in arrs.items()})
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def make(config: dict):
+    config = dict(config)
+    if "batched" in config:
+        return BatchedOnnx(config.pop("batched"), **config)
+    return Encoder(**config)
+
+
+def invariance(encs: dict, texts: list[str]) -> None:
+    """Max abs difference between a text's vector encoded in one call and in calls of 1, 7 and
+    32 texts, and in reversed order (issue 27: <= 1e-6 for the default)."""
+    print("\n### Batch invariance (Debian catalog entries): max abs difference vs one call")
+    print("| configuration | batches of 1 | batches of 7 | batches of 32 | reversed order |")
+    print("|---|---|---|---|---|")
+    for n, e in encs.items():
+        whole = e.encode(texts)
+        cells = []
+        for bs in (1, 7, 32):
+            parts = np.vstack([e.encode(texts[s:s + bs]) for s in range(0, len(texts), bs)])
+            cells.append(float(np.abs(parts - whole).max()))
+        cells.append(float(np.abs(e.encode(texts[::-1])[::-1] - whole).max()))
+        print(f"| {n} | " + " | ".join(f"{c:.1e}" for c in cells) + " |", flush=True)
 
 
 def load() -> str:
@@ -154,6 +209,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-quality", action="store_true")
     ap.add_argument("--no-throughput", action="store_true")
+    ap.add_argument("--no-invariance", action="store_true")
     ap.add_argument("--quality-configs", default=";".join(QUALITY),
                     help="';'-separated configurations whose nDCG@10 is measured (torch-fp32 always)")
     ap.add_argument("--only", default="", help="semicolon-separated configuration names (default all)")
@@ -165,7 +221,7 @@ def main() -> None:
     encs = {}
     for n in names:
         t = time.perf_counter()
-        encs[n] = Encoder(**CONFIGS[n])
+        encs[n] = make(CONFIGS[n])
         print(f"  loaded {n} in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
 
     log = load_query_log()
@@ -178,6 +234,8 @@ def main() -> None:
     thr = {} if args.no_throughput else throughput(encs, sets, args.rounds)
     if thr:
         print(f"(end of throughput: {load()})")
+    if not args.no_invariance:
+        invariance(encs, sets["Debian catalog entries"][:96])
 
     ok: dict[str, bool] = {}
     if not args.no_quality:
@@ -189,7 +247,8 @@ def main() -> None:
           f"(preference order {', '.join(encoders.CPU_PREFERENCE)}).")
     if ok and thr:
         cat = "Debian catalog entries"
-        meeting = [n for n in ok if ok[n] and CONFIGS[n].get("max_seq_length") is None]
+        meeting = [n for n in ok if ok[n] and CONFIGS[n].get("max_seq_length") is None
+                   and "batched" not in CONFIGS[n]]
         best = max(meeting, key=lambda n: thr[(n, cat)][0])
         r = thr[(auto.variant, cat)][1]
         print(f"fastest variant meeting the bound on catalog entries (default settings): {best!r}; "

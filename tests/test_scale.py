@@ -265,3 +265,7 @@ def test_ray_data_embeddings_equal_local_encoder(cluster, local_store):
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
     assert remote.encode([]).shape == (0, local.dim)
+    # the default variant runs every text alone: the actors' vectors are the local ones exactly
+    default, ray_default = Encoder(), RayEncoder(workers=1)
+    assert ray_default.identity() == default.identity()
+    np.testing.assert_array_equal(ray_default.encode(texts), default.encode(texts))

@@ -2,9 +2,10 @@
 
 ``RayEncoder`` is an ``Encoder`` (same model, same identity, so its vectors, caches and indexes
 are interchangeable with a local encoder's) whose ``encode`` runs on a Ray cluster: the texts
-are ordered longest first exactly as ``Encoder.encode`` orders them, cut into the same chunks of
-``8 × batch_size`` texts, and each chunk is encoded by a pool of actors that each load the model
-once. Every chunk is therefore padded and batched as the local encoder batches it, and the
+are ordered longest first exactly as ``Encoder.encode`` orders them, cut into chunks of
+``8 × batch_size`` texts (256 for the ONNX variants, which run every text alone), and each chunk
+is encoded by a pool of actors that each load the model once. torch-fp32 chunks are padded and
+batched as the local encoder batches them; ONNX vectors do not depend on the batch at all. The
 vectors come back in input order. ``DenseIndex.build(collection, RayEncoder(...))`` embeds the
 documents this way (through the embedding cache when given ``cache_dir``), and
 ``DenseRetriever(index, RayEncoder(...))`` the queries.
@@ -71,7 +72,7 @@ class RayEncoder(Encoder):
         bs = int(batch_size or self.batch_size)
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         order = np.argsort(-lengths, kind="stable")  # as Encoder.encode: longest first
-        chunk = bs * 8
+        chunk = (bs if bs > 1 else 32) * 8  # the ONNX variants run texts alone (batch_size 1)
         spec = {**self._args, "batch_size": bs, "threads": self.cpus_per_worker}
         with ray_session(self.address) as ray:
             logging.getLogger("ray.data").setLevel(logging.WARNING)
