@@ -323,12 +323,15 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     assert proc.poll() is None, "the job ended before it could be interrupted"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
+    written = len(list(shards.glob("part-*.parquet")))
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "Traceback" not in err.decode(), err.decode()
         assert not list(shards.glob(".*.tmp"))  # nothing half-written
+        # issue 24 item 8: not silent, and it says how to go on
+        assert err.decode().strip().splitlines()[-1] == (
+            f"interrupted after {written} of 160 shards; rerun the same command to resume")
     else:
         assert proc.returncode == -signal.SIGKILL
-    written = len(list(shards.glob("part-*.parquet")))
     assert 3 <= written < 160 and not (out / "exposure.duckdb").exists()
     with pytest.raises(LimelightError, match="not finished"):
         ExposureStore.open(out)
@@ -375,3 +378,175 @@ def test_query_file_formats(tmp_path, data_dir):
     assert qs.ids.strings.tolist() == ["a", "b"] and qs.weights.tolist() == [1.0, 1.0]
     with pytest.raises(LimelightError):
         load_queries_file(tmp_path / "missing.tsv")
+
+
+# ---- issue 24: a new user's session ---------------------------------------------------------------
+
+
+def _log_slice(data_dir: Path, per_source: dict[str, int]) -> list[str]:
+    """The real log's header and the first lines of the given sources."""
+    import gzip
+
+    out, seen = [], dict.fromkeys(per_source, 0)
+    with gzip.open(data_dir / "querylogs" / "queries.tsv.gz", "rt", encoding="utf-8") as f:
+        out.append(next(f))
+        for ln in f:
+            src = ln.split("\t", 1)[0]
+            if src in seen and seen[src] < per_source[src]:
+                seen[src] += 1
+                out.append(ln)
+    return out
+
+
+def one_line(p: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    return p.stderr
+
+
+def test_log_ids_are_kept(movies_index, tmp_path, data_dir):
+    # issue 24 item 2: the log's ids were renamed q0, q1, ... so `exposure query 1` failed
+    qfile = tmp_path / "log.tsv"
+    qfile.write_text("".join(_log_slice(data_dir, {"trec-mq-2007": 200, "trec-tb-2005-efficiency": 50})),
+                     encoding="utf-8")
+    out = tmp_path / "st"
+    runner = CliRunner()
+    r = runner.invoke(app, ["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+                            "--depth", "10", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    ids = set(ExposureStore.open(out).queries.ids.strings.tolist())
+    assert "trec-mq-2007:150" in ids and "trec-tb-2005-efficiency:1" in ids
+    assert ids <= {f"{ln.split(chr(9))[0]}:{ln.split(chr(9))[1]}" for ln in qfile.read_text().splitlines()[1:]}
+    # the log's own id, and its bare qid where one source only has it
+    full = runner.invoke(app, ["exposure", "query", "--store", str(out), "trec-mq-2007:150", "--json"])
+    bare = runner.invoke(app, ["exposure", "query", "--store", str(out), "150", "--json"])
+    assert full.exit_code == 0 and bare.exit_code == 0, bare.output
+    assert json.loads(bare.output) == json.loads(full.output)
+    # a qid that two sources share: a one-line error naming both
+    p = run_cli(["exposure", "query", "--store", str(out), "1"])
+    err = one_line(p)
+    assert "ambiguous" in err and "trec-mq-2007:1" in err and "trec-tb-2005-efficiency:1" in err
+    p = run_cli(["exposure", "query", "--store", str(out), "trec-tb-2005-efficiency:1", "--json"])
+    assert p.returncode == 0, p.stderr
+
+
+def test_non_utf8_query_file_is_one_line(movies_index, tmp_path, data_dir):
+    # issue 24 item 5: a Latin-1 query file was a UnicodeDecodeError from load_queries_file
+    lines = _log_slice(data_dir, {"beir-hotpotqa-test": 100000})
+    accented = [ln for ln in lines if any(c in ln for c in "éèàüöñç")][:5]
+    assert accented, "the slice has accented queries"
+    qfile = tmp_path / "latin1.tsv"
+    qfile.write_bytes("".join([lines[0], *accented]).encode("latin-1", errors="replace"))
+    out = tmp_path / "st"
+    err = one_line(run_cli(["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+                            "--out", str(out)]))
+    assert f"{qfile}:2: not UTF-8 text" in err and not out.exists()
+    tsv = tmp_path / "latin1_noheader.tsv"  # without the log's header: the same one line
+    tsv.write_bytes("".join(f"{i}\t{ln.split(chr(9))[2]}" for i, ln in enumerate(accented))
+                    .encode("latin-1", errors="replace"))
+    err = one_line(run_cli(["exposure", "compute", "--index", str(movies_index), "--queries", str(tsv),
+                            "--out", str(out)]))
+    assert f"{tsv}:1: not UTF-8 text" in err and not out.exists()
+
+
+@pytest.fixture(scope="module")
+def adi_setup(tmp_path_factory, data_dir):
+    base = tmp_path_factory.mktemp("adi")
+    build_index(load_dataset("adi").collection, base / "idx")
+    return base / "idx", data_dir / "collections" / "adi" / "queries.tsv"
+
+
+def test_huge_depth_is_cheap_and_zero_is_an_error(adi_setup, tmp_path):
+    # issue 24 items 3, 7: --depth 99999999999 allocated 12.7 TiB; --depth 0 must name the value
+    idx, qfile = adi_setup
+    out = tmp_path / "st"
+    p = run_cli(["exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--out", str(out),
+                 "--depth", "0"])
+    assert "--depth must be ≥ 1, got 0" in one_line(p) and not out.exists()
+    p = run_cli(["exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--out", str(out),
+                 "--depth", "99999999999", "--json"])
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert json.loads(p.stdout)["depth"] == 99999999999
+    # every document of each query's ranking, as with depth = the collection size (82)
+    retriever, fp, _ = open_retriever(idx, "bm25")
+    qs = load_queries_file(qfile)
+    ref = compute_exposure(retriever, qs, tmp_path / "ref", depth=82, fingerprint=fp)
+    big = ExposureStore.open(out)
+    for a, b in zip(big.pair_arrays(), ref.pair_arrays(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_failed_job_leaves_no_store_that_blocks_a_rerun(adi_setup, tmp_path):
+    # issue 24 item 7: a job failing before its first shard left a store that refused the
+    # corrected rerun ("computed with another depth ... remove it")
+    idx, qfile = adi_setup
+    retriever, fp, _ = open_retriever(idx, "bm25")
+    qs = load_queries_file(qfile)
+
+    class OutOfMemory:  # the real retriever, failing as the 12.7 TiB allocation did
+        doc_ids = retriever.doc_ids
+
+        def search_batch(self, texts, k):
+            raise MemoryError("Unable to allocate 12.7 TiB")
+
+    out = tmp_path / "st"
+    with pytest.raises(MemoryError):
+        compute_exposure(OutOfMemory(), qs, out, depth=1000, shard_size=10, fingerprint=fp)
+    assert not out.exists()
+    out.mkdir()  # an empty directory made by the user stays usable too
+    with pytest.raises(MemoryError):
+        compute_exposure(OutOfMemory(), qs, out, depth=1000, shard_size=10, fingerprint=fp)
+    st = compute_exposure(retriever, qs, out, depth=10, shard_size=10, fingerprint=fp)
+    assert st.manifest["complete"] and st.depth == 10
+    # a failure after a finished shard keeps the store, which resumes
+    out2 = tmp_path / "st2"
+
+    class FailsLater:
+        doc_ids = retriever.doc_ids
+        calls = 0
+
+        def search_batch(self, texts, k):
+            FailsLater.calls += 1
+            if FailsLater.calls == 3:
+                raise MemoryError("late")
+            return retriever.search_batch(texts, k)
+
+    with pytest.raises(MemoryError):
+        compute_exposure(FailsLater(), qs, out2, depth=10, shard_size=10, fingerprint=fp)
+    assert sorted(p.name for p in (out2 / "shards").glob("part-*")) == ["part-00000.parquet",
+                                                                         "part-00001.parquet"]
+    with pytest.raises(IndexMismatchError, match="depth 10 → 20"):
+        compute_exposure(retriever, qs, out2, depth=20, shard_size=10, fingerprint=fp)
+    assert compute_exposure(retriever, qs, out2, depth=10, shard_size=10, fingerprint=fp).manifest["complete"]
+
+
+def test_store_mismatch_names_what_differs(adi_setup, tmp_path, data_dir):
+    # issue 24 item 11: the message blamed "another index or retriever" whatever differed
+    idx, qfile = adi_setup
+    out = tmp_path / "st"
+    runner = CliRunner()
+    base = ["exposure", "compute", "--out", str(out), "--depth", "10"]
+    assert runner.invoke(app, [*base, "--index", str(idx), "--queries", str(qfile)]).exit_code == 0
+    fewer = tmp_path / "fewer.tsv"
+    fewer.write_text("".join(qfile.read_text().splitlines(keepends=True)[:30]))
+    err = one_line(run_cli([*base, "--index", str(idx), "--queries", str(fewer)]))
+    assert "another query set" in err and "n_queries 35 → 30" in err and "retriever" not in err
+    stemmed = tmp_path / "stemmed"
+    r = runner.invoke(app, ["index", "--collection", "adi", "--out", str(stemmed), "--stem"])
+    assert r.exit_code == 0, r.output
+    err = one_line(run_cli([*base, "--index", str(stemmed), "--queries", str(qfile)]))
+    assert "another index or retriever" in err and "query set" not in err and str(stemmed) in err
+    err = one_line(run_cli([*base, "--index", str(idx), "--queries", str(qfile), "--k1", "1.2"]))
+    assert "k1 0.9 → 1.2" in err
+
+
+def test_eqi_arguments_are_checked_before_loading(tmp_path):
+    # issue 24 item 12: `eqi query --method residual` without --model failed after 8 s of loading
+    t0 = time.monotonic()
+    err = one_line(run_cli(["eqi", "query", "--store", str(tmp_path / "not-yet-loaded"),
+                            "--method", "residual", "--text", "vitamin d"]))
+    assert "--method residual needs --model" in err
+    err = one_line(run_cli(["eqi", "evaluate", "--store", str(tmp_path / "not-yet-loaded"),
+                            "--methods", "bm25-reverse,append"]))
+    assert "--method append needs --model" in err
+    assert time.monotonic() - t0 < 60
