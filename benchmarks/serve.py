@@ -12,7 +12,9 @@ process); the clients are asyncio tasks on one ``httpx.AsyncClient`` in this pro
 issuing requests back to back over a fixed mix of the API's endpoints with parameters drawn
 (seeded) from the audit: search texts from its query log, document ids, query ids, pasted
 document texts. Printed per endpoint: requests, requests/s, p50 and p99 latency, errors (any
-status ≥ 400 or transport error). The anchor, side by side and as a ratio, is the same call made
+status ≥ 400 or transport error); for the server process, its resident memory after start-up
+and its peak (``VmHWM`` of ``/proc/PID/status``: the high-water mark over its whole life, so the
+load included). The ``groups`` endpoint is left out for an audit without a group field. The anchor, side by side and as a ratio, is the same call made
 in-process through ``AuditService`` (no HTTP, one at a time): p50 over HTTP under load ÷ p50 of
 the library call. Client and server share the machine's cores; the load average is printed.
 """
@@ -39,6 +41,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def rss_mib(pid: int) -> dict[str, float]:
+    """Resident memory of process ``pid`` now (``VmRSS``) and at its peak (``VmHWM``), MiB."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, val = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = int(val.split()[0]) / 1024
+    except OSError:  # no /proc (not Linux): psutil's current RSS, no peak
+        import psutil
+
+        out["rss_mib"] = psutil.Process(pid).memory_info().rss / 2**20
+    return out
 
 
 def start_server(audit: str, port: int, log: Path) -> subprocess.Popen:
@@ -74,6 +91,7 @@ class Workload:
         self.texts = q.texts.tolist()
         self.systems = list(svc.systems)
         self.field = svc.group_field
+        self.endpoints = [k for k in ENDPOINTS if k != "groups" or self.field is not None]
         self.words = [w for t in self.texts[:5000] for w in t.split() if len(w) > 3][:20000]
 
     def make(self, kind: str) -> tuple[str, str, dict | None, dict | None]:
@@ -123,15 +141,16 @@ class Workload:
 async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
     import httpx
 
-    lat: dict[str, list[float]] = {k: [] for k in ENDPOINTS}
-    errors: dict[str, list[str]] = {k: [] for k in ENDPOINTS}
+    endpoints = work.endpoints
+    lat: dict[str, list[float]] = {k: [] for k in endpoints}
+    errors: dict[str, list[str]] = {k: [] for k in endpoints}
     stop = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as http:
         async def client(i: int) -> None:
             j = i
             while time.perf_counter() < stop:
-                kind = ENDPOINTS[j % len(ENDPOINTS)]
+                kind = endpoints[j % len(endpoints)]
                 j += 1
                 method, path, params, body = work.make(kind)
                 t0 = time.perf_counter()
@@ -151,7 +170,7 @@ async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
 
 def anchor(work: Workload, n: int) -> dict[str, float]:
     out = {}
-    for kind in ENDPOINTS:
+    for kind in work.endpoints:
         work.call_library(kind)  # warm
         ts = []
         for _ in range(n):
@@ -215,7 +234,9 @@ def main() -> None:
     port = free_port()
     log = Path(a.json or "serve-bench").with_suffix(".server.log")
     proc = start_server(a.audit, port, log)
-    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up)", flush=True)
+    mem_start = rss_mib(proc.pid)
+    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); resident "
+          f"{mem_start.get('rss_mib', float('nan')):.0f} MiB", flush=True)
     base = f"http://127.0.0.1:{port}"
     try:
         svc = AuditService(a.audit)
@@ -227,6 +248,7 @@ def main() -> None:
         load_before = os.getloadavg()
         res = asyncio.run(load(base, work, a.clients, a.seconds))
         load_after = os.getloadavg()
+        mem = rss_mib(proc.pid)  # before it exits: VmHWM is the peak over its whole life
     finally:
         proc.terminate()
         proc.wait(30)
@@ -240,9 +262,13 @@ def main() -> None:
     print(f"load average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
           f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}; 2 vCPU shared by clients and server")
     hdr = f"{'endpoint':<16}{'requests':>9}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}{'library p50 ms':>16}{'ratio':>8}"
+    peak = mem.get("peak_rss_mib", mem.get("rss_mib", float("nan")))
+    print(f"server process: resident {mem_start.get('rss_mib', float('nan')):.0f} MiB after start-up, "
+          f"{mem.get('rss_mib', float('nan')):.0f} MiB after the load, peak {peak:.0f} MiB"
+          + ("" if "peak_rss_mib" in mem else " (no /proc: current RSS, not the peak)"))
     print(hdr)
     rows = {}
-    for k in ENDPOINTS:
+    for k in work.endpoints:
         ls = np.asarray(res["lat"][k]) * 1000
         p50, p99 = (float(np.percentile(ls, 50)), float(np.percentile(ls, 99))) if len(ls) else (float("nan"),) * 2
         lib = anc[k] * 1000
@@ -259,7 +285,9 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"clients": a.clients, "seconds": res["wall"], "total": total,
                                             "errors": n_err, "endpoints": rows, "load_before": load_before,
-                                            "load_after": load_after, "load_anchor": load_end}, indent=1))
+                                            "load_after": load_after, "load_anchor": load_end,
+                                            "server_memory_start": mem_start, "server_memory": mem},
+                                           indent=1))
     if n_err:
         raise SystemExit(f"{n_err} errors")
 

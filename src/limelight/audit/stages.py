@@ -372,7 +372,13 @@ def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
         test_q = inp.eval_queries.take(inp.eval_queries.ids.encode(np.asarray(te, dtype=object)))
         first_te = runner.retriever(base, query_vectors=False).retrieve(test_q, int(opts["depth"])).rename(base.name)
         rr = KernelReranker(ranker, ds.collection).transform(test_q, first_te).rename(f"TK({base.name})")
-        table = evaluate_runs([first_te, rr], ds.qrels, runner.cfg.measures)
+        # evaluated over the test queries' judgments only: qrels of the training half would count
+        # as queries with no results (zeros), halving every figure
+        from limelight.data.qrels import Qrels
+
+        qdf = ds.qrels.to_pandas()
+        test_qrels = Qrels.from_pandas(qdf[qdf["query_id"].isin(te)], name=getattr(ds.qrels, "name", "qrels"))
+        table = evaluate_runs([first_te, rr], test_qrels, runner.cfg.measures)
         agg = table.aggregate()
         rows = [{"system": n, **agg[n], **{f"p_{m}": (None if np.isnan(table.p_vs_first[m][i])
                                                        else float(table.p_vs_first[m][i]))
@@ -386,7 +392,8 @@ def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
 
     runner._stage("rerank", title, (_key(runner, "index"), base_spec.settings(), opts,
                                     runner.cfg.measures, runner.cfg.seed,
-                                    inp.eval_queries.ids.strings.tolist()), body, requires=("index",))
+                                    inp.eval_queries.ids.strings.tolist(), "test-half qrels"), body,
+                  requires=("index",))
 
 
 # ---- capabilities from other issues (wired in as they land) -----------------------------------
@@ -430,7 +437,8 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
             validation_docs,
         )
 
-        rows, reverse_rows, summary = [], [], {}
+        rows, reverse_rows, summary, models = [], [], {}, {}
+        first_dense = next((s for s in specs if s.kind == "dense"), None)
         rng = np.random.default_rng(runner.cfg.seed)
         coll = inp.dataset.collection
         for i, spec in enumerate(specs):
@@ -455,9 +463,16 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
                                            n_queries=min(50_000, len(store.queries)),
                                            n_docs=min(20_000, len(exposed)), exclude_docs=docs,
                                            seed=runner.cfg.seed, validation_docs=val,
-                                           eval_every=10, patience=10)
+                                           eval_every=10, patience=10, encoder=runner.encoder())
+                    methods[m].meta["system"] = spec.name  # what `limelight serve` offers it for
                 texts, emb = None, doc_emb[docs]
             res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
+            for m in opts["methods"] if spec.kind == "dense" else ():
+                # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
+                # `limelight serve --audit DIR` finds the learned models it shows
+                name = m if spec is first_dense else f"{m}-{spec.name}"
+                methods[m].save(runner.dir.eqi_dir(name))
+                models[name] = {"method": m, "system": spec.name}
             for m, vals in res.items():
                 rows.append({"system": spec.name, "method": m, **vals})
             summary[spec.name] = res
@@ -472,11 +487,13 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
         _write_table(runner, "relq", pd.DataFrame(rows))
         if reverse_rows:
             _write_table(runner, "reverse", pd.DataFrame(reverse_rows))
-        return {"summary": summary}
+        return {"summary": summary, "models": models}
 
     deps = [_key(runner, f"exposure-{s.name}") for s in specs]
-    st = runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors")), body,
-                       requires=("index",))
+    # "models saved": audits whose EQI stage ran before the models were saved run it again
+    st = runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors"),
+                                      "models saved"), body,
+                       outputs=(runner.dir.eqi_root,), requires=("index",))
     if st.present and not_covered:  # shown in the stage table and under the EQI section
         st.reason = not_covered
 
