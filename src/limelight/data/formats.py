@@ -133,19 +133,21 @@ def _read_trec_run_precise(path: PathLike, name: str | None = None,
 # Bytes that str.split()/str.splitlines() treat as whitespace or line breaks besides ' ', '\t'
 # and '\n' (ASCII controls; the UTF-8 forms of U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028,
 # U+2029, U+202F, U+205F, U+3000): files containing them go to the precise pass.
-_ODD_ASCII = re.compile(rb"[\x00\x0b\x0c\r\x1c-\x1f]")
+_ODD_BYTES = tuple(bytes([c]) for c in b"\x00\x0b\x0c\r\x1c\x1d\x1e\x1f")
 _ODD_UTF8 = re.compile(rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80")
-_SPACES = re.compile(rb" {2,}")
+_BLANKS = re.compile(rb"[ \t]+")
 _LEADING = re.compile(rb"^ ", re.MULTILINE)
 _TRAILING = re.compile(rb" $", re.MULTILINE)
+_COMMENT = re.compile(rb"^[ \t]*#", re.MULTILINE)
 
 
 class _Fallback(Exception):
     """The fast pass cannot read this file exactly: use the precise pass."""
 
 
-def _normalised_bytes(path: PathLike) -> bytes:
-    """The file's bytes (gunzipped for ``.gz``) with fields separated by exactly one space."""
+def _file_bytes(path: PathLike) -> bytes:
+    """The file's bytes (gunzipped for ``.gz``), CRLF as LF; ``_Fallback`` for bytes that
+    Python's line and word splitting treats specially, ``UnicodeDecodeError`` for non-UTF-8."""
     with open(path, "rb") as f:
         data = f.read()
     if str(path).endswith(".gz"):
@@ -154,23 +156,59 @@ def _normalised_bytes(path: PathLike) -> bytes:
         data = gzip.decompress(data)
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    if _ODD_ASCII.search(data):
+    if any(c in data for c in _ODD_BYTES):  # memchr per byte: faster than one regex scan
         raise _Fallback
     if not data.isascii():
         data.decode("utf-8")  # UnicodeDecodeError: the precise pass names the problem
         if _ODD_UTF8.search(data):
             raise _Fallback
-    if b"\t" in data:
-        data = data.replace(b"\t", b" ")
-    if b"  " in data:
-        data = _SPACES.sub(b" ", data)
-    if data.startswith(b" ") or b"\n " in data:
-        data = _LEADING.sub(b"", data)
-    if data.endswith(b" ") or b" \n" in data:
-        data = _TRAILING.sub(b"", data)
-    if data.startswith(b"#") or b"\n#" in data:  # comment lines
+    if b"#" in data and _COMMENT.search(data):  # comment lines
         raise _Fallback
     return data
+
+
+def _normalise(data: bytes) -> bytes:
+    """Fields separated by exactly one space (tabs and runs of blanks collapsed, lines
+    stripped)."""
+    data = _BLANKS.sub(b" ", data)
+    data = _LEADING.sub(b"", data)
+    return _TRAILING.sub(b"", data)
+
+
+def _parse_fast(path: PathLike, names: Sequence[str], types: dict, check: Sequence[str]):
+    """(Arrow table, file bytes) of a whitespace-separated file; only ``types``' columns.
+
+    Canonical files (one space between fields) are parsed as they are; others (tabs, runs of
+    blanks, which show as empty fields) are normalised first. ``check`` names dictionary-typed
+    columns read only to see that no field is empty.
+    """
+    data = _file_bytes(path)
+    normalised = False
+    if b"\t" in data:
+        data, normalised = _normalise(data), True
+    while True:
+        try:
+            t = _arrow_columns(data, names, types)
+            if not any(_has_empty(t.column(c)) for c in check):
+                return t, data
+        except Exception:
+            if normalised:
+                raise
+        if normalised:
+            raise _Fallback
+        data, normalised = _normalise(data), True
+
+
+def _has_empty(col) -> bool:
+    """Whether a dictionary-typed or string column holds an empty string."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for chunk in col.chunks:
+        values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
+        if len(values) and pc.any(pc.equal(pc.binary_length(values), 0)).as_py():
+            return True
+    return False
 
 
 def _arrow_columns(data: bytes, names: Sequence[str], types: dict):
@@ -180,7 +218,9 @@ def _arrow_columns(data: bytes, names: Sequence[str], types: dict):
 
     return pv.read_csv(
         pa.py_buffer(data),
-        read_options=pv.ReadOptions(column_names=list(names), use_threads=True,
+        # serial within a file (files are read in parallel instead): a failed parallel read
+        # can leave Arrow tasks running into interpreter exit, which aborts the process
+        read_options=pv.ReadOptions(column_names=list(names), use_threads=False,
                                     block_size=1 << 22),
         parse_options=pv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
                                       double_quote=False, newlines_in_values=False,
@@ -222,10 +262,11 @@ def _fast_run_parts(path: PathLike):
     """
     import pyarrow as pa
 
-    data = _normalised_bytes(path)
-    t = _arrow_columns(data, ("qid", "Q0", "docid", "rank", "score", "tag"),
-                       {"qid": pa.string(), "docid": pa.string(), "rank": pa.float64(),
-                        "score": pa.float64()})
+    dict_t = pa.dictionary(pa.int32(), pa.string())
+    t, data = _parse_fast(path, ("qid", "Q0", "docid", "rank", "score", "tag"),
+                          {"qid": pa.string(), "Q0": dict_t, "docid": pa.string(),
+                           "rank": pa.float64(), "score": pa.float64(), "tag": dict_t},
+                          ("qid", "Q0", "docid", "tag"))
     if t.num_rows == 0:
         raise _Fallback
     score = t.column("score").to_numpy()
@@ -396,9 +437,10 @@ def read_trec_qrels(path: PathLike, name: str | None = None, doc_map: IdMap | No
     try:
         import pyarrow as pa
 
-        data = _normalised_bytes(path)
-        t = _arrow_columns(data, ("qid", "iter", "docid", "rel"),
-                           {"qid": pa.string(), "docid": pa.string(), "rel": pa.float64()})
+        t, _data = _parse_fast(path, ("qid", "iter", "docid", "rel"),
+                               {"qid": pa.string(), "iter": pa.dictionary(pa.int32(), pa.string()),
+                                "docid": pa.string(), "rel": pa.float64()},
+                               ("qid", "iter", "docid"))
         if t.num_rows == 0:
             raise _Fallback
         relf = t.column("rel").to_numpy()

@@ -19,11 +19,15 @@ def _order_rows(q: np.ndarray, score: np.ndarray, lex: np.ndarray) -> np.ndarray
         if (dq >= 0).all():
             same = dq == 0
             ds = score[1:] - score[:-1]
-            if not (same & ((ds > 0) | ((ds == 0) & (lex[1:] >= lex[:-1])))).any():
-                return None
+            if not (same & (ds > 0)).any():  # grouped by query, scores descending
+                tie = same & (ds == 0)
+                if not (tie & (lex[1:] >= lex[:-1])).any():
+                    return None
+                # only ties are out of order: sort each run of equal (query, score) by docid
+                group = np.concatenate(([0], np.cumsum(~tie)))
+                top = int(lex.max()) + 1
+                return np.argsort(group * top + (top - 1 - lex), kind="stable")
     return np.lexsort((-lex, -score, q))
-
-
 def _csr(q: np.ndarray, nq: int) -> np.ndarray:
     offsets = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(np.bincount(q, minlength=nq), out=offsets[1:])

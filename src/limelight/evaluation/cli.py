@@ -13,12 +13,23 @@ from limelight.errors import LimelightError
 
 
 def _load(qrels_path: Path, run_paths: list[Path]):
-    from limelight.data.formats import load_run, read_trec_qrels
+    """The qrels and the runs, all on one document map (the qrels' documents first), TREC
+    files read in parallel by the columnar reader."""
+    from limelight.data.formats import read_run_parquet, read_trec_qrels, read_trec_runs
 
     if not run_paths:
         raise LimelightError("no run files given")
     qrels = read_trec_qrels(qrels_path)
-    runs = [load_run(p) for p in run_paths]
+    trec = [i for i, p in enumerate(run_paths) if not str(p).endswith(".parquet")]
+    runs: list = [None] * len(run_paths)
+    for i, r in zip(trec, read_trec_runs([run_paths[i] for i in trec], doc_map=qrels.docids),
+                    strict=True):
+        runs[i] = r
+    if trec:
+        qrels = qrels.with_doc_map(runs[trec[0]].docids)  # re-pointed: same codes
+    for i, p in enumerate(run_paths):
+        if runs[i] is None:
+            runs[i] = read_run_parquet(p)
     return qrels, runs
 
 
@@ -46,7 +57,8 @@ def register(app: typer.Typer) -> None:
         alpha: float = typer.Option(0.05, "--alpha", help="significance level of the markers"),
     ) -> None:
         """Evaluate runs: a runs × measures table; * marks p < alpha against the first run
-        (paired test, Holm-corrected; sign test for LexiRecall/LexiPrecision)."""
+        (paired test; sign test for LexiRecall/LexiPrecision; Holm-corrected over all pairs of
+        runs per measure, the family that compare uses too)."""
         from limelight.evaluation.compare import evaluate_runs
 
         q, rs = _load(qrels, runs)
@@ -73,7 +85,8 @@ def register(app: typer.Typer) -> None:
                 cells.append((_fmt(agg[n][c]) + mark).rjust(w))
             typer.echo(n.ljust(width) + "  " + "  ".join(cells))
         typer.echo(f"queries: {len(table.results[0].qids)}; * p < {alpha} vs {names[0]} "
-                   f"({'paired t-test' if test == 't' else 'Wilcoxon'}; sign test for preferences; Holm)")
+                   f"({'paired t-test' if test == 't' else 'Wilcoxon'}; sign test for preferences; "
+                   f"Holm over all pairs of runs)")
         if per_query:
             for n, r in zip(names, table.results, strict=True):
                 df = r.to_pandas()
@@ -89,7 +102,8 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print JSON"),
         n_docs: int = typer.Option(None, "--n-docs", help="corpus size n for imputation"),
     ) -> None:
-        """Compare every pair of runs: per-query wins/ties/losses, sign test, MC4 ordering."""
+        """Compare every pair of runs: per-query wins/ties/losses, sign test (Holm-corrected over
+        all pairs of runs, as in evaluate), MC4 ordering."""
         from limelight.evaluation.compare import compare_runs
 
         q, rs = _load(qrels, runs)

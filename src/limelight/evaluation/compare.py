@@ -12,32 +12,38 @@ from limelight.data.run import Run
 from limelight.errors import LimelightError
 from limelight.evaluation.evaluate import EvalResult, Evaluator, unique_names
 from limelight.evaluation.measures import Measure, parse_measure
-from limelight.evaluation.preferences import metric_preference_matrix, pairwise, preference_matrix
+from limelight.evaluation.preferences import metric_preference_matrix, preference_matrix
 from limelight.evaluation.relpos import default_n_docs, stack_positions
 from limelight.evaluation.stats import (
     PairOutcome,
     discriminative_power,
-    holm,
     holm_matrix,
     mc4,
-    paired_t,
-    sign_test,
+    paired_test_matrix,
     sign_test_matrix,
-    wilcoxon,
     win_tie_loss,
 )
+
+CORRECTION_FAMILY = "Holm-Bonferroni over all pairs of runs, per measure"
+"""The one multiple-comparison family of ``evaluate_runs`` and ``compare_runs``: for ``k`` runs,
+each measure's ``k(k-1)/2`` pairwise tests are corrected together (Holm), whichever pairs a
+report then shows. A pair therefore gets the same corrected p-value from ``evaluate`` (its row
+against the first run) and from ``compare`` when both use the same test (the sign test of
+per-query preferences for LexiRecall/LexiPrecision)."""
 
 
 @dataclass
 class RunTable:
-    """Runs × measures, with p-values of each run against the first (Holm-corrected over the
-    runs, per measure): a paired t-test or Wilcoxon for metrics, the sign test of per-query
-    preferences for LexiRecall and LexiPrecision."""
+    """Runs × measures, with p-values of each run against the first: a paired t-test or
+    Wilcoxon for metrics, the sign test of per-query preferences for LexiRecall and
+    LexiPrecision, Holm-corrected over all pairs of runs per measure (``CORRECTION_FAMILY``;
+    the full corrected matrices are in ``p_pairs``)."""
 
     names: list[str]
     measures: list[Measure]
     results: list[EvalResult]
     p_vs_first: dict[Measure, np.ndarray]  # (k,), NaN for the first run
+    p_pairs: dict[Measure, np.ndarray] | None = None  # (k, k) Holm-corrected, 1 on the diagonal
 
     def aggregate(self) -> dict[str, dict[str, float]]:
         return {n: {str(m): r.aggregate[m] for m in self.measures}
@@ -58,7 +64,8 @@ def _lexi_kind(m: Measure) -> str:
 
 def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[str | Measure],
                   n_docs: int | None = None, test: str = "t", warn: bool = True) -> RunTable:
-    """Evaluate ``runs`` and test each against the first."""
+    """Evaluate ``runs`` and test each against the first (corrected over all pairs of runs,
+    ``CORRECTION_FAMILY``)."""
     if not runs:
         raise LimelightError("no runs given")
     if test not in ("t", "wilcoxon"):
@@ -67,21 +74,21 @@ def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[st
     n = n_docs if n_docs is not None else default_n_docs(qrels, runs)
     results = [ev.evaluate(r, n, warn) for r in runs]
     pvals: dict[Measure, np.ndarray] = {}
+    pairs: dict[Measure, np.ndarray] = {}
     for m in ev.measures:
         p = np.full(len(runs), np.nan)
+        pm = np.ones((len(runs), len(runs)))
         if len(runs) > 1:
-            raw = []
-            for r in results[1:]:
-                if m.is_preference:
-                    t = m.threshold
-                    pr = pairwise(results[0].positions[t].pos, r.positions[t].pos, _lexi_kind(m))
-                    raw.append(sign_test(int((pr < 0).sum()), int((pr > 0).sum())))
-                else:
-                    fn = paired_t if test == "t" else wilcoxon
-                    raw.append(fn(r.per_query[m], results[0].per_query[m]))
-            p[1:] = holm(raw)
+            if m.is_preference:
+                stack = stack_positions([r.positions[m.threshold] for r in results])
+                raw = sign_test_matrix(preference_matrix(stack, _lexi_kind(m)))
+            else:
+                raw = paired_test_matrix(np.stack([r.per_query[m] for r in results]), test)
+            pm = holm_matrix(raw)  # one family: every pair of runs (as compare_runs)
+            p[1:] = pm[0, 1:]
         pvals[m] = p
-    return RunTable(unique_names(runs), ev.measures, results, pvals)
+        pairs[m] = pm
+    return RunTable(unique_names(runs), ev.measures, results, pvals, pairs)
 
 
 @dataclass
@@ -113,7 +120,7 @@ class Comparison:
 def compare_runs(runs: Sequence[Run], qrels: Qrels, preference: str | Measure = "LexiRecall",
                  n_docs: int | None = None, warn: bool = True) -> Comparison:
     """Per-query preferences between every pair of runs, win/tie/loss with sign tests
-    (Holm-corrected over pairs), and the MC4 ordering. ``preference`` is ``LexiRecall``,
+    (Holm-corrected over all pairs, ``CORRECTION_FAMILY``), and the MC4 ordering. ``preference`` is ``LexiRecall``,
     ``LexiPrecision`` or any metric (then the sign of the per-query difference)."""
     if len(runs) < 2:
         raise LimelightError("compare needs at least two runs")

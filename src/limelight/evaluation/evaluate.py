@@ -81,6 +81,18 @@ class Evaluator:
             n = default_n_docs(self.qrels, [run])
         return relevance_positions(run, self.index, threshold, n)
 
+    def overlap(self, run: Run) -> tuple[int, int]:
+        """(qrels queries that ``run`` has, judged documents that ``run`` retrieves for any
+        query): both 0 when the run comes from another collection than the qrels."""
+        nq = int((self.qrels.qids.encode(run.qids.strings, missing=-1) >= 0).sum())
+        rec = self.index.doc_recode(run.docids)
+        if len(run.d) == 0 or not (rec >= 0).any():
+            return nq, 0
+        judged = np.flatnonzero(rec >= 0)
+        hit = np.zeros(len(rec), dtype=bool)
+        hit[run.d] = True
+        return nq, int(hit[judged].sum())
+
     def evaluate(self, run: Run, n_docs: int | None = None, warn: bool = True) -> EvalResult:
         """Per-query values of every measure for ``run``."""
         n = n_docs if n_docs is not None else self.n_docs
@@ -88,6 +100,15 @@ class Evaluator:
             n = default_n_docs(self.qrels, [run])
         rps = {t: relevance_positions(run, self.index, t, n) for t in self.thresholds()}
         extra = next(iter(rps.values())).extra_queries
+        if warn:
+            nq, nd = self.overlap(run)
+            if nq == 0 or nd == 0:
+                warnings.warn(
+                    f"{run.name}: no overlap with qrels {self.qrels.name} (query overlap {nq} of "
+                    f"{len(self.qrels.qids)} qrels queries; document overlap {nd} of "
+                    f"{len(self.qrels.docids)} judged documents): are these the right qrels?",
+                    stacklevel=2)
+                extra = []  # said above, in other words
         if extra and warn:
             warnings.warn(f"{run.name}: {len(extra)} queries without a relevant judgment in the qrels are ignored "
                           f"(e.g. {extra[0]!r})", stacklevel=2)
