@@ -267,3 +267,25 @@ def test_cli_generate(tmp_path):
     assert res.exit_code == 0, res.output
     for split in ("train", "val", "test", "broad_test"):
         assert (out / f"{split}.queries.tsv").exists() and (out / f"{split}.qrels.txt").exists()
+
+
+def test_generated_queries_are_never_a_letter_or_a_stop_word():
+    # issue 24 item 14: `generate --catalog debian --intent broad --n 3 0ad` returned "r"
+    from limelight.analysis import stopword_list
+    from limelight.querygen.weaklabel import acceptable_query
+
+    stop = stopword_list("en")
+    r = CliRunner().invoke(app, ["generate", "--catalog", "debian", "--intent", "broad", "--n", "3",
+                                 "--json", "0ad"])
+    assert r.exit_code == 0, r.output
+    got = [__import__("json").loads(x)["query"] for x in r.output.strip().splitlines()]
+    assert len(got) == 3 and all(len(q) >= 2 and q not in stop for q in got), got
+    # over many real entities and both intents (the prefix cut and misspelling variations
+    # are what used to leave one letter)
+    deb = load_catalog("debian")
+    lab = WeakLabelingUn("debian").fit(deb)
+    idx = np.random.default_rng(3).choice(len(deb), 1500, replace=False)
+    for intent in ("narrow", "broad"):
+        _, _, qs = lab.generate(idx, intent, seed=7)
+        assert len(qs) > 1000 and all(acceptable_query(q) for q in qs.tolist())
+    assert not acceptable_query("r") and not acceptable_query("the") and acceptable_query("vi")
