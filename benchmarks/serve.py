@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/serve.py --audit DIR [--clients 50] [--seconds 30] [--json out.json]
     .venv/bin/python benchmarks/serve.py --audit DIR --screenshots docs   # docs/serve-*.png only
     .venv/bin/python benchmarks/serve.py --audit .cache/serve-bench-debian --build debian  # build it first
+    .venv/bin/python benchmarks/serve.py --audit demo-out          # the Debian demo audit (make demo)
 
 ``--build debian`` writes an audit directory (the tests' builder: two BM25 systems, k1/b 0.9/0.4
 and 1.2/0.75, depth 100, group field ``section``) over the whole distinct query log, if absent.
