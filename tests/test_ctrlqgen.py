@@ -272,7 +272,6 @@ def test_cli_generate(tmp_path):
 def test_generated_queries_are_never_a_letter_or_a_stop_word():
     # issue 24 item 14: `generate --catalog debian --intent broad --n 3 0ad` returned "r"
     from limelight.analysis import stopword_list
-    from limelight.querygen.weaklabel import acceptable_query
 
     stop = stopword_list("en")
     r = CliRunner().invoke(app, ["generate", "--catalog", "debian", "--intent", "broad", "--n", "3",
@@ -280,6 +279,8 @@ def test_generated_queries_are_never_a_letter_or_a_stop_word():
     assert r.exit_code == 0, r.output
     got = [__import__("json").loads(x)["query"] for x in r.output.strip().splitlines()]
     assert len(got) == 3 and all(len(q) >= 2 and q not in stop for q in got), got
+    from limelight.querygen.weaklabel import acceptable_query
+
     # over many real entities and both intents (the prefix cut and misspelling variations
     # are what used to leave one letter)
     deb = load_catalog("debian")
