@@ -491,9 +491,11 @@ def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
 
     deps = [_key(runner, f"exposure-{s.name}") for s in specs]
     # "models saved": audits whose EQI stage ran before the models were saved run it again
+    dense = [s for s in specs if s.kind == "dense"]
+    saved = tuple(runner.dir.eqi_dir(m if s is dense[0] else f"{m}-{s.name}") for s in dense for m in opts["methods"])
     st = runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors"),
                                       "models saved"), body,
-                       outputs=(runner.dir.eqi_root,), requires=("index",))
+                       outputs=saved, requires=("index",))  # only its own models (eqi/ may hold others)
     if st.present and not_covered:  # shown in the stage table and under the EQI section
         st.reason = not_covered
 
