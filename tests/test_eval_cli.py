@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -145,3 +146,67 @@ def test_rules_for_queries_without_relevant_documents_and_other_user_errors(tmp_
     res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(extra), "-m", "AP", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout) == {"extra": {"AP": 1.0}}
     assert isinstance(LimelightError("x"), Exception)
+
+
+# ---- issue 24 ------------------------------------------------------------------------------
+def test_run_of_another_collection_warns_with_the_overlap_counts(tmp_path):
+    qrels = _write(tmp_path / "qrels", "1 0 a1 1\n1 0 a2 0\n2 0 a3 2\n")
+    other = _write(tmp_path / "other.run", "x1 Q0 b1 1 2.0 t\nx1 Q0 b2 2 1.0 t\nx2 Q0 b3 1 1.0 t\n")
+    p = cli("evaluate", "--qrels", str(qrels), str(other), "-m", "AP nDCG@10")
+    assert p.returncode == 0 and "Traceback" not in p.stderr
+    warn = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warn) == 1 and "query overlap 0 of 2" in warn[0] and "document overlap 0 of 3" in warn[0]
+    # same queries, documents of another collection: still warned, with the query overlap
+    docs_only = _write(tmp_path / "docs_only.run", "1 Q0 b1 1 2.0 t\n2 Q0 b2 1 1.0 t\n")
+    res = runner.invoke(app, ["compare", "--qrels", str(qrels), str(other), str(docs_only)])
+    assert res.exit_code == 0
+    assert "query overlap 2 of 2" in res.stderr and "document overlap 0 of 3" in res.stderr
+    # a run of the right collection: no warning
+    good = _write(tmp_path / "good.run", "1 Q0 a1 1 2.0 t\n2 Q0 a3 1 1.0 t\n")
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(good), "-m", "AP"])
+    assert res.exit_code == 0 and "warning" not in res.stderr
+
+
+def _lexi_runs(tmp_path):
+    """16 queries, one relevant document each; A ranks it first on 13 queries, B on 3; C = A."""
+    qrels = _write(tmp_path / "qrels", "".join(f"q{i} 0 r 1\n" for i in range(16)))
+    a = "".join(f"q{i} Q0 r 1 2.0 t\nq{i} Q0 x 2 1.0 t\n" if i < 13 else
+                f"q{i} Q0 x 1 2.0 t\nq{i} Q0 r 2 1.0 t\n" for i in range(16))
+    b = "".join(f"q{i} Q0 x 1 2.0 t\nq{i} Q0 r 2 1.0 t\n" if i < 13 else
+                f"q{i} Q0 r 1 2.0 t\nq{i} Q0 x 2 1.0 t\n" for i in range(16))
+    return qrels, _write(tmp_path / "A.run", a), _write(tmp_path / "B.run", b), _write(tmp_path / "C.run", a)
+
+
+def test_evaluate_and_compare_correct_over_the_same_family(tmp_path):
+    """Raw sign test A vs B: 13 wins, 3 losses, p = 0.0213. Holm over the 2 tests against the
+    first run gave 0.043 (significant in evaluate), Holm over the 3 pairs 0.0638 (not in
+    compare); one family now: all pairs of runs, per measure, in both."""
+    from limelight.evaluation import compare_runs, evaluate_runs
+
+    qrels, a, b, c = _lexi_runs(tmp_path)
+    q = read_trec_qrels(qrels)
+    runs = [read_trec_run(p) for p in (a, b, c)]
+    table = evaluate_runs(runs, q, "LexiRecall")
+    cmp = compare_runs(runs, q, "LexiRecall")
+    m = table.measures[0]
+    assert table.p_vs_first[m][1] == pytest.approx(cmp.p_holm[0, 1])
+    assert table.p_vs_first[m][1] == pytest.approx(3 * 0.021270751953125)  # 3 pairs × raw p
+    np.testing.assert_allclose(table.p_pairs[m], cmp.p_holm)
+    # through the CLI: no "*" for B in evaluate, p(Holm) 0.0638 in compare
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(a), str(b), str(c), "-m", "LexiRecall"])
+    assert res.exit_code == 0, res.output
+    row_b = next(ln for ln in res.stdout.splitlines() if ln.startswith("B.run"))
+    assert "*" not in row_b
+    assert "Holm over all pairs of runs" in res.stdout
+    res = runner.invoke(app, ["compare", "--qrels", str(qrels), str(a), str(b), str(c)])
+    assert res.exit_code == 0
+    row = next(ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["A.run", "B.run"])
+    assert row.split()[-1] == "0.0638"
+
+
+def test_non_numeric_rank_through_the_cli_is_one_line(tmp_path):
+    qrels = _write(tmp_path / "qrels", "q1 0 d1 1\n")
+    run = _write(tmp_path / "rank.run", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 second 1.0 t\n")
+    p = cli("evaluate", "--qrels", str(qrels), str(run), "-m", "AP")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr == f"error: {run}:2: rank 'second' is not a number\n"

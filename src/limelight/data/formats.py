@@ -16,6 +16,7 @@ import math
 import os
 import re
 import warnings
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,13 +35,17 @@ from limelight.errors import FormatError, LimelightError
 PathLike = str | os.PathLike
 
 
+# what reading a (possibly gzipped) text file raises for a damaged or non-UTF-8 file
+_READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error)
+
+
 def _read_text(path: PathLike) -> str:
     try:
         with open_text(path) as f:
             return f.read()
     except FileNotFoundError:
         raise LimelightError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, OSError, EOFError) as e:
+    except _READ_ERRORS as e:
         raise FormatError(path, None, f"cannot read file ({e})") from None
 
 
@@ -523,17 +528,23 @@ def read_jsonl(path: PathLike) -> list[dict]:
         f = open_text(path)
     except FileNotFoundError:
         raise LimelightError(f"{path}: no such file") from None
-    with f:
-        for i, ln in enumerate(f, start=1):
-            if not ln.strip():
-                continue
-            try:
-                obj = json.loads(ln)
-            except json.JSONDecodeError as e:
-                raise FormatError(path, i, f"invalid JSON: {e.msg} column {e.colno}") from None
-            if not isinstance(obj, dict):
-                raise FormatError(path, i, "expected a JSON object")
-            out.append(obj)
+    i = 0
+    try:
+        with f:
+            for i, ln in enumerate(f, start=1):
+                if not ln.strip():
+                    continue
+                try:
+                    obj = json.loads(ln)
+                except json.JSONDecodeError as e:
+                    raise FormatError(path, i, f"invalid JSON: {e.msg} column {e.colno}") from None
+                except RecursionError:
+                    raise FormatError(path, i, "invalid JSON: nested too deeply") from None
+                if not isinstance(obj, dict):
+                    raise FormatError(path, i, "expected a JSON object")
+                out.append(obj)
+    except _READ_ERRORS as e:  # a damaged line: the one after the last line read
+        raise FormatError(path, i + 1, f"cannot read file ({e})") from None
     return out
 
 

@@ -85,13 +85,14 @@ class Evaluator:
         """(qrels queries that ``run`` has, judged documents that ``run`` retrieves for any
         query): both 0 when the run comes from another collection than the qrels."""
         nq = int((self.qrels.qids.encode(run.qids.strings, missing=-1) >= 0).sum())
-        rec = self.index.doc_recode(run.docids)
-        if len(run.d) == 0 or not (rec >= 0).any():
+        if len(run.d) == 0:
             return nq, 0
-        judged = np.flatnonzero(rec >= 0)
-        hit = np.zeros(len(rec), dtype=bool)
-        hit[run.d] = True
-        return nq, int(hit[judged].sum())
+        rec = self.index.doc_recode(run.docids)[run.d]  # run rows -> qrels document codes
+        retrieved = np.zeros(len(self.qrels.docids), dtype=bool)
+        retrieved[rec[rec >= 0]] = True
+        judged = np.zeros(len(self.qrels.docids), dtype=bool)
+        judged[self.qrels.d] = True
+        return nq, int((retrieved & judged).sum())
 
     def evaluate(self, run: Run, n_docs: int | None = None, warn: bool = True) -> EvalResult:
         """Per-query values of every measure for ``run``."""
@@ -106,7 +107,8 @@ class Evaluator:
                 warnings.warn(
                     f"{run.name}: no overlap with qrels {self.qrels.name} (query overlap {nq} of "
                     f"{len(self.qrels.qids)} qrels queries; document overlap {nd} of "
-                    f"{len(self.qrels.docids)} judged documents): are these the right qrels?",
+                    f"{len(np.unique(self.qrels.d))} judged documents): are these the right "
+                    f"qrels?",
                     stacklevel=2)
                 extra = []  # said above, in other words
         if extra and warn:

@@ -1,0 +1,163 @@
+"""The columnar TREC readers (fast pass) against the precise line-by-line pass, on every real
+run and qrels file of the shared data and on the whitespace variants TREC files come in."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from limelight.data.formats import (
+    _fast_run_parts,
+    _read_trec_qrels_precise,
+    _read_trec_run_precise,
+    read_trec_qrels,
+    read_trec_run,
+    read_trec_runs,
+)
+from limelight.data.ids import IdMap
+from limelight.errors import FormatError
+
+
+def _real_files(data_dir):
+    runs = data_dir / "runs"
+    files = sorted(p for p in runs.rglob("*") if p.is_file() and p.suffix not in (".md", ".py"))
+    files += sorted((data_dir / "collections").glob("*/qrels.txt"))
+    return files
+
+
+def _outcome(fn, path):
+    try:
+        return fn(path)
+    except FormatError as e:
+        return e
+
+
+def _same_run(a, b) -> bool:
+    return (a.qids == b.qids and a.docids == b.docids and np.array_equal(a.q, b.q)
+            and np.array_equal(a.d, b.d) and np.array_equal(a.score, b.score)
+            and np.array_equal(a.offsets, b.offsets) and a.meta == b.meta and a.name == b.name)
+
+
+def _same_qrels(a, b) -> bool:
+    return (a.qids == b.qids and a.docids == b.docids and np.array_equal(a.q, b.q)
+            and np.array_equal(a.d, b.d) and np.array_equal(a.rel, b.rel))
+
+
+def test_fast_and_precise_passes_agree_on_every_shared_file(data_dir):
+    """Same ids, codes, scores (float64), tie order and tag, or the same one-line error."""
+    files = _real_files(data_dir)
+    assert len(files) >= 30
+    n_runs = n_qrels = 0
+    for f in files:
+        for fast, precise, same in ((read_trec_run, _read_trec_run_precise, _same_run),
+                                    (read_trec_qrels, _read_trec_qrels_precise, _same_qrels)):
+            a, b = _outcome(precise, f), _outcome(fast, f)
+            if isinstance(a, Exception) or isinstance(b, Exception):
+                assert str(a) == str(b), f  # the same one-line error (file and line)
+                continue
+            assert same(a, b), f
+            n_runs += fast is read_trec_run
+            n_qrels += fast is read_trec_qrels
+    assert n_runs >= 8 and n_qrels >= 10
+
+
+CANONICAL = ("q1 Q0 d3 1 2.5 tag\nq1 Q0 d1 2 2.5 tag\nq1 Q0 d2 3 1.0 tag\n"
+             "q2 Q0 dé 1 0.25 tag\nq2 Q0 d1 2 0.25 tag\nq10 Q0 d9 1 -1e-3 tag\n")
+
+
+@pytest.mark.parametrize("variant", ["canonical", "tabs", "blanks", "crlf", "blank_lines",
+                                     "comment", "junk_after_tag", "gzip", "unsorted"])
+def test_whitespace_variants_read_as_the_precise_pass_reads_them(tmp_path, variant):
+    text = CANONICAL
+    if variant == "tabs":
+        text = text.replace(" ", "\t")
+    elif variant == "blanks":
+        text = "\n".join("  " + ln.replace(" ", " \t  ") + "   " for ln in text.splitlines()) + "\n"
+    elif variant == "crlf":
+        text = text.replace("\n", "\r\n")
+    elif variant == "blank_lines":
+        text = "\n\n" + text.replace("\n", "\n\n  \n")
+    elif variant == "comment":
+        text = "# a comment\n" + text
+    elif variant == "junk_after_tag":
+        text = text.replace("tag\n", "tag more words\n")
+    elif variant == "unsorted":
+        text = "".join(reversed(text.splitlines(keepends=True)))
+    p = tmp_path / ("r.run.gz" if variant == "gzip" else "r.run")
+    if variant == "gzip":
+        p.write_bytes(gzip.compress(text.encode()))
+    else:
+        p.write_bytes(text.encode())
+    fast, precise = read_trec_run(p), _read_trec_run_precise(p)
+    assert _same_run(fast, precise)
+    if variant not in ("comment", "junk_after_tag"):  # these two take the precise pass
+        _fast_run_parts(p)  # the columnar pass reads it (no fallback)
+    assert fast.query("q1")[0].tolist() == ["d3", "d1", "d2"]  # ties: docid descending
+    assert fast.score.dtype == np.float64
+
+
+def test_many_runs_share_one_document_map_with_the_qrels_first(data_dir):
+    d = data_dir / "runs" / "trec_eval_test"
+    qrels = read_trec_qrels(d / "qrels.test")
+    paths = [d / "results.test", d / "results-302.test", d / "results.test"]
+    runs = read_trec_runs(paths, doc_map=qrels.docids)
+    shared = runs[0].docids
+    assert all(r.docids is shared for r in runs)
+    assert shared.has_prefix(qrels.docids)
+    assert shared.strings[:len(qrels.docids)].tolist() == qrels.docids.strings.tolist()
+    q2 = qrels.with_doc_map(shared)
+    assert q2.docids is shared and np.array_equal(q2.d, qrels.d)  # re-pointed, not re-encoded
+    for r, p in zip(runs, paths, strict=True):
+        alone = read_trec_run(p)
+        assert r.qids == alone.qids and np.array_equal(r.score, alone.score)
+        assert (r.docids.decode(r.d) == alone.docids.decode(alone.d)).all()
+    assert read_trec_runs(paths, threads=1)[1].docids.strings.tolist() == \
+        read_trec_runs(paths, threads=3)[1].docids.strings.tolist()
+
+
+def test_precise_errors_survive_read_trec_runs(tmp_path, data_dir):
+    good = data_dir / "runs" / "trec_eval_test" / "results.test"
+    bad = tmp_path / "bad.run"
+    bad.write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 x 0.5 t\n")
+    with pytest.raises(FormatError) as e:
+        read_trec_runs([good, bad])
+    assert str(e.value) == f"{bad}:2: rank 'x' is not a number"
+
+
+@pytest.mark.parametrize("content, line, msg", [
+    ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 two 0.5 t\n", 2, "rank 'two' is not a number"),
+    ("q1 Q0 d1 - 1.0 t\n", 1, "rank '-' is not a number"),
+    ("q1 Q0 d1 inf 1.0 t\n", 1, "rank 'inf' is not a finite number"),
+])
+def test_non_numeric_rank_is_an_error_naming_file_and_line(tmp_path, content, line, msg):
+    p = tmp_path / "rank.run"
+    p.write_text(content)
+    with pytest.raises(FormatError) as e:
+        read_trec_run(p)
+    assert str(e.value) == f"{p}:{line}: {msg}"
+
+
+def test_non_utf8_and_wrong_columns_keep_their_one_line_errors(tmp_path):
+    p = tmp_path / "latin1.run"
+    p.write_bytes("q1 Q0 d\xe9 1 1.0 t\n".encode("latin-1"))
+    with pytest.raises(FormatError, match="cannot read file") as e:
+        read_trec_run(p)
+    assert "\n" not in str(e.value) and str(e.value).startswith(str(p))
+    p = tmp_path / "cols.qrels"
+    p.write_text("q1 0 d1 1\nq1 0 d2 1 extra\n")
+    with pytest.raises(FormatError) as e:
+        read_trec_qrels(p)
+    assert str(e.value).startswith(f"{p}:2: expected 4 columns")
+
+
+def test_arrow_backed_idmap_behaves_as_a_plain_one():
+    import pyarrow as pa
+
+    ids = ["b", "a", "é", "Z", "ab", "10", "9"]
+    m, plain = IdMap.from_arrow(pa.array(ids), "document"), IdMap(ids, "document")
+    assert m == plain and len(m) == 7 and m[2] == "é" and "ab" in m and m.lookup("Z") == 3
+    assert m.lexical_rank().tolist() == plain.lexical_rank().tolist()  # byte-wise, as strcmp
+    assert m.encode(["a", "x"], missing=-1).tolist() == [1, -1]
+    assert m.nbytes() > 0
