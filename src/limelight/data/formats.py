@@ -284,6 +284,17 @@ def _fast_run_parts(path: PathLike):
     return IdMap.from_arrow(qdict, "query"), q, ddict, d, np.ascontiguousarray(score), _first_tag(data)
 
 
+def _release_arrow_memory() -> None:
+    """Give the parser's freed buffers back to the system (Arrow's allocator keeps them for
+    reuse otherwise, several times the size of the runs read)."""
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except Exception:  # an allocator without the call: nothing to give back
+        pass
+
+
 def _recode_docs(base: IdMap | None, dicts: list) -> tuple[IdMap, list[np.ndarray]]:
     """One document map for several runs: ``base``'s ids first (codes kept), then new ids in
     first-seen order over the runs; and, per run, its dictionary codes → shared codes."""
@@ -328,6 +339,8 @@ def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None
         raise
     except Exception:
         return _read_trec_run_precise(path, name, doc_map)
+    finally:
+        _release_arrow_memory()
     run = Run.from_codes(qmap, dmap, q, d, s, name or Path(path).name)
     run.meta["tag"] = tag
     return run
@@ -355,7 +368,7 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
         except Exception:
             return None
 
-    workers = threads if threads is not None else min(len(paths), os.cpu_count() or 1, 8)
+    workers = threads if threads is not None else min(len(paths), os.cpu_count() or 1, 4)
     if workers > 1 and len(paths) > 1:
         with ThreadPoolExecutor(workers) as ex:
             parts = list(ex.map(fast, paths))
@@ -382,6 +395,9 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
             run = Run.from_codes(qmap, shared, q, recodes[i][d], s, name)
             run.meta["tag"] = tag
         runs.append(run)
+        parts[i] = None
+    del parts, dicts
+    _release_arrow_memory()
     return runs
 
 
