@@ -17,7 +17,9 @@ _EXPORTS = {
     "compute": "limelight.evaluation.kernels",
     "EvalResult": "limelight.evaluation.evaluate",
     "evaluate": "limelight.evaluation.evaluate",
+    "evaluate_exposure": "limelight.evaluation.expected_exposure",
     "evaluate_runs": "limelight.evaluation.compare",
+    "expected_exposure_run": "limelight.evaluation.expected_exposure",
     "Evaluator": "limelight.evaluation.evaluate",
     "lexi_ranks": "limelight.evaluation.preferences",
     "LexiPrecision": "limelight.evaluation.measures",
@@ -45,6 +47,7 @@ _EXPORTS = {
     "RR": "limelight.evaluation.measures",
     "RunTable": "limelight.evaluation.compare",
     "stack_positions": "limelight.evaluation.relpos",
+    "target_exposure": "limelight.evaluation.expected_exposure",
     "TSE": "limelight.evaluation.measures",
     "tse": "limelight.evaluation.preferences",
     "worst_off_provider": "limelight.evaluation.preferences",
@@ -56,6 +59,11 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # for type checkers and IDEs
     from limelight.evaluation.compare import Comparison, RunTable, compare_runs, evaluate_runs  # noqa: F401
     from limelight.evaluation.evaluate import EvalResult, Evaluator, evaluate  # noqa: F401
+    from limelight.evaluation.expected_exposure import (  # noqa: F401
+        evaluate_exposure,
+        expected_exposure_run,
+        target_exposure,
+    )
     from limelight.evaluation.kernels import (  # noqa: F401
         compute,
         lexiprecision_metric,

@@ -89,6 +89,10 @@ def compute(measure: Measure, rp: RelPositions) -> np.ndarray:
         return lexirecall_metric(rp.pos, rp.m, rp.n)
     if name == "LexiPrecision":
         return lexiprecision_metric(rp.pos, rp.m, rp.n)
+    if measure.is_expected_exposure:  # the policy that always returns this run
+        from limelight.evaluation.expected_exposure import deterministic_ee
+
+        return deterministic_ee(rp, measure.gamma)[name]
     raise MeasureError(f"no kernel for {measure}")
 
 
@@ -98,13 +102,19 @@ def _ndcg(rp: RelPositions, k: int | None) -> np.ndarray:
     seen = _seen(rp, k)
     gain = rp.grade.astype(np.float64)
     dcg = recall_level(exposure("ndcg", rp.pos, rp.n), gain, seen)
+    return _safe_div(dcg, ideal_dcg(rp, k))
+
+
+def ideal_dcg(rp: RelPositions, k: int | None) -> np.ndarray:
+    """trec_eval's ideal DCG per query: every judged relevant document sorted by grade, linear
+    gains, discount 1/log2(rank+1), cut at ``k``."""
+    gain = rp.grade.astype(np.float64)
     ideal = -np.sort(-np.where(rp.valid, gain, 0.0), axis=1)
     ranks = np.arange(1, ideal.shape[1] + 1, dtype=np.float64)[None, :]
     disc = 1.0 / np.log2(ranks + 1.0)
     if k is not None:
         disc = np.where(ranks <= k, disc, 0.0)
-    idcg = (ideal * disc).sum(axis=1)
-    return _safe_div(dcg, idcg)
+    return (ideal * disc).sum(axis=1)
 
 
 def lexirecall_metric(pos: np.ndarray, m: np.ndarray, n: int, eps: float = 0.5) -> np.ndarray:

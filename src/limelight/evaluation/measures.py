@@ -1,9 +1,10 @@
 """Measures as values: hashable, printable and parseable with ir_measures' spelling.
 
 ``AP``, ``nDCG@10``, ``RR``, ``P@10``, ``R@100``, ``Rprec``, ``RBP(p=0.8)``, ``TSE``,
-``LexiRecall``, ``LexiPrecision`` and parameterised forms such as ``AP(rel=2)@100`` or
-``TSE(e=ndcg)``. ``str(parse_measure(s)) == s`` for canonical spellings and
-``parse_measure(str(m)) == m`` for every measure.
+``LexiRecall``, ``LexiPrecision``, the expected-exposure measures ``EE-L``, ``EE-D``, ``EE-R``
+(Diaz et al., CIKM 2020; ``limelight.evaluation.expected_exposure``) and parameterised forms such
+as ``AP(rel=2)@100``, ``TSE(e=ndcg)`` or ``EE-L(gamma=0.5)``. ``str(parse_measure(s)) == s``
+for canonical spellings and ``parse_measure(str(m)) == m`` for every measure.
 """
 
 from __future__ import annotations
@@ -31,14 +32,20 @@ _SPECS: dict[str, tuple[frozenset[str], bool, bool]] = {
     "TSE": (frozenset({"rel", "e", "p"}), False, False),
     "LexiRecall": (frozenset({"rel"}), False, False),
     "LexiPrecision": (frozenset({"rel"}), False, False),
+    "EE-L": (frozenset({"gamma"}), False, False),
+    "EE-D": (frozenset({"gamma"}), False, False),
+    "EE-R": (frozenset({"gamma"}), False, False),
 }
+#: expected-exposure measures (RBP patience ``gamma``, default 0.5); EE-L and EE-D: lower is better
+EXPECTED_EXPOSURE_NAMES = frozenset({"EE-L", "EE-D", "EE-R"})
 #: names that are preferences between rankings (their table value is the metric form, §7.3.2)
 PREFERENCE_NAMES = frozenset({"LexiRecall", "LexiPrecision"})
 #: exposure models for TSE (section 3.2): e(i) for 1-based rank i
 EXPOSURES = ("rr", "ndcg", "rbp", "lin")
 _ALIASES = {"ndcg": "nDCG", "map": "AP", "mrr": "RR", "rprec": "Rprec", "recall": "R",
             "precision": "P", "lr": "LexiRecall", "lp": "LexiPrecision", "lexirecall": "LexiRecall",
-            "lexiprecision": "LexiPrecision", "tse": "TSE", "rbp": "RBP", "ap": "AP", "rr": "RR"}
+            "lexiprecision": "LexiPrecision", "tse": "TSE", "rbp": "RBP", "ap": "AP", "rr": "RR",
+            "ee-l": "EE-L", "ee-d": "EE-D", "ee-r": "EE-R"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,8 @@ class Measure:
     ``rel`` is the minimum grade counted as relevant (default 1, as trec_eval's ``-l``);
     ``cutoff`` the rank cut-off; ``p`` RBP's persistence (also TSE's with ``e="rbp"``);
     ``e`` TSE's exposure model (``rr``: 1/i, ``ndcg``: 1/log2(i+1), ``rbp``: (1-p)p^(i-1),
-    ``lin``: 1-i/n).
+    ``lin``: 1-i/n); ``gamma`` the RBP patience of the expected-exposure measures (EE-L, EE-D,
+    EE-R; default 0.5, exposure γ^(i-1) at 1-based rank i).
     """
 
     name: str
@@ -56,6 +64,7 @@ class Measure:
     rel: int | None = None
     p: float | None = None
     e: str | None = None
+    gamma: float | None = None
 
     def __post_init__(self) -> None:
         if self.name not in _SPECS:
@@ -68,7 +77,7 @@ class Measure:
                 raise MeasureError(f"cutoff must be a positive integer, got {self.cutoff!r}")
         elif cut_req:
             raise MeasureError(f"{self.name} needs a cutoff, e.g. {self.name}@10")
-        for k in ("rel", "p", "e"):
+        for k in ("rel", "p", "e", "gamma"):
             if getattr(self, k) is not None and k not in params:
                 raise MeasureError(f"{self.name} takes no parameter {k!r}")
         # canonical defaults so that equal measures compare and hash equal
@@ -87,6 +96,11 @@ class Measure:
             object.__setattr__(self, "p", float(self.p))
             if not 0.0 < self.p < 1.0:
                 raise MeasureError(f"p must lie in (0, 1), got {self.p}")
+        if self.name in EXPECTED_EXPOSURE_NAMES:
+            g = 0.5 if self.gamma is None else float(self.gamma)
+            if not 0.0 < g < 1.0:
+                raise MeasureError(f"gamma must lie in (0, 1), got {self.gamma}")
+            object.__setattr__(self, "gamma", g)
         if self.rel == 1:  # rel=1 is the default: one spelling
             object.__setattr__(self, "rel", None)
         if self.rel is not None and (int(self.rel) != self.rel or self.rel < 1):
@@ -97,7 +111,7 @@ class Measure:
         return replace(self, cutoff=cutoff)
 
     def __call__(self, **params) -> Measure:
-        unknown = set(params) - {"cutoff", "rel", "p", "e"}
+        unknown = set(params) - {"cutoff", "rel", "p", "e", "gamma"}
         if unknown:
             raise MeasureError(f"{self.name} takes no parameter {sorted(unknown)[0]!r}")
         return replace(self, **params)
@@ -111,12 +125,19 @@ class Measure:
     def is_preference(self) -> bool:
         return self.name in PREFERENCE_NAMES
 
+    @property
+    def is_expected_exposure(self) -> bool:
+        """EE-L, EE-D or EE-R (EE-L and EE-D: lower is better)."""
+        return self.name in EXPECTED_EXPOSURE_NAMES
+
     def __str__(self) -> str:
         params = []
         if self.e is not None and self.name == "TSE" and self.e != "rr":
             params.append(f"e={self.e}")
         if self.p is not None:
             params.append(f"p={self.p:g}")
+        if self.gamma is not None:
+            params.append(f"gamma={self.gamma:g}")
         if self.rel is not None:
             params.append(f"rel={self.rel}")
         s = self.name + (f"({','.join(params)})" if params else "")
@@ -126,11 +147,12 @@ class Measure:
         return str(self)
 
 
-_RE = re.compile(r"^\s*([A-Za-z]+)\s*(?:\(([^)]*)\))?\s*(?:@\s*(\d+))?\s*$")
+_RE = re.compile(r"^\s*([A-Za-z][A-Za-z-]*)\s*(?:\(([^)]*)\))?\s*(?:@\s*(\d+))?\s*$")
 
 
 def parse_measure(text: str | Measure) -> Measure:
-    """Parse ``"nDCG@10"``, ``"AP(rel=2)"``, ``"RBP(p=0.8)"``, ``"TSE(e=ndcg)"``...
+    """Parse ``"nDCG@10"``, ``"AP(rel=2)"``, ``"RBP(p=0.8)"``, ``"TSE(e=ndcg)"``,
+    ``"EE-L(gamma=0.5)"``...
 
     Also accepts trec_eval-style ``map``, ``ndcg_cut_10``, ``P_10``, ``recall_100``,
     ``recip_rank``.
@@ -161,7 +183,7 @@ def parse_measure(text: str | Measure) -> Measure:
             try:
                 if k in ("rel", "cutoff"):
                     params[k] = int(v)
-                elif k == "p":
+                elif k in ("p", "gamma"):
                     params[k] = float(v)
                 elif k == "e":
                     params[k] = v.lower()
@@ -203,3 +225,6 @@ RBP = Measure("RBP")
 TSE = Measure("TSE")
 LexiRecall = Measure("LexiRecall")
 LexiPrecision = Measure("LexiPrecision")
+EE_L = Measure("EE-L")
+EE_D = Measure("EE-D")
+EE_R = Measure("EE-R")

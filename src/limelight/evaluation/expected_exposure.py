@@ -1,0 +1,203 @@
+"""Expected exposure (Diaz, Mitra, Ekstrand, Biega, Carterette, CIKM 2020): EE-D, EE-R, EE-L.
+
+A ranking policy π (a distribution over rankings for each query) gives each document ``d`` the
+expected exposure ε_d = E_π[γ^(rank(d) − 1)] under the RBP / cascade browsing model with patience
+γ (1-based ranks; documents a ranking does not return get 0). The *equal expected exposure*
+principle makes the target ε* that of the ideal policy which ranks the documents by grade,
+descending, and shuffles uniformly within each grade: a grade with ``m`` documents that occupies
+the 0-based positions ``b .. b+m−1`` gives each of them
+
+    ε*_g = (γ^b − γ^(b+m)) / (m (1 − γ))
+
+(the official ``expeval`` tool of the TREC Fair Ranking track computes the same per-grade
+value). Every non-relevant document of the candidate set — judged non-relevant or unjudged,
+``n − R`` of them for ``R`` relevant documents in a collection of ``n`` — shares the exposure
+of the remaining positions ``R .. n−1`` equally: ε*_0 = (γ^R − γ^n) / ((n − R)(1 − γ)).
+Per query (the paper's Eq. 3-5, without normalisation):
+
+    EE-D = ||ε||²   (disparity, lower is better)
+    EE-R = ε·ε*     (relevance, higher is better)
+    EE-L = ||ε − ε*||² = EE-D − 2·EE-R + ||ε*||²   (loss, lower is better; 0 for the ideal)
+
+Values are per query and averaged over the qrels' queries with a relevant document, as every
+other measure of ``limelight.evaluation``. None of this enumerates the non-relevant documents:
+the sums over them follow from the total exposure Σ_d ε_d, the relevant documents' ε_d and
+``n``. A deterministic ``Run`` is the policy that always returns it (``Measure("EE-L")`` in
+``evaluate``); a stochastic policy is given by its expected exposures, as a ``Run`` whose
+scores are ε_d (``expected_exposure_run`` turns sampled rankings into one;
+``limelight.exposure.stochastic`` computes it for Plackett-Luce policies without keeping them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from limelight.data.ids import IdMap
+from limelight.data.qrels import Qrels
+from limelight.data.run import Run
+from limelight.errors import LimelightError
+from limelight.evaluation.measures import Measure, parse_measures
+from limelight.evaluation.relpos import QrelsIndex, RelPositions, relevance_positions
+
+
+def _check_gamma(gamma: float) -> float:
+    g = float(gamma)
+    if not 0.0 < g < 1.0:
+        raise LimelightError(f"gamma must lie in (0, 1), got {gamma}")
+    return g
+
+
+def position_exposure(k: int, gamma: float = 0.5) -> np.ndarray:
+    """Exposure γ^(i−1) of the 1-based ranks ``i = 1..k`` (float64)."""
+    return np.power(_check_gamma(gamma), np.arange(int(k), dtype=np.float64))
+
+
+def target_exposure(grade: np.ndarray, valid: np.ndarray, n: int, gamma: float = 0.5
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ideal policy's expected exposure for padded rows of relevant grades.
+
+    ``grade`` ``(nq, M)``: the grades (≥ 1) of each query's relevant documents in any order,
+    ``valid`` the mask of real entries, ``n`` the number of candidate documents (the
+    collection). Returns ``(target (nq, M)`` aligned with ``grade`` (0 on padding),
+    ``non_relevant (nq,)`` the target of each non-relevant document, ``norm2 (nq,)`` = ||ε*||²
+    over all ``n`` documents).
+    """
+    g = _check_gamma(gamma)
+    grade = np.asarray(grade)
+    valid = np.asarray(valid, dtype=bool)
+    nq, M = grade.shape
+    r = valid.sum(axis=1).astype(np.int64)
+    if nq and int(r.max(initial=0)) > n:
+        raise LimelightError(f"n={n} documents cannot hold {int(r.max())} relevant ones")
+    key = np.where(valid, grade.astype(np.int64), -1)
+    order = np.argsort(-key, axis=1, kind="stable")  # grades descending, padding last
+    ks = np.take_along_axis(key, order, axis=1)
+    cols = np.broadcast_to(np.arange(M), (nq, M))
+    new = np.ones((nq, M), dtype=bool)
+    new[:, 1:] = ks[:, 1:] != ks[:, :-1]
+    end_ = np.ones((nq, M), dtype=bool)
+    end_[:, :-1] = ks[:, :-1] != ks[:, 1:]
+    start = np.maximum.accumulate(np.where(new, cols, 0), axis=1)
+    last = np.minimum.accumulate(np.where(end_, cols, M)[:, ::-1], axis=1)[:, ::-1]
+    size = (last - start + 1).astype(np.float64)
+    ts = (np.power(g, start) - np.power(g, start + size)) / (size * (1.0 - g))
+    target = np.zeros((nq, M))
+    np.put_along_axis(target, order, ts, axis=1)
+    target = np.where(valid, target, 0.0)
+    rest = (n - r).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t0 = np.where(rest > 0, (np.power(g, r) - g ** float(n)) / (rest * (1.0 - g)), 0.0)
+    norm2 = (target ** 2).sum(axis=1) + rest * t0 ** 2
+    return target, t0, norm2
+
+
+def ee_from_parts(rel_exposure: np.ndarray, rp: RelPositions, total: np.ndarray,
+                  norm2: np.ndarray, gamma: float) -> dict[str, np.ndarray]:
+    """EE-D, EE-R and EE-L per query from the expected exposures of each query's relevant
+    documents (``rel_exposure`` aligned with ``rp.grade``, 0 where not exposed), each query's
+    total expected exposure Σ_d ε_d (``total``) and squared norm ||ε||² (``norm2``)."""
+    valid = rp.valid
+    target, t0, ideal2 = target_exposure(rp.grade, valid, rp.n, gamma)
+    e = np.where(valid, rel_exposure, 0.0)
+    rel_sum = e.sum(axis=1)
+    eer = (e * target).sum(axis=1) + t0 * np.maximum(total - rel_sum, 0.0)
+    eed = np.asarray(norm2, dtype=np.float64)
+    eel = np.maximum(eed - 2.0 * eer + ideal2, 0.0)  # ≥ 0 exactly; clip rounding
+    return {"EE-D": eed, "EE-R": eer, "EE-L": eel}
+
+
+def deterministic_ee(rp: RelPositions, gamma: float) -> dict[str, np.ndarray]:
+    """EE-D/EE-R/EE-L of the policy that always returns the run of ``rp`` (threshold 1): the
+    document at rank ``i`` has exposure γ^(i−1), ranks beyond the run's depth none."""
+    g = _check_gamma(gamma)
+    depth = rp.depth.astype(np.float64)
+    rel = np.where(rp.retrieved, np.power(g, rp.pos.astype(np.float64) - 1.0), 0.0)
+    total = (1.0 - np.power(g, depth)) / (1.0 - g)
+    norm2 = (1.0 - np.power(g * g, depth)) / (1.0 - g * g)
+    return ee_from_parts(rel, rp, total, norm2, g)
+
+
+def _check_exposure_run(run: Run) -> None:
+    s = run.score
+    if len(s) and (not np.isfinite(s).all() or float(s.min()) < 0):
+        raise LimelightError(f"{run.name}: expected exposures must be finite and ≥ 0")
+
+
+def stochastic_ee(exposure: Run, qrels: Qrels | QrelsIndex, gamma: float = 0.5,
+                  n_docs: int | None = None) -> tuple[IdMap, dict[str, np.ndarray]]:
+    """Per-query EE-D/EE-R/EE-L of a stochastic policy given as a ``Run`` of expected
+    exposures ε_d (scores; documents absent from a query's rows have ε_d = 0).
+
+    ``n_docs`` is the collection size ``n`` (default: the documents of qrels and run). The
+    exposures must have been computed with the same ``gamma``. Returns the query set (qrels
+    queries with a relevant document) and the three arrays aligned with it.
+    """
+    _check_exposure_run(exposure)
+    qi = qrels if isinstance(qrels, QrelsIndex) else QrelsIndex(qrels)
+    rp = relevance_positions(exposure, qi, 1, n_docs)
+    # run rows of the relevant retrieved documents: offset of the query + position − 1
+    runq = exposure.qids.encode(qi.qids.strings, missing=-1).astype(np.int64)
+    has = runq >= 0
+    start = np.where(has, exposure.offsets[np.maximum(runq, 0)], 0)
+    row = np.where(rp.retrieved, start[:, None] + rp.pos - 1, 0)
+    rel = np.where(rp.retrieved, exposure.score[row] if len(exposure.score) else 0.0, 0.0)
+    eps = exposure.score.astype(np.float64)
+    tot_run = np.bincount(exposure.q, weights=eps, minlength=exposure.n_queries)
+    sq_run = np.bincount(exposure.q, weights=eps * eps, minlength=exposure.n_queries)
+    total = np.where(has, tot_run[np.maximum(runq, 0)] if len(tot_run) else 0.0, 0.0)
+    norm2 = np.where(has, sq_run[np.maximum(runq, 0)] if len(sq_run) else 0.0, 0.0)
+    return qi.qids, ee_from_parts(rel, rp, total, norm2, gamma)
+
+
+def evaluate_exposure(exposure: Run, qrels: Qrels,
+                      measures: str | Iterable[str | Measure] = "EE-L EE-D EE-R",
+                      n_docs: int | None = None):
+    """An ``EvalResult`` of expected-exposure measures for a stochastic policy given by its
+    expected exposures (a ``Run`` of ε_d); every measure must be EE-L/EE-D/EE-R, possibly with
+    different ``gamma`` — the exposures must match it, so one ``gamma`` only."""
+    from limelight.evaluation.evaluate import EvalResult
+
+    ms = parse_measures(measures)
+    bad = [str(m) for m in ms if not m.is_expected_exposure]
+    if bad:
+        raise LimelightError(f"not an expected-exposure measure: {bad[0]} (EE-L, EE-D, EE-R)")
+    gammas = sorted({m.gamma for m in ms})
+    if len(gammas) > 1:
+        raise LimelightError(f"one gamma per set of expected exposures, got {gammas}")
+    qids, vals = stochastic_ee(exposure, qrels, gammas[0], n_docs)
+    return EvalResult(exposure.name, qids, {m: vals[m.name] for m in ms})
+
+
+def expected_exposure_run(rankings: Sequence[Run], gamma: float = 0.5,
+                          probabilities: Sequence[float] | None = None,
+                          name: str = "policy") -> Run:
+    """The expected exposures of a policy given as a few rankings (``Run`` objects over the
+    same queries and documents) with their probabilities (default uniform): a ``Run`` whose
+    score of ``(q, d)`` is Σ_k p_k γ^(rank_k(d) − 1). For enumerated or sampled rankings;
+    ``limelight.exposure.stochastic`` handles Plackett-Luce policies at scale."""
+    if not rankings:
+        raise LimelightError("no rankings")
+    g = _check_gamma(gamma)
+    p = (np.full(len(rankings), 1.0 / len(rankings)) if probabilities is None
+         else np.asarray(probabilities, dtype=np.float64))
+    if p.shape != (len(rankings),) or (p < 0).any() or not np.isclose(p.sum(), 1.0):
+        raise LimelightError("probabilities must be one non-negative number per ranking, summing to 1")
+    qids, docids = rankings[0].qids, rankings[0].docids
+    qs, ds, ws = [], [], []
+    for r, pk in zip(rankings, p, strict=True):
+        rr = r.with_doc_map(docids) if r.docids is not docids else r
+        qcode = qids.encode(rr.qids.strings, missing=-1)
+        if (qcode < 0).any():
+            raise LimelightError(f"{r.name}: query {rr.qids[int(np.flatnonzero(qcode < 0)[0])]!r} "
+                                 "is not in the first ranking")
+        qs.append(qcode[rr.q].astype(np.int64))
+        ds.append(rr.d.astype(np.int64))
+        ws.append(pk * np.power(g, rr.ranks().astype(np.float64) - 1.0))
+    q, d, w = np.concatenate(qs), np.concatenate(ds), np.concatenate(ws)
+    key = q * max(len(docids), 1) + d
+    uniq, inv = np.unique(key, return_inverse=True)
+    eps = np.bincount(inv, weights=w, minlength=len(uniq))
+    return Run.from_codes(qids, docids, (uniq // max(len(docids), 1)).astype(np.int32),
+                          (uniq % max(len(docids), 1)).astype(np.int32), eps, name)
