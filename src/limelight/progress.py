@@ -34,12 +34,14 @@ class PlainProgress:
         self.t0 = time.monotonic()
         self.last = self.t0
         self.printed = False
+        self.printed_done = -1
 
     def _line(self) -> None:
         tot = "" if not self.total else f"/{self.total} ({100 * self.done / self.total:.0f}%)"
         print(f"{self.description}: {self.done}{tot}, {time.monotonic() - self.t0:.0f}s",
               file=self.stream, flush=True)
         self.printed = True
+        self.printed_done = self.done
 
     def update(self, done: int, total: int | None = None) -> None:
         self.done = int(done)
@@ -54,7 +56,7 @@ class PlainProgress:
         self.update(self.done + int(n))
 
     def finish(self) -> None:
-        if self.printed and self.total and self.done >= self.total:
+        if self.printed and self.total and self.done >= self.total and self.printed_done != self.done:
             self._line()
 
 
@@ -94,3 +96,17 @@ def progress_bar(description: str, total: int | None, elapsed: bool = False
             prog.update(task, completed=done, **({"total": tot} if tot is not None else {}))
 
         yield update
+
+
+@contextlib.contextmanager
+def progress_counter(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """``progress_bar`` yielding ``advance(n)`` (n more items done) instead of ``update``."""
+    with progress_bar(description, total) as update:
+        done = 0
+
+        def advance(n: int = 1) -> None:
+            nonlocal done
+            done += int(n)
+            update(done)
+
+        yield advance
