@@ -36,8 +36,12 @@ def _dense_settings(runner: AuditRunner) -> dict | None:
     specs = [s for s in runner.cfg.systems if s.uses_dense]
     if not specs:
         return None
+    from limelight.retrieval.encoders import ONNX_RUN
+
     p = specs[0].params
-    return {"model": p.get("model") or "all-MiniLM-L6-v2", "max_seq_length": p.get("max_seq_length")}
+    # ONNX_RUN: vectors of the batch-dependent int8 encoder of before are not reused
+    return {"model": p.get("model") or "all-MiniLM-L6-v2", "max_seq_length": p.get("max_seq_length"),
+            "onnx_run": ONNX_RUN}
 
 
 # ---- indexing ---------------------------------------------------------------------------------
