@@ -811,7 +811,7 @@ def _mismatch_message(store: Path, old: dict, new: dict, diff: list[str]) -> str
             so, sn = old.get("settings") or {}, new.get("settings") or {}
             changed = [f"{x} {so.get(x)!r} → {sn.get(x)!r}" for x in sorted(set(so) | set(sn))
                        if so.get(x) != sn.get(x)]
-            details.append(", ".join(changed) if changed else "the index changed since")
+            details.append(", ".join(changed) if changed else "same settings, the index or retriever changed")
         elif k == "queries":
             if "n_queries" not in diff:
                 details.append("same number of queries, other ids, texts or weights")
