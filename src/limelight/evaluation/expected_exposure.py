@@ -125,6 +125,41 @@ def _check_exposure_run(run: Run) -> None:
         raise LimelightError(f"{run.name}: expected exposures must be finite and ≥ 0")
 
 
+def _relevant_values(values: Run, qrels: Qrels | QrelsIndex, n_docs: int | None
+                     ) -> tuple[QrelsIndex, RelPositions, np.ndarray, np.ndarray, np.ndarray]:
+    """For a ``Run`` of per-document values (expected exposures or discounts): the relevance
+    positions (threshold 1), the values of each query's relevant documents aligned with
+    ``rp.grade`` (0 where absent), and per query Σ_d value and Σ_d value²."""
+    qi = qrels if isinstance(qrels, QrelsIndex) else QrelsIndex(qrels)
+    rp = relevance_positions(values, qi, 1, n_docs)
+    # run rows of the relevant retrieved documents: offset of the query + position − 1
+    runq = values.qids.encode(qi.qids.strings, missing=-1).astype(np.int64)
+    has = runq >= 0
+    start = np.where(has, values.offsets[np.maximum(runq, 0)], 0)
+    row = np.where(rp.retrieved, start[:, None] + rp.pos - 1, 0)
+    rel = np.where(rp.retrieved, values.score[row] if len(values.score) else 0.0, 0.0)
+    v = values.score.astype(np.float64)
+    tot_run = np.bincount(values.q, weights=v, minlength=values.n_queries)
+    sq_run = np.bincount(values.q, weights=v * v, minlength=values.n_queries)
+    total = np.where(has, tot_run[np.maximum(runq, 0)] if len(tot_run) else 0.0, 0.0)
+    norm2 = np.where(has, sq_run[np.maximum(runq, 0)] if len(sq_run) else 0.0, 0.0)
+    return qi, rp, rel, total, norm2
+
+
+def expected_ndcg(discounts: Run, qrels: Qrels | QrelsIndex, k: int | None = 10,
+                  n_docs: int | None = None) -> tuple[IdMap, np.ndarray]:
+    """Expected nDCG@k of a stochastic policy from a ``Run`` whose scores are each document's
+    expected nDCG@k discount E[1[rank ≤ k] / log2(rank + 1)] (DCG is linear in the discounts,
+    so E[DCG] = Σ_d gain_d · E[discount_d]); trec_eval's gains (the grades) and ideal DCG.
+    Returns the query set and the per-query values."""
+    from limelight.evaluation.kernels import ideal_dcg
+
+    qi, rp, rel, _, _ = _relevant_values(discounts, qrels, n_docs)
+    dcg = (np.where(rp.valid, rp.grade, 0) * rel).sum(axis=1)
+    idcg = ideal_dcg(rp, k)
+    return qi.qids, np.divide(dcg, idcg, out=np.zeros_like(dcg), where=idcg > 0)
+
+
 def stochastic_ee(exposure: Run, qrels: Qrels | QrelsIndex, gamma: float = 0.5,
                   n_docs: int | None = None) -> tuple[IdMap, dict[str, np.ndarray]]:
     """Per-query EE-D/EE-R/EE-L of a stochastic policy given as a ``Run`` of expected
@@ -135,19 +170,7 @@ def stochastic_ee(exposure: Run, qrels: Qrels | QrelsIndex, gamma: float = 0.5,
     queries with a relevant document) and the three arrays aligned with it.
     """
     _check_exposure_run(exposure)
-    qi = qrels if isinstance(qrels, QrelsIndex) else QrelsIndex(qrels)
-    rp = relevance_positions(exposure, qi, 1, n_docs)
-    # run rows of the relevant retrieved documents: offset of the query + position − 1
-    runq = exposure.qids.encode(qi.qids.strings, missing=-1).astype(np.int64)
-    has = runq >= 0
-    start = np.where(has, exposure.offsets[np.maximum(runq, 0)], 0)
-    row = np.where(rp.retrieved, start[:, None] + rp.pos - 1, 0)
-    rel = np.where(rp.retrieved, exposure.score[row] if len(exposure.score) else 0.0, 0.0)
-    eps = exposure.score.astype(np.float64)
-    tot_run = np.bincount(exposure.q, weights=eps, minlength=exposure.n_queries)
-    sq_run = np.bincount(exposure.q, weights=eps * eps, minlength=exposure.n_queries)
-    total = np.where(has, tot_run[np.maximum(runq, 0)] if len(tot_run) else 0.0, 0.0)
-    norm2 = np.where(has, sq_run[np.maximum(runq, 0)] if len(sq_run) else 0.0, 0.0)
+    qi, rp, rel, total, norm2 = _relevant_values(exposure, qrels, n_docs)
     return qi.qids, ee_from_parts(rel, rp, total, norm2, gamma)
 
 

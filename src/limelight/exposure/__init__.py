@@ -5,6 +5,9 @@
 - ``RBP``, ``DCG``, ``Exhaustive``, ``Cutoff``: browsing models μ_{q→d} (0-based ρ inside).
 - ``retrievability``, ``gini``, ``lorenz``, ``bootstrap_gini``, ``paired_bootstrap_gini``,
   ``group_retrievability``: retrievability over every document of the collection.
+- ``expected_weights``, ``policy_expectations``, ``stochastic_store_exposure``: Plackett-Luce
+  policies over a ranker's top-k (expected exposure and r(d) without keeping the rankings).
+- ``diff_stores``: what changes between two stores over the same documents and queries.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ _EXPORTS = {
     "Cutoff": "limelight.exposure.browsing",
     "DCG": "limelight.exposure.browsing",
     "Exhaustive": "limelight.exposure.browsing",
+    "diff_stores": "limelight.exposure.diff",
+    "expected_weights": "limelight.exposure.stochastic",
     "exposure_from_run": "limelight.exposure.exact",
     "ExposureStore": "limelight.exposure.exact",
     "gini": "limelight.exposure.retrievability",
@@ -29,6 +34,7 @@ _EXPORTS = {
     "lorenz": "limelight.exposure.retrievability",
     "paired_bootstrap_gini": "limelight.exposure.retrievability",
     "parse_browsing_model": "limelight.exposure.browsing",
+    "policy_expectations": "limelight.exposure.stochastic",
     "queries_fingerprint": "limelight.exposure.exact",
     "rank_matrix": "limelight.exposure.retrievability",
     "ranks_from_trec_run": "limelight.exposure.retrievability",
@@ -39,6 +45,7 @@ _EXPORTS = {
     "retrievability_from_pairs": "limelight.exposure.retrievability",
     "retrievable_fraction": "limelight.exposure.retrievability",
     "retriever_fingerprint": "limelight.exposure.exact",
+    "stochastic_store_exposure": "limelight.exposure.stochastic",
     "to_rho": "limelight.exposure.browsing",
 }
 
@@ -55,6 +62,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         parse_browsing_model,
         to_rho,
     )
+    from limelight.exposure.diff import diff_stores  # noqa: F401
     from limelight.exposure.exact import (  # noqa: F401
         ExposureStore,
         compute_exposure,
@@ -77,4 +85,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         retrievability,
         retrievability_from_pairs,
         retrievable_fraction,
+    )
+    from limelight.exposure.stochastic import (  # noqa: F401
+        expected_weights,
+        policy_expectations,
+        stochastic_store_exposure,
     )
