@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight.data.ids import IdMap
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 
 @dataclass(eq=False)
@@ -70,6 +73,8 @@ class Collection:
         return self.fields[name]
 
     def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
         df = pd.DataFrame({"doc_id": self.ids.strings, "text": self.texts})
         for k, v in self.fields.items():
             df[k] = v

@@ -20,9 +20,9 @@ import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight._io import atomic_path, open_text
 from limelight.data.collection import Collection
@@ -31,6 +31,9 @@ from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
 from limelight.data.run import Run
 from limelight.errors import FormatError, LimelightError
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 PathLike = str | os.PathLike
 
@@ -204,15 +207,26 @@ def _parse_fast(path: PathLike, names: Sequence[str], types: dict, check: Sequen
         data, normalised = _normalise(data), True
 
 
+def _numpy(col) -> np.ndarray:
+    """A numeric Arrow array or column (chunked) without nulls as one numpy array, read from the
+    buffers (``to_numpy`` loads pyarrow's pandas shim, which imports pandas: 0.2 s)."""
+    from limelight.data.ids import arrow_numpy
+
+    chunks = [arrow_numpy(c) for c in getattr(col, "chunks", [col])]
+    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+
 def _has_empty(col) -> bool:
-    """Whether a dictionary-typed or string column holds an empty string."""
+    """Whether a dictionary-typed or string column holds an empty string (from the offsets:
+    ``pyarrow.compute`` with a Python scalar would import pandas, 0.2 s)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     for chunk in col.chunks:
         values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
-        if len(values) and pc.any(pc.equal(pc.binary_length(values), 0)).as_py():
-            return True
+        if len(values):
+            offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)
+            if (np.diff(offsets[values.offset:values.offset + len(values) + 1]) == 0).any():
+                return True
     return False
 
 
@@ -241,7 +255,7 @@ def _encode(col):
     import pyarrow as pa
 
     enc = col.combine_chunks().dictionary_encode() if isinstance(col, pa.ChunkedArray) else col.dictionary_encode()
-    return enc.dictionary, enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return enc.dictionary, _numpy(enc.indices).astype(np.int32, copy=False)
 
 
 def _has_duplicates(q: np.ndarray, d: np.ndarray, nq: int, nd: int) -> bool:
@@ -274,8 +288,8 @@ def _fast_run_parts(path: PathLike):
                           ("qid", "Q0", "docid", "tag"))
     if t.num_rows == 0:
         raise _Fallback
-    score = t.column("score").to_numpy()
-    if not np.isfinite(score).all() or not np.isfinite(t.column("rank").to_numpy()).all():
+    score = _numpy(t.column("score"))
+    if not np.isfinite(score).all() or not np.isfinite(_numpy(t.column("rank"))).all():
         raise _Fallback
     qdict, q = _encode(t.column("qid"))
     ddict, d = _encode(t.column("docid"))
@@ -303,7 +317,7 @@ def _recode_docs(base: IdMap | None, dicts: list) -> tuple[IdMap, list[np.ndarra
     parts = ([base.to_arrow()] if base is not None else []) + list(dicts)
     allids = pa.concat_arrays([p.cast(pa.string()) for p in parts]) if parts else pa.array([], pa.string())
     enc = allids.dictionary_encode()
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    codes = _numpy(enc.indices).astype(np.int32, copy=False)
     if base is not None and len(enc.dictionary) == len(base):
         shared = base
     else:
@@ -333,7 +347,7 @@ def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None
             rec = pc.index_in(ddict, value_set=doc_map.to_arrow())
             if rec.null_count:
                 raise _Fallback
-            d = rec.to_numpy(zero_copy_only=False).astype(np.int32)[d]
+            d = _numpy(rec).astype(np.int32)[d]
             dmap = doc_map
     except LimelightError:
         raise
@@ -407,12 +421,16 @@ def read_trec_run_ranks(path: PathLike) -> pd.DataFrame:
     text = _read_text(path)
     qid, _q0, docid, rank, _score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
     r = _to_int(path, rank, lineno, "rank")
+    import pandas as pd
+
     return pd.DataFrame({"query_id": qid, "doc_id": docid, "rank": r})
 
 
 def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
     """Write ``qid Q0 docid rank score tag`` lines (1-based ranks), atomically."""
     tag = tag or run.meta.get("tag") or run.name.replace(" ", "_") or "limelight"
+    import pandas as pd
+
     df = pd.DataFrame({
         "q": run.qids.decode(run.q), "Q0": "Q0", "d": run.docids.decode(run.d),
         "rank": run.ranks(), "score": run.score, "tag": tag,
@@ -464,7 +482,7 @@ def read_trec_qrels(path: PathLike, name: str | None = None, doc_map: IdMap | No
                                ("qid", "iter", "docid"))
         if t.num_rows == 0:
             raise _Fallback
-        relf = t.column("rel").to_numpy()
+        relf = _numpy(t.column("rel"))
         if not np.isfinite(relf).all() or (relf != np.round(relf)).any():
             raise _Fallback
         qdict, q = _encode(t.column("qid"))
@@ -480,6 +498,8 @@ def read_trec_qrels(path: PathLike, name: str | None = None, doc_map: IdMap | No
 
 
 def write_trec_qrels(qrels: Qrels, path: PathLike) -> None:
+    import pandas as pd
+
     df = pd.DataFrame({"q": qrels.qids.decode(qrels.q), "it": 0, "d": qrels.docids.decode(qrels.d),
                        "rel": qrels.rel})
     with atomic_path(path) as tmp:

@@ -12,6 +12,15 @@ import numpy as np
 from limelight.errors import UnknownIdError
 
 
+def arrow_numpy(arr) -> np.ndarray:
+    """A numeric ``pyarrow`` array as numpy, zero-copy from its data buffer when it has no
+    nulls (``Array.to_numpy`` would load pyarrow's pandas shim, which imports pandas)."""
+    if arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + len(arr)]
+
+
 class IdMap:
     """An ordered, immutable set of string ids with O(1) lookup both ways.
 
@@ -79,7 +88,9 @@ class IdMap:
     def strings(self) -> np.ndarray:
         """The ids as a numpy object array, in int-id order."""
         if self._ids is None:
-            self._ids = self._arrow.to_numpy(zero_copy_only=False).astype(object, copy=False)
+            ids = np.empty(len(self._arrow), dtype=object)
+            ids[:] = self._arrow.to_pylist()
+            self._ids = ids
         return self._ids
 
     def to_arrow(self):
@@ -169,7 +180,7 @@ class IdMap:
             if self._ids is None:  # Arrow compares strings byte-wise (UTF-8), as strcmp
                 import pyarrow.compute as pc
 
-                order = pc.sort_indices(self._arrow).to_numpy()
+                order = arrow_numpy(pc.sort_indices(self._arrow))
             else:
                 keys = np.array([s.encode("utf-8") for s in self._ids.tolist()], dtype=object)
                 order = np.argsort(keys, kind="stable")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight.data.ids import IdMap
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 
 @dataclass(eq=False)
@@ -106,6 +109,8 @@ class Qrels:
         return Qrels.from_codes(self.qids, doc_map, self.q[keep], d[keep], self.rel[keep], self.name)
 
     def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame({"query_id": self.qids.decode(self.q), "doc_id": self.docids.decode(self.d),
                              "relevance": self.rel})
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight.data.ids import IdMap
 from limelight.errors import LimelightError
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 _BLANK = re.compile(r"\x00[^\S\x00]*\x00")  # an empty or blank text between two separators
 
@@ -76,6 +79,8 @@ class Queries:
         return self.texts[self.ids.lookup(qid)]
 
     def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
         df = pd.DataFrame({"query_id": self.ids.strings, "text": self.texts, "weight": self.weights})
         if self.intents is not None:
             df["intent"] = self.intents

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight.data.ids import IdMap
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 
 def _order_rows(q: np.ndarray, score: np.ndarray, lex: np.ndarray) -> np.ndarray | None:
@@ -185,6 +188,8 @@ class Run:
     # ---- conversion -----------------------------------------------------------------------
     def to_pandas(self) -> pd.DataFrame:
         """Columns ``query_id, doc_id, score, rank`` (rank 1-based)."""
+        import pandas as pd
+
         return pd.DataFrame({
             "query_id": self.qids.decode(self.q),
             "doc_id": self.docids.decode(self.d),

@@ -11,9 +11,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
@@ -27,6 +27,9 @@ from limelight.evaluation.relpos import (
     default_n_docs,
     relevance_positions,
 )
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 
 @dataclass
@@ -48,6 +51,8 @@ class EvalResult:
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per query, one column per measure (named as the measure prints)."""
+        import pandas as pd
+
         return pd.DataFrame({str(m): v for m, v in self.per_query.items()},
                             index=pd.Index(self.qids.strings, name="query_id"))
 

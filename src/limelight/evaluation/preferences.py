@@ -14,14 +14,17 @@ unretrieved ones imputed pessimistically; padding equal across the compared rank
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from limelight.data.qrels import Qrels
 from limelight.data.run import Run
 from limelight.evaluation.kernels import exposure as _exposure
 from limelight.evaluation.relpos import QrelsIndex, RelPositions, default_n_docs, stack_positions
+
+if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
+    import pandas as pd
 
 
 def lexirecall(p: Sequence[int], q: Sequence[int]) -> int:
@@ -152,6 +155,8 @@ def worst_off_provider(run: Run, qrels: Qrels, provider_of: Mapping[str, str],
         idx = np.minimum(np.searchsorted(ks, key_rel), len(ks) - 1)
         hit = ks[idx] == key_rel
         pos[hit] = rs[idx[hit]]
+    import pandas as pd
+
     df = pd.DataFrame({"q": rq, "doc": docs, "pos": pos})
     df = df.sort_values(["q", "doc"], kind="stable")
     un = df["pos"] == 0
