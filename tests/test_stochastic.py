@@ -159,3 +159,19 @@ def test_policy_at_zero_temperature_matches_evaluation(adi):
     ee_w = evaluate_exposure(warm.exposure, ds.qrels, "EE-D", n_docs=n)
     assert nd_w.mean() < nd.mean()
     assert ee_w["EE-D"] < det["EE-D"]
+
+
+def test_topk_arrays_equal_store_pairs(adi_store):
+    from limelight.exposure.stochastic import stochastic_topk_exposure
+
+    st = adi_store
+    q, d, rank, score = st.pair_arrays()
+    k = st.depth
+    docs = np.full((len(st.queries), k), -1, dtype=np.int32)
+    sc = np.full((len(st.queries), k), -np.inf)
+    docs[q, rank - 1] = d
+    sc[q, rank - 1] = score
+    w = st.queries.weights
+    a = stochastic_pairs_exposure(q, d, rank, score, w, len(st.doc_ids), 0.7, c=5, n_samples=8, seed=2)
+    b = stochastic_topk_exposure(docs, sc, w, len(st.doc_ids), 0.7, c=5, n_samples=8, seed=2, block=100)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])

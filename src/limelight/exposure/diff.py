@@ -209,3 +209,31 @@ def plot_diff(diff: ExposureDiff, out: str | os.PathLike, top_groups: int = 15) 
         ax2.set_title(f"the {len(g)} largest moves between groups", fontsize=9)
     fig.tight_layout()
     return _save(fig, out)
+
+
+def field_values(store, field_name: str, index: str | os.PathLike | None = None) -> np.ndarray:
+    """The values of a document field in ``store``'s document order, read from the index
+    directory the store was computed over (``index``, default the one its manifest records:
+    ``limelight exposure compute`` writes it) — its ``docs.parquet`` keeps every field."""
+    import pyarrow.parquet as pq
+
+    idx = index if index is not None else (store.manifest.get("settings") or {}).get("index")
+    if idx is None:
+        raise LimelightError(f"{store.path}: the store does not record its index; pass the index "
+                             "directory to read the field from")
+    path = Path(idx) / "docs.parquet"
+    if not path.exists():
+        raise LimelightError(f"{idx}: no docs.parquet (not an index directory written by `limelight index`)")
+    names = pq.read_schema(path).names
+    if field_name not in names:
+        fields = [n for n in names if n not in ("doc_id", "text")]
+        raise LimelightError(f"{idx}: no document field {field_name!r} (fields: {', '.join(fields) or 'none'})")
+    t = pq.read_table(path, columns=["doc_id", field_name])
+    from limelight.data.ids import IdMap
+
+    ids = IdMap(t.column("doc_id").to_pylist(), kind="document")
+    pos = ids.encode(store.doc_ids.strings, missing=-1)
+    if (pos < 0).any():
+        raise LimelightError(f"{idx}: document {store.doc_ids[int(np.flatnonzero(pos < 0)[0])]!r} of "
+                             f"{store.path} is not in this index")
+    return np.asarray(t.column(field_name).to_pylist(), dtype=object)[pos]

@@ -318,16 +318,50 @@ def stochastic_pairs_exposure(q: np.ndarray, d: np.ndarray, rank: np.ndarray, sc
     if (np.diff(q) < 0).any():
         raise LimelightError("exposure pairs must be grouped by query (ascending codes)")
     k = int(np.max(rank))
-    w = np.stack([rbp_weights(k, gamma), cutoff_weights(k, c)])
     starts = np.searchsorted(q, np.arange(0, nq + block, block))
-    for b0 in range(0, nq, block):
-        b1 = min(nq, b0 + block)
-        lo, hi = starts[b0 // block], starts[b0 // block + 1]
-        qb, rb = q[lo:hi].astype(np.int64) - b0, np.asarray(rank[lo:hi], dtype=np.int64) - 1
-        docs = np.full((b1 - b0, k), -1, dtype=np.int32)
-        sc = np.full((b1 - b0, k), -np.inf)
-        docs[qb, rb] = d[lo:hi]
-        sc[qb, rb] = score[lo:hi]
+
+    def blocks():
+        for b0 in range(0, nq, block):
+            b1 = min(nq, b0 + block)
+            lo, hi = starts[b0 // block], starts[b0 // block + 1]
+            qb, rb = q[lo:hi].astype(np.int64) - b0, np.asarray(rank[lo:hi], dtype=np.int64) - 1
+            docs = np.full((b1 - b0, k), -1, dtype=np.int32)
+            sc = np.full((b1 - b0, k), -np.inf)
+            docs[qb, rb] = d[lo:hi]
+            sc[qb, rb] = score[lo:hi]
+            yield b0, docs, sc
+
+    return _accumulate(blocks(), o, n_docs, k, temperature, c, gamma, n_samples, seed, progress)
+
+
+def stochastic_topk_exposure(docs: np.ndarray, scores: np.ndarray, weights_q: np.ndarray,
+                             n_docs: int, temperature: float, c: int = 10, gamma: float = 0.5,
+                             n_samples: int = 32, seed: int = 0, block: int = 4096,
+                             progress: Callable[[int, int], None] | None = None
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """``stochastic_pairs_exposure`` for padded top-k arrays ``(n_queries, k)`` (rows in rank
+    order, ``-1`` padding), e.g. a retriever's ``search_batch`` output over a query log."""
+    if block < 1:
+        raise LimelightError(f"block must be ≥ 1, got {block}")
+    docs = np.asarray(docs)
+    nq = len(docs)
+    if len(weights_q) != nq:
+        raise LimelightError(f"{len(weights_q)} query weights for {nq} rows")
+    blocks = ((b0, docs[b0:b0 + block], np.asarray(scores)[b0:b0 + block]) for b0 in range(0, nq, block))
+    return _accumulate(blocks, np.asarray(weights_q, dtype=np.float64), n_docs, docs.shape[1],
+                       temperature, c, gamma, n_samples, seed, progress)
+
+
+def _accumulate(blocks, o: np.ndarray, n_docs: int, k: int, temperature: float, c: int,
+                gamma: float, n_samples: int, seed: int, progress) -> tuple[np.ndarray, np.ndarray]:
+    """Σ_q o_q E[γ^(rank−1)] and Σ_q o_q P(rank ≤ c) per document over blocks ``(first query
+    index, docs, scores)`` of padded top-k arrays."""
+    w = np.stack([rbp_weights(k, gamma), cutoff_weights(k, c)])
+    r = np.zeros(n_docs)
+    ex = np.zeros(n_docs)
+    nq = len(o)
+    for b0, docs, sc in blocks:
+        b1 = b0 + len(docs)
         e = expected_weights(docs, sc, temperature, w, n_samples, seed,
                              qindex=np.arange(b0, b1, dtype=np.int64))
         valid = docs >= 0
