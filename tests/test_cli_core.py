@@ -163,6 +163,10 @@ def test_progress_lines_when_stderr_is_not_a_terminal(adi_index, tmp_path, data_
     p = subprocess.run([sys.executable, "-m", "limelight.cli", "index", "--collection", "adi",
                         "--out", str(tmp_path / "idx")], capture_output=True, text=True, env=env)
     assert p.returncode == 0 and "BM25: analyzing adi: 82/82 (100%)" in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-m", "limelight.cli", "index", "--collection", "adi",
+                        "--out", str(tmp_path / "idx-dense"), "--dense"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "encoding adi: 82/82 (100%)" in p.stderr, p.stderr
 
 
 def test_readme_tour_is_consistent():

@@ -385,18 +385,10 @@ def _progress(show: bool, total: int, description: str):
     if not show:
         yield lambda n: None
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    from limelight.progress import progress_counter  # a bar on a terminal, lines otherwise
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), transient=True) as prog:
-        task = prog.add_task(description, total=total)
-        yield lambda n: prog.advance(task, n)
+    with progress_counter(description, total) as advance:
+        yield advance
 
 
 # ---- index ------------------------------------------------------------------------------------
