@@ -92,3 +92,20 @@ def test_win_tie_loss_counts():
     assert (ab.wins, ab.ties, ab.losses) == (2, 1, 1)
     assert (ba.wins, ba.ties, ba.losses) == (1, 1, 2)
     assert ab.p_value == pytest.approx(sign_test(2, 1))
+
+
+def test_vectorized_paired_t_matrix_equals_scipy_pair_by_pair():
+    from scipy.special import stdtr
+
+    from limelight.evaluation.stats import paired_t_matrix, t_two_sided
+
+    rng = np.random.default_rng(3)
+    for df in (1, 2, 5, 29, 92, 299, 1000):
+        t = np.concatenate([rng.standard_normal(100) * s for s in (0.01, 1, 5, 50)] + [np.array([0.0, 1e6, np.inf])])
+        np.testing.assert_allclose(t_two_sided(t, df), 2 * stdtr(df, -np.abs(t)), rtol=1e-11, atol=1e-14)
+    for n in (2, 3, 10, 93, 300):
+        x = rng.random((5, n))
+        x[3] = x[2]  # identical runs: p = 1
+        x[4] = x[2] + 0.25  # a constant difference: p = 0 (as paired_t)
+        ref = np.array([[paired_t(x[i], x[j]) if i != j else 1.0 for j in range(5)] for i in range(5)])
+        np.testing.assert_allclose(paired_t_matrix(x), ref, rtol=1e-11, atol=1e-13)

@@ -127,23 +127,68 @@ def sign_test_matrix(prefs: np.ndarray) -> np.ndarray:
     return out
 
 
+def _betacf(x: np.ndarray, a: float, b: float) -> np.ndarray:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz),
+    vectorized over ``x``; converges fast for ``x < (a + 1) / (a + b + 2)``."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = np.ones_like(x)
+    d = 1.0 - qab * x / qap
+    d = np.where(np.abs(d) < tiny, tiny, d)
+    d = 1.0 / d
+    h = d.copy()
+    for m in range(1, int(200 + 20 * np.sqrt(max(a, b))) + 1):  # O(sqrt(max(a, b))) needed
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = np.where(np.abs(d) < tiny, tiny, d)
+            c = 1.0 + aa / c
+            c = np.where(np.abs(c) < tiny, tiny, c)
+            d = 1.0 / d
+            delta = d * c
+            h = h * delta
+        if np.all(np.abs(delta - 1.0) < 1e-15):
+            break
+    return h
+
+
+def t_two_sided(t: np.ndarray, df: float) -> np.ndarray:
+    """Two-sided p-value ``P(|T| ≥ |t|)`` of Student's t with ``df`` degrees of freedom:
+    the regularized incomplete beta ``I_{df/(df+t²)}(df/2, 1/2)``, in numpy (importing
+    ``scipy.special`` for ``stdtr`` costs 0.2-0.3 s of a command's start-up)."""
+    import math
+
+    t = np.abs(np.asarray(t, dtype=np.float64))
+    a, b = df / 2.0, 0.5
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = df / (df + t * t)
+        lnx = -np.log1p(t * t / df)  # log x and log(1 - x) without cancellation
+        ln1x = np.log(t * t) - np.log(df + t * t)
+        front = np.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * lnx + b * ln1x)
+        direct = x < (a + 1.0) / (a + b + 2.0)
+        xd = np.where(direct, x, 0.0)
+        xs = np.where(direct, 1.0, 1.0 - x)
+        p = np.where(direct, front * _betacf(xd, a, b) / a, 1.0 - front * _betacf(xs, b, a) / b)
+    p = np.where(t == 0, 1.0, np.where(np.isinf(t), 0.0, p))
+    return np.clip(p, 0.0, 1.0)
+
+
 def paired_t_matrix(values: np.ndarray) -> np.ndarray:
     """``(k, k)`` two-sided paired t-test p-values of every pair of rows of ``(k, nq)`` values,
-    vectorized (``scipy.special.stdtr``; the same values as ``paired_t`` pair by pair)."""
+    vectorized (the same values as ``paired_t`` pair by pair, to ~1e-14)."""
     x = np.asarray(values, dtype=np.float64)
     k, n = x.shape
     out = np.ones((k, k))
     if k < 2 or n < 2:
         return out
-    from scipy.special import stdtr
-
     a, b = np.triu_indices(k, 1)
     d = x[a] - x[b]  # (pairs, nq)
     sd = d.std(axis=1, ddof=1)
     constant = np.all(d == d[:, :1], axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = d.mean(axis=1) / (sd / np.sqrt(n))
-        p = 2.0 * stdtr(n - 1, -np.abs(t))
+        p = t_two_sided(np.where(constant, 0.0, t), n - 1)
     p = np.where(constant, np.where(np.all(d == 0, axis=1), 1.0, 0.0), np.minimum(p, 1.0))
     out[a, b] = out[b, a] = p
     return out
