@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config)
         cmd = f"limelight audit {args.config} --out {args.out}" + (" --quick" if args.quick else "")
         t0 = time.perf_counter()
-        runner = AuditRunner(cfg, args.out, quick=args.quick, show_progress=sys.stderr.isatty(),
+        runner = AuditRunner(cfg, args.out, quick=args.quick, show_progress=True,
                              log=console.print, command=cmd)
         res = runner.run()
         secs = time.perf_counter() - t0

@@ -22,7 +22,6 @@ def register(app: typer.Typer) -> None:
         Finished stages are reused; an interrupted audit resumes."""
         import json
         import shlex
-        import sys
 
         from limelight.audit.config import load_config
         from limelight.audit.runner import AuditRunner
@@ -33,7 +32,7 @@ def register(app: typer.Typer) -> None:
             return
         cmd = "limelight audit " + " ".join(shlex.quote(a) for a in [str(config), "--out", str(out)]
                                             + (["--quick"] if quick else []))
-        runner = AuditRunner(cfg, out, quick=quick, show_progress=sys.stderr.isatty(),
+        runner = AuditRunner(cfg, out, quick=quick, show_progress=True,
                              log=lambda s: typer.echo(s, err=True), command=cmd)
         res = runner.run()
         for name, s in res["systems"].items():

@@ -59,7 +59,8 @@ class AuditInputs:
 
 
 class _Bars:
-    """One progress bar per stage (rich, transient), plus the caller's callback."""
+    """One progress display per stage (``limelight.progress``: a transient rich bar on a
+    terminal, plain lines every few seconds otherwise), plus the caller's callback."""
 
     def __init__(self, show: bool, hook: ProgressFn | None):
         self.show, self.hook = show, hook
@@ -69,37 +70,23 @@ class _Bars:
 
         class _Ctx:
             def __enter__(self):
-                self.prog = None
+                self._cm = self._update = None
                 if bars.show:
-                    from rich.progress import (
-                        BarColumn,
-                        MofNCompleteColumn,
-                        Progress,
-                        TextColumn,
-                        TimeElapsedColumn,
-                        TimeRemainingColumn,
-                    )
+                    from limelight.progress import progress_bar
 
-                    self.prog = Progress(TextColumn(f"[bold]{name}[/bold] {title}"), BarColumn(),
-                                         MofNCompleteColumn(), TimeElapsedColumn(),
-                                         TimeRemainingColumn(), transient=True)
-                    self.prog.start()
-                    self.task = self.prog.add_task(name, total=None)
+                    self._cm = progress_bar(f"{name} {title}", None, elapsed=True)
+                    self._update = self._cm.__enter__()
                 return self
 
             def update(self, done: int, total: int) -> None:
-                if self.prog is not None:
-                    self.prog.update(self.task, completed=done, total=total)
+                if self._update is not None:
+                    self._update(done, total)
                 if bars.hook is not None:
                     bars.hook(name, done, total)
 
-            def pause(self) -> None:
-                if self.prog is not None:
-                    self.prog.stop()
-
             def __exit__(self, *exc):
-                if self.prog is not None:
-                    self.prog.stop()
+                if self._cm is not None:
+                    self._cm.__exit__(*exc)
                 return False
 
         return _Ctx()
