@@ -88,11 +88,10 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     ) -> None:
         """Search one query and print the results."""
-        from limelight.data.queries import Queries
+        from limelight.data.queries import Queries, check_query_text
         from limelight.retrieval.index_dir import load_docs, open_retriever
 
-        if not text.strip():
-            raise LimelightError("empty query")
+        text = check_query_text(text)
         k = check_k(k, "--k", index_size(index))
         retriever = open_retriever(index, model, k1=k1, b=b)
         run = retriever.retrieve(Queries.from_lists(["q"], [text]), k)

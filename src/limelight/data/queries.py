@@ -18,6 +18,14 @@ if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
 _BLANK = re.compile(r"\x00[^\S\x00]*\x00")  # an empty or blank text between two separators
 
 
+
+def check_query_text(text: str) -> str:
+    """The one rule for a query typed by a user (``limelight search``, the web app's search): a
+    blank text (empty or whitespace only) is an error, never a search with no results."""
+    if text is None or not str(text).strip():
+        raise LimelightError("empty query")
+    return str(text)
+
 @dataclass(eq=False)
 class Queries:
     """A query set. ``weights`` (o_q, default 1) weight a query in retrievability; ``intents``

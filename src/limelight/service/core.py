@@ -43,9 +43,12 @@ class BadRequest(LimelightError):
 def check_query(text: str) -> str:
     """The rule for a search query, as ``limelight search`` applies it: a blank text (empty or
     whitespace only) is an error, never a search with no results."""
-    if not text.strip():
-        raise BadRequest("empty query: the query text is blank (whitespace only)")
-    return text
+    from limelight.data.queries import check_query_text
+
+    try:
+        return check_query_text(text)
+    except LimelightError as e:
+        raise BadRequest(str(e)) from None
 
 
 @dataclass
