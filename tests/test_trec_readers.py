@@ -161,3 +161,20 @@ def test_arrow_backed_idmap_behaves_as_a_plain_one():
     assert m.lexical_rank().tolist() == plain.lexical_rank().tolist()  # byte-wise, as strcmp
     assert m.encode(["a", "x"], missing=-1).tolist() == [1, -1]
     assert m.nbytes() > 0
+
+
+def test_many_csv_blocks_give_the_same_ids_and_order(data_dir, monkeypatch, tmp_path):
+    """Each CSV block has its own id dictionary: unified in first-seen order."""
+    import limelight.data.formats as formats
+
+    monkeypatch.setattr(formats, "_BLOCK_SIZE", 4096)
+    d = data_dir / "runs" / "trec_eval_test"
+    for f in (d / "results.test", d / "qrels.test"):
+        fast = (read_trec_run if f.name.startswith("results") else read_trec_qrels)(f)
+        precise = (_read_trec_run_precise if f.name.startswith("results") else _read_trec_qrels_precise)(f)
+        assert (_same_run if f.name.startswith("results") else _same_qrels)(fast, precise)
+    paths = [d / "results.test", d / "results-302.test"]
+    runs = read_trec_runs(paths, doc_map=read_trec_qrels(d / "qrels.test").docids)
+    for r, p in zip(runs, paths, strict=True):
+        alone = _read_trec_run_precise(p)
+        assert (r.docids.decode(r.d) == alone.docids.decode(alone.d)).all()

@@ -21,6 +21,29 @@ def arrow_numpy(arr) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + len(arr)]
 
 
+def _arrow_byte_order(arr, limit: int = 1 << 27) -> np.ndarray | None:
+    """Stable argsort of an Arrow string array in byte-wise (UTF-8, strcmp) order, on a
+    zero-padded ``(n, longest)`` byte matrix viewed as numpy ``S`` strings (``pyarrow.compute``
+    would cost 0.13 s to import); ``None`` when that matrix would exceed ``limit`` bytes, or for
+    nulls or NUL bytes."""
+    n = len(arr)
+    if arr.null_count or n == 0:
+        return None if arr.null_count else np.zeros(0, dtype=np.int64)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
+    lens = np.diff(offsets).astype(np.int64)
+    width = max(int(lens.max()), 1)
+    if n * width > limit:
+        return None
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    if not data.all():  # a NUL byte: numpy's S strings would ignore it at the end
+        return None
+    mat = np.zeros((n, width), dtype=np.uint8)
+    rows = np.repeat(np.arange(n), lens)
+    cols = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    mat[rows, cols] = data
+    return np.argsort(mat.view(f"S{width}").ravel(), kind="stable")
+
+
 class IdMap:
     """An ordered, immutable set of string ids with O(1) lookup both ways.
 
@@ -177,12 +200,9 @@ class IdMap:
     def lexical_rank(self) -> np.ndarray:
         """For each int id, its position in byte-wise string order (trec_eval's tie order)."""
         if self._order is None:
-            if self._ids is None:  # Arrow compares strings byte-wise (UTF-8), as strcmp
-                import pyarrow.compute as pc
-
-                order = arrow_numpy(pc.sort_indices(self._arrow))
-            else:
-                keys = np.array([s.encode("utf-8") for s in self._ids.tolist()], dtype=object)
+            order = _arrow_byte_order(self._arrow) if self._arrow is not None else None
+            if order is None:
+                keys = np.array([s.encode("utf-8") for s in self.strings.tolist()], dtype=object)
                 order = np.argsort(keys, kind="stable")
             rank = np.empty(len(order), dtype=np.int64)
             rank[order] = np.arange(len(order))
