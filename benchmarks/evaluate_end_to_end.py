@@ -7,7 +7,7 @@ k1 ∈ {0.6, 0.9, 1.2, 1.5} × b ∈ {0.4, 0.75} × stemming {off, Snowball Engl
 and reused. Measures: AP nDCG@10 P@10 R@1000 RR nDCG.
 
 Timed, interleaved, median of ``--repeats`` (default 3), each tool in a fresh process, process
-start to printed result (``os.wait4`` gives each child's peak RSS):
+start to printed result, with each child's peak RSS (GNU time):
 
 (a) ``limelight evaluate --qrels Q RUN... -m "..."`` (the installed CLI entry point);
 (b) ir_measures 0.4.3: ``read_trec_qrels`` / ``read_trec_run`` (pure Python) + ``calc_aggregate``;
@@ -20,6 +20,8 @@ Memory of the loaded runs is measured in a fresh child: the arrays' ``nbytes`` p
 and the RSS growth while reading (psutil), per million result lines.
 
     .venv/bin/python benchmarks/evaluate_end_to_end.py [--collections npl cranfield] [--repeats 3] [--out r.json]
+
+(the default is npl only; the results page reports ``--collections npl cranfield``).
 """
 
 from __future__ import annotations
@@ -111,30 +113,36 @@ def _env() -> dict[str, str]:
     return dict(os.environ, NUMBA_CACHE_DIR=os.environ.get("NUMBA_CACHE_DIR", str(REPO / ".numba_cache")))
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """(wall seconds from process start to exit, peak RSS in MB, stdout) of ``cmd``."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), text=True)
-    out, err = p.communicate()
-    wall = time.perf_counter() - t
-    # the child is reaped by communicate(); its rusage is read from RUSAGE_CHILDREN deltas below
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} failed ({p.returncode}): {err[-2000:]}")
-    return wall, 0.0, out
+GNU_TIME = "/usr/bin/time"
 
 
 def timed_rss(cmd: list[str]) -> tuple[float, float, str]:
-    """As ``timed``, with the child's own peak RSS (``os.wait4``)."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} failed ({p.returncode}): {err.decode()[-2000:]}")
-    return wall, ru.ru_maxrss / 1024, out.decode()
+    """(wall seconds from process start to exit, the child's peak RSS in MB, stdout) of ``cmd``.
+
+    The peak RSS comes from GNU time (``%M``) when installed: a child forked straight from this
+    (large) process would inherit this process's RSS as its ``ru_maxrss`` (it is kept across
+    ``execve``); without GNU time, ``os.wait4``'s figure, which can be too high for that reason.
+    """
+    import tempfile
+
+    use_time = os.path.exists(GNU_TIME)
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        full = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *cmd] if use_time else cmd
+        t = time.perf_counter()
+        p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        out, err = p.communicate() if use_time else (p.stdout.read(), p.stderr.read())
+        if use_time:
+            wall = time.perf_counter() - t
+            code = p.returncode
+            peak = float(rss_file.read().strip().splitlines()[-1]) / 1024
+        else:
+            _, status, ru = os.wait4(p.pid, 0)
+            wall = time.perf_counter() - t
+            code = os.waitstatus_to_exitcode(status)
+            peak = ru.ru_maxrss / 1024
+    if code != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({code}): {err.decode()[-2000:]}")
+    return wall, peak, out.decode()
 
 
 def limelight_cmd() -> list[str]:
