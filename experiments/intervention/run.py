@@ -15,7 +15,8 @@ the query's top-100 scores (``limelight.exposure.stochastic``; T = 0 is the rank
   document of the collection and its Gini.
 Then, per (collection, system): the first temperature at which the Gini falls by ≥ 10 % from
 T = 0, and paired tests (t-test and Wilcoxon, Holm-corrected over the 9 pairs) of per-query
-nDCG@10 between T = 0 and that temperature.
+nDCG@10 between T = 0 and that temperature; the same tests of per-query EE-L between T = 0 and the temperature
+of the lowest mean EE-L.
 
 Results are cached as JSON per (collection, system, T) under ``results/`` (rerunning skips what
 is there: delete a file to recompute it); dense query and document vectors are cached under
@@ -143,6 +144,9 @@ def one_point(sy: Systems, system: str, t: float, args) -> dict:
             "ndcg10": float(ndcg.mean()), "per_query_ndcg10": dict(zip(qids.strings.tolist(),
                                                                        ndcg.tolist(), strict=True)),
             **{m.name: float(v) for m, v in ee.aggregate.items()},
+            "per_query_eel": dict(zip(ee.qids.strings.tolist(),
+                                      next(v for m, v in ee.per_query.items() if m.name == "EE-L").tolist(),
+                                      strict=True)),
             "gini": gini(r), "retrievable_fraction": float((r > 0).mean()),
             "n_docs": n, "n_judged_queries": len(qids), "n_log_queries": len(sy.log),
             "samples": args.samples, "log_samples": args.log_samples, "seed": args.seed,
@@ -170,10 +174,24 @@ def summarise(points: list[dict]) -> dict:
                         "eel_T": hit["EE-L"], "delta_ndcg": hit["ndcg10"] - base["ndcg10"],
                         "rel_delta_ndcg": (hit["ndcg10"] - base["ndcg10"]) / base["ndcg10"],
                         "p_t": paired_t(y, x), "p_wilcoxon": wilcoxon(y, x), "n_queries": len(qs)})
+        best = min(ps, key=lambda p: p["EE-L"])
+        if best is not base and "per_query_eel" in base:
+            qs = sorted(base["per_query_eel"])
+            x = np.array([base["per_query_eel"][q] for q in qs])
+            y = np.array([best["per_query_eel"][q] for q in qs])
+            row.update({"T_min_eel": best["temperature"], "eel_min": best["EE-L"],
+                        "eel_p_t": paired_t(y, x), "eel_p_wilcoxon": wilcoxon(y, x),
+                        "eel_lower_queries": int((y < x).sum()), "eel_higher_queries": int((y > x).sum())})
         rows.append(row)
     tested = [i for i, r in enumerate(rows) if r["T"] is not None]
     if tested:
         for name in ("p_t", "p_wilcoxon"):
+            adj = holm([rows[i][name] for i in tested])
+            for i, a in zip(tested, adj, strict=True):
+                rows[i][name + "_holm"] = float(a)
+    tested = [i for i, r in enumerate(rows) if "eel_p_t" in r]
+    if tested:
+        for name in ("eel_p_t", "eel_p_wilcoxon"):
             adj = holm([rows[i][name] for i in tested])
             for i, a in zip(tested, adj, strict=True):
                 rows[i][name + "_holm"] = float(a)
@@ -251,7 +269,7 @@ def main() -> None:
     summary.update({"temperatures": TEMPS, "k": K, "c": C, "gamma": GAMMA, "log_sample": len(log),
                     "samples": args.samples, "log_samples": args.log_samples, "seed": args.seed,
                     "load_average": [round(x, 2) for x in os.getloadavg()],
-                    "points": [{k: v for k, v in p.items() if k != "per_query_ndcg10"} for p in points],
+                    "points": [{k: v for k, v in p.items() if not k.startswith("per_query")} for p in points],
                     "seconds": time.perf_counter() - t_start})
     _write_json(args.out / "summary.json", summary)
     figs = plot(points, args.figure)
@@ -263,6 +281,11 @@ def main() -> None:
                   f"T={r['T']:g}; nDCG@10 {r['ndcg_0']:.4f} → {r['ndcg_T']:.4f} "
                   f"({100 * r['rel_delta_ndcg']:+.1f} %), p_t={r['p_t']:.2g} "
                   f"(Holm {r['p_t_holm']:.2g}), p_wilcoxon={r['p_wilcoxon']:.2g}")
+        if "eel_p_t" in r:
+            print(f"{'':16s} EE-L {r['eel_0']:.4f} → {r['eel_min']:.4f} (minimum, T={r['T_min_eel']:g}); "
+                  f"lower on {r['eel_lower_queries']}, higher on {r['eel_higher_queries']} queries; "
+                  f"p_t={r['eel_p_t']:.2g} (Holm {r['eel_p_t_holm']:.2g}), "
+                  f"p_wilcoxon={r['eel_p_wilcoxon']:.2g} (Holm {r['eel_p_wilcoxon_holm']:.2g})")
     print("figures:", ", ".join(map(str, figs)), f"total {summary['seconds']:.0f} s")
 
 
