@@ -72,6 +72,9 @@ class BatchedOnnx:
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = 2
+        # no spin-waiting after a run: idle spinning threads would take the CPU from the
+        # configuration timed next
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.log_severity_level = 3
         self.backend.session = ort.InferenceSession(str(self.backend.path), so,
                                                     providers=["CPUExecutionProvider"])
