@@ -108,10 +108,9 @@ def test_gzipped_inputs_raise_only_limelight_errors(kind, data):
     _check(kind, blob, gz=True)
 
 
-@pytest.mark.parametrize("kind", sorted(SEEDS))
+# the audit-config seed names a collection: its validity is tested in test_audit_config
+@pytest.mark.parametrize("kind", sorted(k for k in SEEDS if k != "toml"))
 def test_seeds_parse(kind):
-    if kind == "toml":
-        pytest.skip("an audit config names a collection; validity is tested in test_audit_config")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ("input" + SUFFIX[kind])
         path.write_bytes(SEEDS[kind])
