@@ -318,3 +318,257 @@ def test_cli_train_prints_no_nan_loss_and_checks_depths(tmp_path):
                             "-o", str(tmp_path / "r.run"), *args], capture_output=True, text=True)
         assert p.returncode == 2 and p.stderr.strip() == f"error: {opt} must be ≥ 1, got 0", p.stderr
     assert not (tmp_path / "r.run").exists()
+
+
+# ---- issue 25: resumable training, weak supervision, interpolation, bad input --------------
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "limelight.cli", "rerank", *args], capture_output=True, text=True)
+
+
+def _state_weights(path):
+    from limelight.rerank.train import load_state
+
+    return load_state(path)["model"]
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_equals_uninterrupted_training(adi, tmp_path):
+    """N steps in one go == k steps, stop, resume to N: bit-identical weights, optimizer state
+    and log (real adi qrels and BM25 negatives, TK-1, batch 8, 3 epochs' worth of steps)."""
+    from limelight.rerank.train import (
+        FitConfig,
+        TrainPaths,
+        TripleSet,
+        Validation,
+        fit,
+        fold_split,
+        load_state,
+    )
+
+    ds, run, vocab = adi
+    tr, val, test = fold_split(list(ds.queries.ids), folds=5, fold=0, val_share=0.2, seed=0)
+    data = TripleSet.from_qrels(ds.queries, ds.qrels, run, ds.collection, tr, depth=20)
+    steps = 3 * -(-data.n_positives // 8) + 2  # crosses epoch boundaries (the data-order cursor)
+    validation = Validation(ds.collection, ds.queries, run, ds.qrels, val, depth=10)
+
+    def go(out, max_steps, resume=False):
+        ranker = NeuralRanker.create(TKConfig(n_layers=1), vocab, seed=3)
+        cfg = FitConfig(max_steps=max_steps, batch_size=8, eval_every=5, checkpoint_every=7, patience=0, seed=3)
+        return fit(ranker, data, cfg, out, validation, resume=resume)
+
+    full = go(tmp_path / "full.pt", steps)
+    part = go(tmp_path / "part.pt", 11)  # stops mid-way (not at a checkpoint multiple)
+    assert part.steps == 11 and load_state(TrainPaths.of(tmp_path / "part.pt").state)["step"] == 11
+    early = _state_weights(TrainPaths.of(tmp_path / "part.pt").state)
+    assert not _same(early, _state_weights(TrainPaths.of(tmp_path / "full.pt").state))
+    resumed = go(tmp_path / "part.pt", steps, resume=True)
+    assert resumed.resumed_from == 11 and resumed.steps == full.steps == steps
+    a, b = (load_state(TrainPaths.of(tmp_path / n).state) for n in ("full.pt", "part.pt"))
+    assert _same(a["model"], b["model"])
+    for ga, gb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values(), strict=True):
+        assert all(torch.equal(ga[k], gb[k]) for k in ga)
+    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in full.history]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_s"} for r in resumed.history]
+    assert full.best_step == resumed.best_step and len(full.history) == steps // 5 + 1
+    # the best model file equals between the two and the ranker holds it at the end
+    ra, rb = NeuralRanker.load(tmp_path / "full.pt"), NeuralRanker.load(tmp_path / "part.pt")
+    assert _same(ra.model.state_dict(), rb.model.state_dict())
+    # log and curve
+    import json
+
+    lines = [json.loads(x) for x in TrainPaths.of(tmp_path / "part.pt").log.read_text().splitlines()]
+    assert [r["step"] for r in lines] == list(range(0, steps + 1, 5))
+    assert {"loss", "val_RR@10", "val_nDCG@10", "wall_s"} <= set(lines[-1])
+    assert TrainPaths.of(tmp_path / "part.pt").curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # early stopping with patience on the validation queries only
+    ranker = NeuralRanker.create(KNRMConfig(), vocab, seed=0)
+    res = fit(ranker, data, FitConfig(max_steps=400, batch_size=8, eval_every=2, checkpoint_every=50,
+                                      patience=2, seed=0), tmp_path / "es.pt", validation)
+    assert res.stopped == "early" and res.steps < 400
+    assert res.best_step == max(res.history, key=lambda r: (r["val_nDCG@10"], -r["step"]))["step"]
+    assert not set(test) & set(val) and not set(test) & set(tr)
+
+
+def test_kill_and_resume_through_the_cli(tmp_path):
+    """A training killed (SIGKILL) after its first checkpoint resumes to the same weights as an
+    uninterrupted one; SIGINT stops it cleanly with a checkpoint (exit 130)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    base = ["train", "adi", "--model", "knrm", "--min-cf", "1", "--max-steps", "24", "--batch-size", "8",
+            "--eval-every", "4", "--checkpoint-every", "4", "--patience", "0", "--seed", "5"]
+    r = _cli(*base, "--out", str(tmp_path / "full.pt"))
+    assert r.returncode == 0, r.stderr
+    from limelight.rerank.train import TrainPaths, load_state
+
+    out = tmp_path / "killed.pt"
+    state = TrainPaths.of(out).state
+    for sig in (signal.SIGKILL, signal.SIGINT):
+        p = subprocess.Popen([sys.executable, "-m", "limelight.cli", "rerank", *base, "--out", str(out),
+                              "--throttle", "0.25", *(["--resume"] if state.exists() else [])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        start = load_state(state)["step"] if state.exists() else 0
+        while not (state.exists() and load_state(state)["step"] > start):  # its first new checkpoint
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        os.kill(p.pid, sig)
+        so, se = p.communicate(timeout=120)
+        step = load_state(state)["step"]
+        assert 0 < step < 24, (sig, step)
+        if sig == signal.SIGINT:
+            assert p.returncode == 130 and "--resume" in so and "Traceback" not in se, (so, se)
+        else:
+            assert p.returncode == -signal.SIGKILL
+    r = _cli(*base, "--out", str(out), "--resume")
+    assert r.returncode == 0 and "resumed at step" in r.stdout, r.stderr
+    assert load_state(state)["step"] == 24
+    assert _same(load_state(state)["model"], load_state(TrainPaths.of(tmp_path / "full.pt").state)["model"])
+
+
+def test_weak_supervision_is_deterministic_and_never_sees_test_queries():
+    from limelight.data.loaders import load_dataset, load_query_log
+    from limelight.data.queries import Queries
+    from limelight.rerank.train import fold_split
+    from limelight.rerank.weak import bm25_log_triples, normalise, title_body_triples
+
+    ds = load_dataset("cranfield")
+    judged = sorted(set(ds.qrels.qids.decode(ds.qrels.q).tolist()), key=str)
+    tr, val, test = fold_split(judged, 5, 2, 0.2, 0)
+    test_texts = [ds.queries[q] for q in test]
+    # a real log with the test queries planted in it, in other spellings
+    log = load_query_log()
+    planted = [t.upper() for t in test_texts] + ["  " + t + " " for t in test_texts]
+    mixed = Queries.from_lists(list(log.ids.strings[:3000]) + [f"p{i}" for i in range(len(planted))],
+                               list(log.texts[:3000]) + planted)
+    a = bm25_log_triples(ds.collection, mixed, 2000, seed=7, exclude=test_texts, min_hits=5)
+    b = bm25_log_triples(ds.collection, mixed, 2000, seed=7, exclude=test_texts, min_hits=5)
+    assert a.fingerprint() == b.fingerprint() and a.n_queries > 100
+    assert bm25_log_triples(ds.collection, mixed, 2000, seed=8, exclude=test_texts,
+                            min_hits=5).fingerprint() != a.fingerprint()
+    forbidden = {normalise(t) for t in test_texts}
+    assert not {normalise(t) for t in a.query_texts} & forbidden  # fails on leakage
+    leaky = bm25_log_triples(ds.collection, mixed, 3000 + len(planted), seed=7, min_hits=1)
+    assert {normalise(t) for t in leaky.query_texts} & forbidden  # the guard is what removes them
+    # positives are BM25's top 1, negatives its ranks 11..100: no judgment involved
+    for q in list(a.positives)[:20]:
+        assert len(a.positives[q]) == 1 and not set(a.positives[q]) & set(a.negatives[q])
+    # title -> body: own body positive, hard negatives exclude it, excluded titles never queries
+    tb = title_body_triples(ds.collection, seed=0, exclude=ds.queries.texts)
+    assert tb.fingerprint() == title_body_triples(ds.collection, seed=0, exclude=ds.queries.texts).fingerprint()
+    assert tb.n_queries > 1300 and all(len(tb.negatives[q]) > 0 for q in tb.positives)
+    q0 = next(iter(tb.positives))
+    own = int(tb.positives[q0][0])
+    assert own not in tb.negatives[q0] and not tb.doc_texts[own].startswith(tb.query_texts[q0])
+    title = ds.collection.fields["title"][own]
+    assert title_body_triples(ds.collection, exclude=[title]).n_queries == tb.n_queries - 1 or \
+        normalise(title) in {normalise(t) for t in ds.queries.texts}
+
+
+def test_fine_tuning_triples_never_use_test_fold_qrels():
+    """Fine-tuning data of a fold is identical whatever the test fold's qrels say (they are
+    removed here), and no test query is a training or validation query."""
+    from limelight.data.qrels import Qrels
+    from limelight.rerank.train import TripleSet, fold_split
+
+    ds = load_dataset("cranfield")
+    run = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100)
+    judged = [q for q in ds.queries.ids if q in set(ds.qrels.qids.decode(ds.qrels.q).tolist())]
+    tr, val, test = fold_split(judged, 5, 1, 0.2, 0)
+    assert len(test) == len(judged) // 5 or len(test) == len(judged) // 5 + 1
+    assert not (set(tr) | set(val)) & set(test)
+    full = TripleSet.from_qrels(ds.queries, ds.qrels, run, ds.collection, tr)
+    keep = ~np.isin(ds.qrels.qids.decode(ds.qrels.q), np.asarray(test, dtype=object))
+    blind = Qrels.from_arrays(ds.qrels.qids.decode(ds.qrels.q[keep]), ds.qrels.docids.decode(ds.qrels.d[keep]),
+                              ds.qrels.rel[keep])
+    assert TripleSet.from_qrels(ds.queries, blind, run, ds.collection, tr).fingerprint() == full.fingerprint()
+    test_rows = {ds.queries.ids.lookup(q) for q in test}
+    assert not test_rows & set(full.positives)
+    # leaking a test query into the training ids changes the data (the check above has teeth)
+    assert TripleSet.from_qrels(ds.queries, ds.qrels, run, ds.collection, tr + test[:1]).fingerprint() != full.fingerprint()
+
+
+def test_interpolation_lambda_one_is_bm25_and_tuning_uses_validation_only():
+    from limelight.rerank.interpolate import interpolate, tune_depth, tune_lambda
+
+    ds = load_dataset("cranfield")
+    first = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100).rename("bm25")
+    ranker = NeuralRanker.create(KNRMConfig(), Vocabulary.build(ds.collection.texts.tolist(), 2), seed=0)
+    with torch.no_grad():
+        ranker.model.w.copy_(torch.linspace(1, -1, len(MUS)))
+    scored = KernelReranker(ranker, ds.collection).transform(ds.queries, first)
+    one = interpolate(first, scored, 1.0)
+    zero = interpolate(first, scored, 0.0)
+    for qid in ds.queries.ids.strings.tolist():
+        assert list(one.query(qid)[0]) == list(first.query(qid)[0])
+        assert list(zero.query(qid)[0]) == list(scored.query(qid)[0])
+    mid = interpolate(first, scored, 0.5)
+    assert any(list(mid.query(q)[0][:10]) != list(first.query(q)[0][:10]) for q in ds.queries.ids.strings[:20])
+    assert np.all((mid.score >= 0) & (mid.score <= 1))
+    judged = [q for q in ds.queries.ids.strings.tolist() if q in set(ds.qrels.qids.decode(ds.qrels.q).tolist())]
+    val, test = judged[:40], judged[40:]
+    lam, table = tune_lambda(first, scored, ds.qrels, val)
+    assert set(table) == {round(x, 4) for x in np.linspace(0, 1, 11)} and table[lam] == max(table.values())
+    # test-query qrels do not influence the choice: scramble them, same λ and table
+    from limelight.data.qrels import Qrels
+
+    qs = ds.qrels.qids.decode(ds.qrels.q)
+    rel = np.where(np.isin(qs, np.asarray(test, dtype=object)), 4 - ds.qrels.rel, ds.qrels.rel)
+    scrambled = Qrels.from_arrays(qs, ds.qrels.docids.decode(ds.qrels.d), rel)
+    assert tune_lambda(first, scored, scrambled, val) == (lam, table)
+    depth, dtable = tune_depth(first, scored, ds.qrels, val, (10, 50, 100))
+    assert depth in (10, 50, 100) and dtable[depth] == max(dtable.values())
+    with pytest.raises(LimelightError, match="λ must be"):
+        interpolate(first, scored, 1.5)
+    with pytest.raises(LimelightError, match="lacks scores"):
+        interpolate(first, scored.topk(5), 0.5)
+
+
+def test_train_bad_input_is_one_line(tmp_path):
+    import json
+
+    ok = ["--model", "knrm", "--min-cf", "1", "--max-steps", "4", "--batch-size", "8", "--eval-every", "2",
+          "--checkpoint-every", "2"]
+    r = _cli("train", "adi", "--out", str(tmp_path / "a.pt"), *ok)
+    assert r.returncode == 0, r.stderr
+
+    def bad(args, pattern):
+        p = _cli(*args)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, (args, p.stderr)
+        assert pattern in lines[0], (pattern, lines[0])
+
+    # a checkpoint from another collection/vocabulary as --init
+    bad(["train", "med", "--out", str(tmp_path / "m.pt"), *ok, "--init", str(tmp_path / "a.pt")], "another vocabulary")
+    # resuming a state with another vocabulary (min_cf 2 instead of 1)
+    bad(["train", "adi", "--out", str(tmp_path / "a.pt"), *ok[:2], "--min-cf", "2", *ok[4:], "--resume"],
+        "another vocabulary")
+    # resuming with other settings
+    bad(["train", "adi", "--out", str(tmp_path / "a.pt"), *ok[:7], "16", *ok[8:], "--resume"], "other settings")
+    # a corrupt state / checkpoint file
+    state = tmp_path / "c.state.pt"
+    state.write_bytes((tmp_path / "a.state.pt").read_bytes()[:300])
+    bad(["train", "adi", "--out", str(tmp_path / "c.pt"), *ok, "--resume"], "corrupt")
+    (tmp_path / "junk.pt").write_bytes(b"\x00garbage")
+    bad(["train", "adi", "--out", str(tmp_path / "j.pt"), *ok, "--init", str(tmp_path / "junk.pt")],
+        "not a limelight re-ranker checkpoint")
+    # an empty training set: no document with a title; no judged training query
+    coll = tmp_path / "tiny"
+    coll.mkdir()
+    docs = [{"id": str(i), "title": "", "text": f"wing flow {'shock ' * i}pressure"} for i in range(6)]
+    (coll / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (coll / "queries.tsv").write_text("q1\twing flow\n")
+    (coll / "qrels.txt").write_text("q1 0 99 1\n")
+    bad(["train", str(coll), "--out", str(tmp_path / "t.pt"), *ok, "--weak", "title-body"], "empty training set")
+    bad(["train", str(coll), "--out", str(tmp_path / "t.pt"), *ok], "no training triple")
+    bad(["train", "adi", "--out", str(tmp_path / "f.pt"), *ok, "--folds", "5", "--fold", "7"], "--fold must be")
+    assert not (tmp_path / "t.pt").exists() and not (tmp_path / "m.pt").exists()

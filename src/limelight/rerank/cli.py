@@ -52,52 +52,105 @@ def register(app: typer.Typer) -> None:
     @rr.command("train")
     def train_cmd(
         collection: str = typer.Argument(..., help=COLLECTION_HELP),
-        out: Path = typer.Option(..., "--out", "-o", help="checkpoint file to write"),
+        out: Path = typer.Option(..., "--out", "-o", help="best-model checkpoint to write; beside it "
+                                 "<stem>.state.pt (resumable state), <stem>.log.jsonl, <stem>.curve.png"),
         model: str = typer.Option("tk", help="tk or knrm"),
         layers: int = typer.Option(2, help="TK Transformer layers (1-3 in the paper)"),
         min_cf: int = typer.Option(2, help="vocabulary: minimum collection frequency"),
-        epochs: int = typer.Option(10),
-        batch_size: int = typer.Option(64),
-        val_share: float = typer.Option(0.2, help="share of the judged queries held out for early stopping"),
-        max_seconds: float = typer.Option(None, help="stop training after this many seconds"),
+        max_steps: int = typer.Option(None, help="optimizer-step budget (default: --epochs epochs)"),
+        epochs: int = typer.Option(10, help="budget in epochs when --max-steps is not given"),
+        batch_size: int = typer.Option(32),
+        eval_every: int = typer.Option(50, help="validate every N steps"),
+        checkpoint_every: int = typer.Option(50, help="write the resumable state every N steps"),
+        patience: int = typer.Option(5, help="stop after N validations without improvement (0: never)"),
+        metric: str = typer.Option("nDCG@10", help="validation selection measure: nDCG@10 or RR@10"),
+        max_seconds: float = typer.Option(None, help="safety stop after this many seconds (checkpointed, resumable)"),
+        resume: bool = typer.Option(False, "--resume", help="continue from <stem>.state.pt (bit-identical)"),
+        init: Path = typer.Option(None, help="start from this checkpoint's weights (e.g. a weakly supervised one)"),
+        weak: str = typer.Option(None, help="weak supervision instead of qrels: bm25-log or title-body "
+                                 "(no judged query is used or validated on)"),
+        weak_queries: int = typer.Option(20000, help="bm25-log: log queries sampled"),
+        folds: int = typer.Option(1, help="query folds; the test fold --fold is never trained or validated on"),
+        fold: int = typer.Option(0, help="the test fold (with --folds > 1)"),
+        split_seed: int = typer.Option(0, help="seed of the fold and validation split"),
+        val_share: float = typer.Option(0.2, help="share of the non-test judged queries used for validation"),
+        val_depth: int = typer.Option(100, help="validation: re-rank the first-stage top N"),
         first_stage: Path = typer.Option(None, help="run supplying negatives (default: BM25 top 100)"),
         threads: int = typer.Option(1, help="torch CPU threads"),
         seed: int = typer.Option(0),
+        throttle: float = typer.Option(0.0, hidden=True, help="sleep per step (interruption tests)"),
     ) -> None:
-        """Train TK or KNRM on a collection's judged queries; keeps the best validation MRR@10."""
+        """Train TK or KNRM (resumable): on a fold's judged training queries, or weakly supervised."""
         from limelight.rerank.models import KNRMConfig, TKConfig
-        from limelight.rerank.ranker import NeuralRanker
-        from limelight.rerank.train import QrelsTriples, TrainConfig, train
+        from limelight.rerank.ranker import NeuralRanker, ranker_fingerprint
+        from limelight.rerank.train import (
+            FitConfig,
+            TripleSet,
+            Validation,
+            collection_fingerprint,
+            fit,
+            fold_split,
+        )
         from limelight.rerank.vocab import Vocabulary
 
         if model not in ("tk", "knrm"):
             raise LimelightError(f"unknown model {model!r} (tk or knrm)")
-        if not 0 <= val_share < 1:
-            raise LimelightError("--val-share must be in [0, 1)")
-        ds = _dataset(collection, need_qrels=True)
-        run = _first_stage(ds, first_stage, 100)
-        judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
-        qids = [q for q in ds.queries.ids if q in judged]
-        rng = np.random.default_rng(seed)
-        qids = [qids[i] for i in rng.permutation(len(qids))]
-        n_val = int(len(qids) * val_share)
-        val, tr = qids[:n_val], qids[n_val:]
+        if weak is not None and weak not in ("bm25-log", "title-body"):
+            raise LimelightError(f"unknown --weak source {weak!r} (bm25-log or title-body)")
+        if max_steps is not None and max_steps < 1:
+            raise LimelightError(f"--max-steps must be ≥ 1, got {max_steps}")
+        if epochs < 1:
+            raise LimelightError(f"--epochs must be ≥ 1, got {epochs}")
+        ds = _dataset(collection, need_qrels=weak is None)
         vocab = Vocabulary.build(ds.collection.texts.tolist(), min_cf)
         cfg = TKConfig(n_layers=layers) if model == "tk" else KNRMConfig()
         ranker = NeuralRanker.create(cfg, vocab, seed)
-        triples = QrelsTriples.build(ds.queries, ds.qrels, run, ds.collection, tr)
+        fps = {"collection": collection_fingerprint(ds.collection)}
+        if init is not None:
+            ranker.load_weights(init)  # another vocabulary/collection → VocabularyMismatchError
+            fps["init"] = ranker_fingerprint(ranker)
+        validation = None
+        tr = val = test = []
+        if weak is not None:
+            from limelight.rerank import weak as weak_mod
+
+            every_query = ds.queries.texts.tolist()  # no collection query, of any fold, is a training query
+            if weak == "bm25-log":
+                from limelight.data.loaders import load_query_log
+
+                data = weak_mod.bm25_log_triples(ds.collection, load_query_log(), weak_queries, seed,
+                                                 exclude=every_query)
+            else:
+                data = weak_mod.title_body_triples(ds.collection, seed, exclude=every_query)
+        else:
+            run = _first_stage(ds, first_stage, 100)
+            judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+            qids = [q for q in ds.queries.ids if q in judged]
+            tr, val, test = fold_split(qids, folds, fold if folds > 1 else None, val_share, split_seed)
+            data = TripleSet.from_qrels(ds.queries, ds.qrels, run, ds.collection, tr)
+            if val:
+                validation = Validation(ds.collection, ds.queries, run, ds.qrels, val, val_depth)
+        steps = max_steps or epochs * -(-data.n_positives // batch_size)
+        ranker.meta.update({"collection": ds.name, "train_queries": list(tr), "val_queries": list(val),
+                            "test_queries": list(test), "weak": weak, "init": str(init) if init else None,
+                            "seed": seed, "folds": folds, "fold": fold, "split_seed": split_seed})
         typer.echo(f"{ranker.name}: {len(vocab)} vocabulary rows (GloVe covers "
-                   f"{ranker.meta['glove_coverage']:.1%}), {len(tr)} training queries, "
-                   f"{triples.n_positives} positives, {len(val)} validation queries")
-        res = train(ranker, ds.collection, ds.queries, triples,
-                    TrainConfig(epochs=epochs, batch_size=batch_size, seed=seed, threads=threads,
-                                max_seconds=max_seconds),
-                    run if val else None, ds.qrels if val else None, val, checkpoint=out,
-                    progress=typer.echo)
-        ranker.meta.update({"collection": ds.name, "train_queries": tr, "val_queries": val})
-        ranker.save(out)
-        typer.echo(f"{res.steps} steps in {res.seconds:.0f} s ({res.stopped}); best validation "
-                   f"MRR@10 {res.best_mrr:.4f} at step {res.best_step}; wrote {out}")
+                   f"{ranker.meta['glove_coverage']:.1%}), {data.name}: {data.n_queries} training queries, "
+                   f"{data.n_positives} positives, {len(val)} validation queries, {len(test)} test queries "
+                   f"(unused); budget {steps} steps")
+        fc = FitConfig(max_steps=steps, batch_size=batch_size, eval_every=eval_every,
+                       checkpoint_every=checkpoint_every, patience=patience, metric=metric, seed=seed,
+                       threads=threads, max_seconds=max_seconds, throttle=throttle)
+        res = fit(ranker, data, fc, out, validation, resume=resume, fingerprints=fps, progress=typer.echo)
+        if res.stopped in ("interrupted", "time"):
+            typer.echo(f"stopped ({res.stopped}) at step {res.steps}; continue with the same command and --resume")
+            if res.stopped == "interrupted":
+                raise typer.Exit(130)
+            return
+        best = (f"best validation MRR@10 {res.best.get('RR@10', float('nan')):.4f}, nDCG@10 "
+                f"{res.best.get('nDCG@10', float('nan')):.4f} at step {res.best_step}" if validation
+                else "no validation (the last weights are kept)")
+        typer.echo(f"{res.steps} steps in {res.seconds:.0f} s ({res.stopped}); {best}; wrote {out}")
 
     @rr.command("run")
     def run_cmd(

@@ -282,3 +282,483 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
     if checkpoint is not None and Path(checkpoint).exists():
         ranker.meta.update({"train_steps": result.steps})
     return result
+
+
+# ---- resumable training (issue 25) ----------------------------------------------------------
+#
+# ``fit`` is the first-class training loop: a step budget (``max_steps``), validation every
+# ``eval_every`` steps on validation queries only (RR@10 and nDCG@10 from
+# ``limelight.evaluation``), early stopping after ``patience`` validations without improvement,
+# and a full training state written atomically every ``checkpoint_every`` steps (model,
+# optimizer, step, data cursor, torch/numpy RNG states, config, fingerprints). ``resume=True``
+# continues from that state bit-identically: the data order of epoch ``e`` is a pure function
+# of ``(seed, e)``, so the cursor is just the step number.
+
+STATE_FORMAT = "limelight-rerank-train/1"
+
+
+@dataclass
+class TripleSet:
+    """Training triples over their own texts: ``positives[q]`` / ``negatives[q]`` are rows of
+    ``doc_texts`` for query row ``q`` of ``query_texts``. Judged qrels, BM25 pseudo-labels and
+    title→body pairs all become a ``TripleSet`` (see :mod:`limelight.rerank.weak`)."""
+
+    query_texts: np.ndarray
+    doc_texts: np.ndarray
+    positives: dict[int, np.ndarray]
+    negatives: dict[int, np.ndarray]
+    name: str = "triples"
+    negatives_per_positive: int = 1
+
+    def __post_init__(self) -> None:
+        self.query_texts = np.asarray(self.query_texts, dtype=object)
+        self.doc_texts = np.asarray(self.doc_texts, dtype=object)
+        self.positives = {int(q): np.asarray(v, dtype=np.int64) for q, v in self.positives.items()
+                          if len(v) and len(self.negatives.get(q, ()))}
+        if not self.positives:
+            raise LimelightError(f"{self.name}: empty training set (no query has both a positive "
+                                 "and a negative document)")
+
+    @classmethod
+    def from_qrels(cls, queries: Queries, qrels: Qrels, candidates: Run, collection: Collection,
+                   qids: Sequence[str], depth: int = 100, threshold: int = 1,
+                   name: str = "qrels") -> TripleSet:
+        """Judged triples of the training queries ``qids`` only (:meth:`QrelsTriples.build`)."""
+        if not len(qids):
+            raise LimelightError("empty training set: no training query")
+        qt = QrelsTriples.build(queries, qrels, candidates, collection, qids, depth, threshold)
+        return cls(queries.texts, collection.texts, qt.positives, qt.negatives, name)
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.positives)
+
+    @property
+    def n_positives(self) -> int:
+        return int(sum(len(v) for v in self.positives.values()))
+
+    def fingerprint(self) -> str:
+        """Content hash of the texts and the pairs (what a resumed training must see again)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        rows = sorted(self.positives)
+        for q in rows:
+            h.update(self.query_texts[q].encode("utf-8") + b"\x1f")
+            h.update(self.positives[q].tobytes() + b"\x1e" + self.negatives[q].tobytes())
+        h.update(str(len(self.doc_texts)).encode())
+        for t in self.doc_texts[np.unique(np.concatenate([self.positives[q] for q in rows]
+                                                            + [self.negatives[q] for q in rows]))]:
+            h.update(t.encode("utf-8") + b"\x1f")
+        return h.hexdigest()[:32]
+
+    def epoch(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(query_row, positive_row, negative_row)`` of one epoch, shuffled by ``rng``."""
+        return QrelsTriples(self.positives, self.negatives, self.negatives_per_positive).epoch(rng)
+
+
+@dataclass
+class Validation:
+    """Validation queries (never test queries): their first-stage run is re-ranked to
+    ``depth`` and evaluated with ``limelight.evaluation`` (RR@10, nDCG@10)."""
+
+    collection: Collection
+    queries: Queries
+    run: Run
+    qrels: Qrels
+    qids: Sequence[str]
+    depth: int = 100
+
+    def __post_init__(self) -> None:
+        self.qids = list(self.qids)
+        if not self.qids:
+            raise LimelightError("empty validation set")
+        keep = np.isin(self.qrels.qids.decode(self.qrels.q), np.asarray(self.qids, dtype=object))
+        self.qrels = Qrels.from_arrays(self.qrels.qids.decode(self.qrels.q[keep]),
+                                       self.qrels.docids.decode(self.qrels.d[keep]),
+                                       self.qrels.rel[keep], "validation")
+        self.run = _subset_run(self.run, self.qids).topk(self.depth)
+        if len(self.run) == 0:
+            raise LimelightError("the validation run has no candidates for the validation queries")
+
+    def evaluate(self, ranker: NeuralRanker, stage: KernelReranker | None = None) -> dict[str, float]:
+        """``{"RR@10": .., "nDCG@10": ..}`` of ``ranker`` re-ranking the validation run."""
+        from limelight.evaluation.evaluate import Evaluator
+
+        stage = stage or KernelReranker(ranker, self.collection, batch_size=256)
+        res = Evaluator(self.qrels, "RR@10 nDCG@10").evaluate(stage.transform(self.queries, self.run), warn=False)
+        return {"RR@10": res["RR@10"], "nDCG@10": res["nDCG@10"]}
+
+
+@dataclass
+class FitConfig:
+    """Settings of :func:`fit`. Budgets are in optimizer steps; ``max_seconds`` is only a
+    safety stop (it checkpoints and stops, resumable)."""
+
+    max_steps: int = 1000
+    batch_size: int = 32
+    eval_every: int = 50
+    checkpoint_every: int = 50
+    patience: int = 5  # validations without improvement; 0 = never stop early
+    metric: str = "nDCG@10"  # selection measure on the validation queries
+    lr_embed: float = 1e-4
+    lr_context: float = 1e-4
+    lr_other: float = 1e-3
+    margin: float = 1.0
+    seed: int = 0
+    threads: int | None = 1
+    max_seconds: float | None = None
+    throttle: float = 0.0  # seconds slept per step (tests of interruption only)
+
+    # settings that may change between a training and its resumption
+    RESUMABLE = ("max_steps", "max_seconds", "throttle", "threads", "patience")
+
+    def check(self) -> None:
+        for name in ("max_steps", "batch_size", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise LimelightError(f"{name.replace('_', '-')} must be ≥ 1, got {getattr(self, name)}")
+        if self.patience < 0:
+            raise LimelightError(f"patience must be ≥ 0, got {self.patience}")
+        if self.metric not in ("RR@10", "nDCG@10"):
+            raise LimelightError(f"unknown validation metric {self.metric!r} (RR@10 or nDCG@10)")
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass
+class FitResult:
+    """Outcome of :func:`fit`. ``history``: one record per validation (the JSONL log)."""
+
+    steps: int = 0
+    best_step: int = 0
+    best: dict[str, float] = field(default_factory=dict)
+    stopped: str = "steps"  # steps | early | time | interrupted
+    seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)
+    resumed_from: int | None = None
+
+
+@dataclass
+class TrainPaths:
+    """Files of one training: ``out`` (best model, a ranker checkpoint) and beside it
+    ``<stem>.state.pt`` (resumable state), ``<stem>.log.jsonl`` and ``<stem>.curve.png``."""
+
+    out: Path
+
+    @classmethod
+    def of(cls, out: str | os.PathLike) -> TrainPaths:
+        return cls(Path(out))
+
+    def _side(self, suffix: str) -> Path:
+        stem = self.out.name[:-3] if self.out.name.endswith(".pt") else self.out.name
+        return self.out.with_name(stem + suffix)
+
+    @property
+    def state(self) -> Path:
+        return self._side(".state.pt")
+
+    @property
+    def log(self) -> Path:
+        return self._side(".log.jsonl")
+
+    @property
+    def curve(self) -> Path:
+        return self._side(".curve.png")
+
+
+def collection_fingerprint(collection: Collection) -> str:
+    """A hash of a collection's document ids and texts."""
+    import hashlib
+
+    h = hashlib.sha256(collection.name.encode("utf-8") + b"\x1e")
+    for d, t in zip(collection.ids.strings.tolist(), collection.texts.tolist(), strict=True):
+        h.update(f"{d}\x1f{t}\x1e".encode())
+    return h.hexdigest()[:32]
+
+
+def load_state(path: str | os.PathLike) -> dict:
+    """Read a training state; a corrupt or foreign file → one-line :class:`LimelightError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise LimelightError(f"{path}: no such training state")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure is a user error here
+        raise LimelightError(f"{path}: corrupt or not a limelight training state ({type(e).__name__})") from None
+    if not isinstance(blob, dict) or blob.get("format") != STATE_FORMAT:
+        raise LimelightError(f"{path}: not a limelight training state (format {STATE_FORMAT} expected)")
+    return blob
+
+
+def _write_log(path: Path, history: list[dict]) -> None:
+    import json
+
+    from limelight._io import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in history), encoding="utf-8")
+
+
+def plot_curve(history: list[dict], path: str | os.PathLike, title: str = "") -> Path | None:
+    """Training curve PNG: training loss and validation RR@10 / nDCG@10 against the step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from limelight._io import atomic_path
+
+    if not history:
+        return None
+    steps = [r["step"] for r in history]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    loss = [(r["step"], r["loss"]) for r in history if r.get("loss") is not None]
+    if loss:
+        ax.plot(*zip(*loss, strict=True), color="tab:gray", label="training loss")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss")
+    ax2 = ax.twinx()
+    for m, c in (("val_RR@10", "tab:blue"), ("val_nDCG@10", "tab:orange")):
+        vals = [r.get(m) for r in history]
+        if any(v is not None for v in vals):
+            ax2.plot(steps, [np.nan if v is None else v for v in vals], color=c, marker=".", label=m)
+    ax2.set_ylabel("validation")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="best", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return path
+
+
+class _StopFlag:
+    """SIGINT/SIGTERM set a flag checked between optimizer steps (never mid-update)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> _StopFlag:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:  # noqa: ANN001
+        self.signal = signum
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.PathLike,
+        validation: Validation | None = None, resume: bool = False,
+        fingerprints: dict[str, str] | None = None,
+        progress: Callable[[str], None] | None = None) -> FitResult:
+    """Train ``ranker`` on ``data`` for at most ``config.max_steps`` optimizer steps; resumable.
+
+    Files (:class:`TrainPaths` of ``out``): ``out`` holds the best model on ``validation``
+    (the last one without validation), ``<stem>.state.pt`` the full state every
+    ``checkpoint_every`` steps and at every stop, ``<stem>.log.jsonl`` one record per
+    validation (step, mean training loss since the previous one, val RR@10 / nDCG@10, wall
+    seconds), ``<stem>.curve.png`` the curve. ``resume=True`` continues from the state file
+    (starts afresh when there is none) after checking the config and the ``fingerprints``
+    (vocabulary, collection, training data; a mismatch → :class:`LimelightError`). A
+    SIGINT/SIGTERM stops after the current step with a checkpoint; a kill loses only the steps
+    since the last checkpoint. At the end ``ranker`` holds the weights written to ``out``.
+    """
+    import json  # noqa: F401 - used by helpers
+
+    config.check()
+    paths = TrainPaths.of(out)
+    fps = {"vocabulary": ranker.vocab.fingerprint, "data": data.fingerprint(),
+           "model": json.dumps(config_dict_of(ranker), sort_keys=True)}
+    fps.update(fingerprints or {})
+    if validation is not None:
+        fps["validation"] = ",".join(sorted(validation.qids)) + f"@{validation.depth}"
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    model = ranker.model
+    opt = torch.optim.Adam(param_groups(model, config.lr_embed, config.lr_context, config.lr_other))
+    result = FitResult()
+    best_metric, bad, wall = float("-inf"), 0, 0.0
+    losses_before: list[float] = []
+    if paths.state.exists() and not resume:
+        raise LimelightError(f"{paths.state} exists: pass --resume to continue it, or choose another --out")
+    if resume and paths.state.exists():
+        st = load_state(paths.state)
+        for k, v in fps.items():
+            if st["fingerprints"].get(k) != v:
+                what = {"vocabulary": "another vocabulary", "collection": "another collection",
+                        "data": "other training data", "model": "another model configuration",
+                        "validation": "other validation queries"}.get(k, f"another {k}")
+                raise LimelightError(f"{paths.state}: cannot resume, it was trained with {what} "
+                                     f"({k} fingerprint differs)")
+        old = dict(st["config"])
+        for k in FitConfig.RESUMABLE:
+            old.pop(k, None)
+        new = {k: v for k, v in config.to_dict().items() if k not in FitConfig.RESUMABLE}
+        if old != new:
+            diff = sorted(k for k in new if old.get(k) != new[k])
+            raise LimelightError(f"{paths.state}: cannot resume with other settings ({', '.join(diff)})")
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        torch.set_rng_state(st["torch_rng"])
+        np.random.set_state(st["numpy_rng"])
+        result.steps = result.resumed_from = int(st["step"])
+        result.history = list(st["history"])
+        result.best_step, result.best = int(st["best_step"]), dict(st["best"])
+        best_metric, bad, wall = float(st["best_metric"]), int(st["bad"]), float(st["wall"])
+        losses_before = list(st.get("losses", []))
+        if progress:
+            progress(f"resumed at step {result.steps} from {paths.state}")
+    else:
+        torch.manual_seed(config.seed)
+        np.random.seed(config.seed % 2**32)
+    device = next(model.parameters()).device
+    docs = ranker.encode_docs(data.doc_texts.tolist())
+    qenc = ranker.encode_queries(data.query_texts.tolist())
+    stage = KernelReranker(ranker, validation.collection, batch_size=256) if validation else None
+    per_epoch = (data.n_positives * data.negatives_per_positive + config.batch_size - 1) // config.batch_size
+    losses: list[float] = losses_before
+    t0 = time.perf_counter()
+    epoch_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def batch(step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        e, i = divmod(step, per_epoch)
+        if e not in epoch_cache:
+            epoch_cache.clear()
+            epoch_cache[e] = data.epoch(np.random.default_rng([config.seed, e]))
+        sl = slice(i * config.batch_size, (i + 1) * config.batch_size)
+        return tuple(a[sl] for a in epoch_cache[e])  # type: ignore[return-value]
+
+    def elapsed() -> float:
+        return wall + time.perf_counter() - t0
+
+    def save_state() -> None:
+        from limelight._io import atomic_path
+
+        blob = {"format": STATE_FORMAT, "step": result.steps, "epoch": divmod(result.steps, per_epoch),
+                "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+                "optimizer": copy.deepcopy(opt.state_dict()), "torch_rng": torch.get_rng_state(),
+                "numpy_rng": np.random.get_state(), "config": config.to_dict(), "fingerprints": fps,
+                "history": result.history, "best_step": result.best_step, "best": result.best,
+                "best_metric": best_metric, "bad": bad, "wall": elapsed(), "losses": list(losses)}
+        with atomic_path(paths.state) as tmp:
+            torch.save(blob, tmp)
+        _write_log(paths.log, result.history)
+
+    def validate(loss: float | None) -> bool:
+        """Record one validation; True when patience is exhausted."""
+        nonlocal best_metric, bad
+        rec: dict = {"step": result.steps, "loss": loss, "wall_s": round(elapsed(), 3)}
+        if validation is None:
+            result.history.append(rec)
+            return False
+        vals = validation.evaluate(ranker, stage)
+        model.train()
+        rec.update({f"val_{k}": v for k, v in vals.items()})
+        result.history.append(rec)
+        if progress:
+            progress(f"step {result.steps}: " + (f"loss {loss:.4f}, " if loss is not None else "untrained, ")
+                     + f"val MRR@10 {vals['RR@10']:.4f}, nDCG@10 {vals['nDCG@10']:.4f}")
+        if vals[config.metric] > best_metric:
+            best_metric, bad = vals[config.metric], 0
+            result.best_step, result.best = result.steps, vals
+            ranker.meta.update({"best_step": result.steps, "best_val": vals, "best_val_mrr10": vals["RR@10"]})
+            ranker.save(paths.out)
+            return False
+        bad += 1
+        return bool(config.patience) and bad >= config.patience
+
+    model.train()
+    with _StopFlag() as flag:
+        if result.resumed_from is None:
+            if validate(None):  # the untrained (or initial) model is a candidate too
+                result.stopped = "early"
+        if result.stopped != "early" and config.patience and bad >= config.patience:
+            result.stopped = "early"  # resumed from a state that had already stopped early
+        while result.stopped != "early" and result.steps < config.max_steps:
+            q, p, n = batch(result.steps)
+            qi = torch.from_numpy(qenc.take(q)).to(device)
+            pi = torch.from_numpy(docs.take(p)).to(device)
+            ni = torch.from_numpy(docs.take(n)).to(device)
+            qr, qm = model.encode(qi)
+            pr, pm = model.encode(pi)
+            nr, nm = model.encode(ni)
+            sp = model.score_encoded(qr, qm, pr, pm)
+            sn = model.score_encoded(qr, qm, nr, nm)
+            loss = torch.clamp(config.margin - sp + sn, min=0).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            result.steps += 1
+            if config.throttle:
+                time.sleep(config.throttle)
+            if result.steps % config.eval_every == 0:
+                mean = float(np.mean(losses)) if losses else None
+                losses.clear()
+                if validate(mean):
+                    result.stopped = "early"
+            if result.steps % config.checkpoint_every == 0 or result.stopped == "early":
+                save_state()
+            if flag.signal is not None:
+                result.stopped = "interrupted"
+                break
+            if config.max_seconds and elapsed() > config.max_seconds:
+                result.stopped = "time"
+                break
+        save_state()
+    if result.stopped in ("interrupted", "time"):
+        if progress:
+            progress(f"stopped ({result.stopped}) at step {result.steps}; state saved to {paths.state}")
+    elif validation is None:
+        ranker.meta.update({"best_step": result.steps})
+        ranker.save(paths.out)
+    result.seconds = elapsed()
+    plot_curve(result.history, paths.curve, f"{ranker.name} ({data.name}), best step {result.best_step}")
+    if paths.out.exists() and result.stopped not in ("interrupted", "time"):
+        model.load_state_dict(NeuralRanker.load(paths.out).model.state_dict())
+    model.eval()
+    return result
+
+
+def config_dict_of(ranker: NeuralRanker) -> dict:
+    """The model configuration of ``ranker`` as a plain dict."""
+    from limelight.rerank.models import config_to_dict
+
+    return config_to_dict(ranker.config)
+
+
+def fold_split(qids: Sequence[str], folds: int = 5, fold: int | None = 0, val_share: float = 0.2,
+               seed: int = 0) -> tuple[list[str], list[str], list[str]]:
+    """``(train, validation, test)`` query ids: the folds of ``experiments/rerank/cv.py``
+    (a seeded permutation dealt round-robin); the test fold is ``fold`` (none when
+    ``fold is None`` or ``folds == 1``) and ``val_share`` of the rest, seeded, validates."""
+    qids = list(qids)
+    if folds < 1 or (fold is not None and folds > 1 and not 0 <= fold < folds):
+        raise LimelightError(f"--fold must be in [0, {folds}), got {fold}")
+    if not 0 <= val_share < 1:
+        raise LimelightError("--val-share must be in [0, 1)")
+    perm = np.random.default_rng(seed).permutation(len(qids))
+    parts = [[qids[i] for i in perm[f::folds]] for f in range(folds)]
+    test = parts[fold] if (fold is not None and folds > 1) else []
+    rest = [q for f, part in enumerate(parts) if not (folds > 1 and f == fold) for q in part]
+    order = np.random.default_rng([seed, 1]).permutation(len(rest))
+    rest = [rest[i] for i in order]
+    n_val = int(len(rest) * val_share)
+    return rest[n_val:], rest[:n_val], test
