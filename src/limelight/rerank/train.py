@@ -656,7 +656,8 @@ def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.
                 "optimizer": copy.deepcopy(opt.state_dict()), "torch_rng": torch.get_rng_state(),
                 "numpy_rng": np.random.get_state(), "config": config.to_dict(), "fingerprints": fps,
                 "history": result.history, "best_step": result.best_step, "best": result.best,
-                "best_metric": best_metric, "bad": bad, "wall": elapsed(), "losses": list(losses)}
+                "best_metric": best_metric, "bad": bad, "wall": elapsed(), "losses": list(losses),
+                "finished": result.stopped == "early" or result.steps >= config.max_steps}
         with atomic_path(paths.state) as tmp:
             torch.save(blob, tmp)
         _write_log(paths.log, result.history)

@@ -1,0 +1,217 @@
+"""Issue 25 study driver: the trainings of ``experiments/rerank/PLAN.md``, one at a time,
+resumable across sessions, then the test-fold evaluation and the report.
+
+    flock /tmp/heavy.lock .venv/bin/python experiments/rerank/study.py next        # one job
+    flock /tmp/heavy.lock .venv/bin/python experiments/rerank/study.py next --all  # until done
+    .venv/bin/python experiments/rerank/study.py list                              # status
+    flock /tmp/heavy.lock .venv/bin/python experiments/rerank/study.py evaluate    # finished folds
+    .venv/bin/python experiments/rerank/study.py report
+
+Every job is a ``limelight rerank train ... --resume`` command (printed by ``list``): a job
+killed mid-way continues from its last checkpoint (``<stem>.state.pt``) when run again. A job
+is done when its state says ``finished`` (step budget reached or early stop).
+Outputs: ``experiments/rerank/results/<collection>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RES = Path(__file__).resolve().parent / "results"
+COLLECTIONS = ("cranfield", "scifact", "npl")
+MODELS = ("tk2", "knrm")
+SOURCES = {"cranfield": ("bm25-log", "title-body"), "scifact": ("bm25-log", "title-body"), "npl": ("bm25-log",)}
+FOLDS = 5
+PRETRAIN_STEPS = 2000
+FINETUNE_STEPS = 600
+EVAL_EVERY = 50
+PATIENCE = 5
+CKPT_EVERY = 50
+SEEDS = {("tk2", "cranfield"): (0, 1, 2)}  # everything else: seed 0
+DEPTHS = (10, 20, 50, 100)
+
+
+def model_args(model: str) -> list[str]:
+    return ["--model", "tk", "--layers", "2"] if model == "tk2" else ["--model", "knrm"]
+
+
+def pre_path(c: str, m: str, src: str, seed: int) -> Path:
+    return RES / c / f"pre-{src}-{m}-s{seed}.pt"
+
+
+def ft_path(c: str, m: str, init: str, seed: int, fold: int) -> Path:
+    return RES / c / f"{m}-{init}-s{seed}-f{fold}.pt"
+
+
+def jobs() -> list[dict]:
+    """Every training in run order: per collection, pre-trainings first, then fine-tunings."""
+    out = []
+    for c in COLLECTIONS:
+        for m in MODELS:
+            for seed in SEEDS.get((m, c), (0,)):
+                for src in SOURCES[c]:
+                    p = pre_path(c, m, src, seed)
+                    out.append({"kind": "pretrain", "collection": c, "model": m, "init": src, "seed": seed,
+                                "out": p, "cmd": ["train", c, "--out", str(p.relative_to(ROOT)), *model_args(m),
+                                                  "--weak", src, "--max-steps", str(PRETRAIN_STEPS),
+                                                  "--eval-every", "100", "--checkpoint-every", "100",
+                                                  "--patience", "0", "--seed", str(seed), "--resume"]})
+                for init in ("scratch", *SOURCES[c]):
+                    for f in range(FOLDS):
+                        p = ft_path(c, m, init, seed, f)
+                        cmd = ["train", c, "--out", str(p.relative_to(ROOT)), *model_args(m), "--folds", str(FOLDS),
+                               "--fold", str(f), "--split-seed", "0", "--val-share", "0.2",
+                               "--max-steps", str(FINETUNE_STEPS), "--eval-every", str(EVAL_EVERY),
+                               "--checkpoint-every", str(CKPT_EVERY), "--patience", str(PATIENCE),
+                               "--seed", str(seed), "--resume"]
+                        if init != "scratch":
+                            cmd += ["--init", str(pre_path(c, m, init, seed).relative_to(ROOT))]
+                        out.append({"kind": "finetune", "collection": c, "model": m, "init": init, "seed": seed,
+                                    "fold": f, "out": p, "cmd": cmd})
+    return out
+
+
+def status(job: dict) -> str:
+    from limelight.rerank.train import TrainPaths, load_state
+
+    st = TrainPaths.of(job["out"]).state
+    if not st.exists():
+        return "todo"
+    s = load_state(st)
+    return "done" if s.get("finished") else f"partial@{s['step']}"
+
+
+def command(job: dict) -> str:
+    return "flock /tmp/heavy.lock .venv/bin/limelight rerank " + " ".join(job["cmd"])
+
+
+def run_next(all_jobs: bool) -> None:
+    for job in jobs():
+        if status(job) == "done":
+            continue
+        print("→", command(job), flush=True)
+        job["out"].parent.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([sys.executable, "-m", "limelight.cli", "rerank", *job["cmd"]], cwd=ROOT)
+        if r.returncode != 0 or status(job) != "done":
+            sys.exit(r.returncode or 1)
+        if not all_jobs:
+            return
+    print("all trainings done")
+
+
+def evaluate_folds() -> None:
+    """For every finished fine-tuning: depth, then λ, chosen on its validation queries only;
+    test-fold runs (pure model at the chosen depth; interpolation at that depth) written."""
+    import torch
+
+    from limelight.data.formats import write_run_parquet
+    from limelight.data.loaders import load_dataset
+    from limelight.rerank.budget import rerank_at_depth
+    from limelight.rerank.interpolate import interpolate, tune_depth, tune_lambda
+    from limelight.rerank.ranker import KernelReranker, NeuralRanker
+    from limelight.rerank.train import _subset_run
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    torch.set_num_threads(1)
+    cache: dict = {}
+    for job in jobs():
+        if job["kind"] != "finetune" or status(job) != "done":
+            continue
+        meta_path = job["out"].with_suffix(".eval.json")
+        if meta_path.exists():
+            continue
+        c = job["collection"]
+        if c not in cache:
+            ds = load_dataset(c)
+            cache = {c: (ds, BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100).rename("bm25"))}
+        ds, first = cache[c]
+        ranker = NeuralRanker.load(job["out"])
+        val, test = ranker.meta["val_queries"], ranker.meta["test_queries"]
+        sub = _subset_run(first, val + test)
+        scored = KernelReranker(ranker, ds.collection).transform(ds.queries, sub)
+        depth, dtable = tune_depth(sub, scored, ds.qrels, val, DEPTHS)
+        lam, ltable = tune_lambda(sub, scored, ds.qrels, val, depth)
+        test_first = _subset_run(first, test)
+        pure = rerank_at_depth(test_first, scored, depth).rename(f"{job['model']}-{job['init']}")
+        mixed = interpolate(test_first, scored, lam, depth, name=f"{job['model']}-{job['init']}+bm25")
+        write_run_parquet(pure, job["out"].with_suffix(".test.parquet"))
+        write_run_parquet(mixed, job["out"].with_suffix(".interp.test.parquet"))
+        rec = {"depth": depth, "depth_table": dtable, "lambda": lam, "lambda_table": ltable,
+               "best_step": ranker.meta.get("best_step"), "val": ranker.meta.get("best_val")}
+        tmp = meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rec, indent=1))
+        os.replace(tmp, meta_path)
+        print(job["out"].name, json.dumps({k: rec[k] for k in ("depth", "lambda", "best_step")}), flush=True)
+
+
+def report() -> None:
+    """Per collection: BM25 and every (model, init, seed) over the concatenated test folds,
+    pure and interpolated rows; paired t-tests against BM25, Holm over all pairs per measure."""
+    from limelight.data.formats import load_run
+    from limelight.data.loaders import load_dataset
+    from limelight.data.run import Run
+    from limelight.evaluation import evaluate_runs
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    lines = ["# Issue 25 study: test-fold results (generated by study.py report)\n"]
+    for c in COLLECTIONS:
+        groups: dict[str, list[Run]] = {}
+        for job in jobs():
+            if job["kind"] != "finetune" or job["collection"] != c:
+                continue
+            for suffix, tag in ((".test.parquet", ""), (".interp.test.parquet", " +BM25 λ")):
+                p = job["out"].with_suffix(suffix)
+                name = f"{job['model']} {job['init']} s{job['seed']}{tag}"
+                groups.setdefault(name, []).append(load_run(p) if p.exists() else None)
+        complete = {n: rs for n, rs in groups.items() if rs and all(r is not None for r in rs)}
+        if not complete:
+            continue
+        ds = load_dataset(c)
+        bm25 = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100).rename("bm25")
+        runs = [bm25]
+        for n, rs in complete.items():
+            r = Run.from_arrays([q for x in rs for q in x.qids.decode(x.q)], [d for x in rs for d in x.docids.decode(x.d)],
+                                [s for x in rs for s in x.score], name=n)
+            runs.append(r)
+        table = evaluate_runs(runs, ds.qrels, "nDCG@10 RR@10 AP")
+        agg = table.aggregate()
+        lines.append(f"\n## {c}\n\n| run | nDCG@10 | p (Holm) | RR@10 | p (Holm) | AP |\n|---|---|---|---|---|---|")
+        for i, n in enumerate(table.names):
+            cells = []
+            for m in table.measures[:2]:
+                p = table.p_vs_first[m][i]
+                cells += [f"{agg[n][str(m)]:.4f}", "" if i == 0 else f"{p:.3g}"]
+            lines.append(f"| {n} | " + " | ".join(cells) + f" | {agg[n]['AP']:.4f} |")
+    out = RES / "report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, out)
+    print("\n".join(lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=["list", "next", "evaluate", "report"])
+    ap.add_argument("--all", action="store_true", help="next: run every remaining job")
+    a = ap.parse_args()
+    if a.action == "list":
+        js = jobs()
+        for i, j in enumerate(js, 1):
+            print(f"{i:3d} [{status(j)}] {command(j)}")
+    elif a.action == "next":
+        run_next(a.all)
+    elif a.action == "evaluate":
+        evaluate_folds()
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()
