@@ -572,3 +572,18 @@ def test_train_bad_input_is_one_line(tmp_path):
     bad(["train", str(coll), "--out", str(tmp_path / "t.pt"), *ok], "no training triple")
     bad(["train", "adi", "--out", str(tmp_path / "f.pt"), *ok, "--folds", "5", "--fold", "7"], "--fold must be")
     assert not (tmp_path / "t.pt").exists() and not (tmp_path / "m.pt").exists()
+    # `rerank run --interpolate`: λ = 1 writes BM25's ranking beside the pure model's run
+    from limelight.data.formats import load_run
+
+    r = _cli("run", "adi", "-c", str(tmp_path / "a.pt"), "-o", str(tmp_path / "r.trec"), "--k", "20",
+             "--interpolate", "1")
+    assert r.returncode == 0, r.stderr
+    bm25 = BM25(BM25Index.build(load_dataset("adi").collection)).retrieve(load_dataset("adi").queries, 20)
+    mixed = load_run(tmp_path / "r.interp.trec")
+    assert all(list(mixed.query(q)[0]) == list(bm25.query(q)[0]) for q in bm25.qids.strings.tolist())
+    r = _cli("run", "adi", "-c", str(tmp_path / "a.pt"), "-o", str(tmp_path / "r2.trec"), "--k", "20",
+             "--interpolate", "auto")
+    assert r.returncode == 0 and "λ = " in r.stdout, r.stderr
+    bad(["run", "adi", "-c", str(tmp_path / "a.pt"), "-o", str(tmp_path / "r3.trec"), "--interpolate", "2"],
+        "--interpolate must be in [0, 1]")
+    bad(["run", "adi", "-c", str(tmp_path / "junk.pt"), "-o", str(tmp_path / "r3.trec")], "not a limelight")

@@ -16,6 +16,15 @@ from limelight._lazy import lazy_exports
 
 _EXPORTS = {
     "EncodedTexts": "limelight.rerank.vocab",
+    "fit": "limelight.rerank.train",
+    "FitConfig": "limelight.rerank.train",
+    "FitResult": "limelight.rerank.train",
+    "fold_split": "limelight.rerank.train",
+    "interpolate": "limelight.rerank.interpolate",
+    "tune_depth": "limelight.rerank.interpolate",
+    "tune_lambda": "limelight.rerank.interpolate",
+    "TripleSet": "limelight.rerank.train",
+    "Validation": "limelight.rerank.train",
     "glove_matrix": "limelight.rerank.vocab",
     "KernelRanker": "limelight.rerank.models",
     "KernelReranker": "limelight.rerank.ranker",
@@ -43,6 +52,7 @@ __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # for type checkers and IDEs
+    from limelight.rerank.interpolate import interpolate, tune_depth, tune_lambda  # noqa: F401
     from limelight.rerank.models import (  # noqa: F401
         KNRM,
         MUS,
@@ -60,10 +70,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         ranker_fingerprint,
     )
     from limelight.rerank.train import (  # noqa: F401
+        FitConfig,
+        FitResult,
         QrelsTriples,
         TrainConfig,
         TrainResult,
+        TripleSet,
         TripleSource,
+        Validation,
+        fit,
+        fold_split,
         mrr_at_10,
         train,
     )

@@ -162,8 +162,11 @@ def register(app: typer.Typer) -> None:
         depth: int = typer.Option(None, help="re-rank only each query's top DEPTH"),
         batch_size: int = typer.Option(256),
         threads: int = typer.Option(1),
+        interpolate: str = typer.Option(None, help="also write <out stem>.interp<suffix>: λ·minmax(first "
+                                        "stage) + (1−λ)·minmax(model) over the re-ranked top; a λ in [0, 1] "
+                                        "or 'auto' (tuned on the checkpoint's validation queries only)"),
     ) -> None:
-        """Re-rank a first-stage run with a trained checkpoint."""
+        """Re-rank a first-stage run with a trained checkpoint (optionally also interpolated)."""
         import torch
 
         from limelight.commands_core import check_k
@@ -179,14 +182,42 @@ def register(app: typer.Typer) -> None:
         first = _first_stage(ds, first_stage, check_k(k, "--k", len(ds.collection)))
         stage = KernelReranker(ranker, ds.collection, depth=depth, batch_size=batch_size)
         run = stage.transform(ds.queries, first)
-        (write_run_parquet if str(out).endswith(".parquet") else write_trec_run)(run, out)
+        lam = None
+        if interpolate is not None:
+            if interpolate == "auto":
+                val = list(ranker.meta.get("val_queries") or [])
+                if not val or ds.qrels is None:
+                    raise LimelightError("--interpolate auto needs a checkpoint with validation queries "
+                                         "and a collection with qrels")
+            else:
+                try:
+                    lam = float(interpolate)
+                except ValueError:
+                    raise LimelightError(f"--interpolate must be a number in [0, 1] or auto, got {interpolate!r}") from None
+                if not 0 <= lam <= 1:
+                    raise LimelightError(f"--interpolate must be in [0, 1], got {lam}")
+        write = write_run_parquet if str(out).endswith(".parquet") else write_trec_run
+        write(run, out)
         n = len(run) if depth is None else int((first.ranks() <= depth).sum())
         typer.echo(f"re-ranked {n} documents of {run.n_queries} queries in "
                    f"{stage.last_model_seconds:.2f} s of model time; wrote {out}")
+        rows = [first, run]
+        if interpolate is not None:
+            from limelight.rerank.interpolate import interpolate as mix
+            from limelight.rerank.interpolate import tune_lambda
+
+            if lam is None:
+                lam, _ = tune_lambda(first, run, ds.qrels, val, depth)
+                typer.echo(f"λ = {lam:g} (best validation nDCG@10 over {len(val)} validation queries)")
+            mixed = mix(first, run, lam, depth, name=f"{run.name}+{first.name}(λ={lam:g})")
+            ipath = out.with_name(out.stem + ".interp" + out.suffix)
+            write(mixed, ipath)
+            typer.echo(f"wrote {ipath}")
+            rows.append(mixed)
         if ds.qrels is not None:
             from limelight.evaluation import evaluate
 
-            for r in (first, run):
+            for r in rows:
                 res = evaluate(r, ds.qrels, "nDCG@10 RR@10")
                 typer.echo(f"  {r.name}: nDCG@10 {res['nDCG@10']:.4f}  MRR@10 {res['RR@10']:.4f}")
 

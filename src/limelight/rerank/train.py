@@ -668,6 +668,8 @@ def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.
         rec: dict = {"step": result.steps, "loss": loss, "wall_s": round(elapsed(), 3)}
         if validation is None:
             result.history.append(rec)
+            if progress and loss is not None:
+                progress(f"step {result.steps}: loss {loss:.4f} (no validation)")
             return False
         vals = validation.evaluate(ranker, stage)
         model.train()
