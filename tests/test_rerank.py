@@ -394,6 +394,17 @@ def test_resume_equals_uninterrupted_training(adi, tmp_path):
     assert res.stopped == "early" and res.steps < 400
     assert res.best_step == max(res.history, key=lambda r: (r["val_nDCG@10"], -r["step"]))["step"]
     assert not set(test) & set(val) and not set(test) & set(tr)
+    # the time cap is a safety stop: it checkpoints, and resuming without it reaches the same weights
+    def knrm(out, **kw):
+        cfg = FitConfig(max_steps=9, batch_size=8, eval_every=3, checkpoint_every=3, patience=0, seed=1, **kw)
+        return fit(NeuralRanker.create(KNRMConfig(), vocab, seed=1), data, cfg, out, validation,
+                   resume="max_seconds" not in kw)
+
+    capped = knrm(tmp_path / "cap.pt", max_seconds=1e-9)
+    assert capped.stopped == "time" and capped.steps == 1
+    assert load_state(TrainPaths.of(tmp_path / "cap.pt").state)["step"] == 1
+    assert knrm(tmp_path / "cap.pt").steps == 9 and knrm(tmp_path / "ref.pt").steps == 9
+    assert _same(*(load_state(TrainPaths.of(tmp_path / n).state)["model"] for n in ("cap.pt", "ref.pt")))
 
 
 def test_kill_and_resume_through_the_cli(tmp_path):
@@ -514,6 +525,11 @@ def test_interpolation_lambda_one_is_bm25_and_tuning_uses_validation_only():
     mid = interpolate(first, scored, 0.5)
     assert any(list(mid.query(q)[0][:10]) != list(first.query(q)[0][:10]) for q in ds.queries.ids.strings[:20])
     assert np.all((mid.score >= 0) & (mid.score <= 1))
+    d20 = interpolate(first, scored, 0.0, depth=20)  # below the depth: first-stage order, all kept
+    assert len(d20) == len(first)
+    for qid in ds.queries.ids.strings[:10].tolist():
+        assert list(d20.query(qid)[0][20:]) == list(first.query(qid)[0][20:])
+        assert set(d20.query(qid)[0][:20]) == set(first.query(qid)[0][:20])
     judged = [q for q in ds.queries.ids.strings.tolist() if q in set(ds.qrels.qids.decode(ds.qrels.q).tolist())]
     val, test = judged[:40], judged[40:]
     lam, table = tune_lambda(first, scored, ds.qrels, val)

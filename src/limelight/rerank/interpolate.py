@@ -74,17 +74,23 @@ def model_scores_for(first: Run, reranked: Run) -> np.ndarray:
 def interpolate(first: Run, reranked: Run, lam: float, depth: int | None = None,
                 name: str | None = None) -> Run:
     """``λ·minmax(first) + (1−λ)·minmax(model)`` over each query's first-stage top ``depth``
-    (all of ``first`` when ``None``); the returned run holds exactly those candidates."""
+    (all of ``first`` when ``None``); documents below ``depth`` follow below every interpolated
+    one in first-stage order (as :class:`~limelight.rerank.ranker.KernelReranker` places them)."""
     if not 0.0 <= lam <= 1.0:
         raise LimelightError(f"λ must be in [0, 1], got {lam}")
-    top = first.topk(depth) if depth is not None else first
-    if len(top) == 0:
+    if len(first) == 0:
         raise LimelightError("empty candidate list: the first-stage run has no documents")
-    m = model_scores_for(top, reranked)
-    b = minmax_per_query(top.q, top.score, top.n_queries)
-    mm = minmax_per_query(top.q, m, top.n_queries)
-    s = lam * b + (1.0 - lam) * mm
-    return Run.from_codes(top.qids, top.docids, top.q, top.d, s,
+    ranks = first.ranks()
+    top = ranks <= depth if depth is not None else np.ones(len(first), dtype=bool)
+    q, d = first.q[top], first.d[top]
+    sub = Run.from_codes(first.qids, first.docids, q, d, first.score[top], first.name, sort=False)
+    m = model_scores_for(sub, reranked)
+    b = minmax_per_query(q, first.score[top], first.n_queries)
+    mm = minmax_per_query(q, m, first.n_queries)
+    s = np.empty(len(first), dtype=np.float64)
+    s[top] = lam * b + (1.0 - lam) * mm  # in [0, 1]
+    s[~top] = -ranks[~top].astype(np.float64)  # below 0, first-stage order
+    return Run.from_codes(first.qids, first.docids, first.q, first.d, s,
                           name or f"{first.name}+{reranked.name}(λ={lam:g})")
 
 
