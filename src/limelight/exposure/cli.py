@@ -1,4 +1,4 @@
-"""CLI commands: ``limelight exposure compute|doc|query`` and ``limelight retrievability``."""
+"""CLI commands: ``limelight exposure compute|doc|query|diff`` and ``limelight retrievability``."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def _print_rows(rows: list[dict], json_out: bool, title: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``exposure`` (compute, doc, query) and ``retrievability`` to ``app``."""
+    """Add ``exposure`` (compute, doc, query, diff) and ``retrievability`` to ``app``."""
     exposure_app = typer.Typer(help="Exact exposure: every query's top-n, stored once.",
                                no_args_is_help=True)
 
@@ -195,6 +195,53 @@ def register(app: typer.Typer) -> None:
 
         _print_rows(ExposureStore.open(store).exposed_documents(qid), json_out,
                     f"documents exposed by {qid}")
+
+    @exposure_app.command("diff")
+    def diff_cmd(
+        a: Path = typer.Argument(..., help="store A (before)"),
+        b: Path = typer.Argument(..., help="store B (after), same documents and queries"),
+        c: int = typer.Option(100, "--c", help="cutoff c of r(d) and of the exposing queries"),
+        browsing: str = typer.Option("rbp:0.8", help="browsing model of the mean exposure "
+                                                     "(rbp:γ, dcg, exhaustive, cutoff:c)"),
+        group_field: str = typer.Option(None, help="document field to group by (section, tags…)"),
+        index: Path = typer.Option(None, help="index directory to read --group-field from "
+                                              "(default: the one store A records)"),
+        top: int = typer.Option(10, help="winners, losers and groups shown"),
+        plot: Path = typer.Option(None, help="write the diff plot (PNG and SVG)"),
+        out: Path = typer.Option(None, help="write the per-document table (TSV)"),
+        json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """What changes from store A to store B: r(d), exposing queries and mean exposure per
+        document and group, the biggest winners and losers, documents that become (ir)retrievable."""
+        from limelight.exposure.diff import diff_stores, field_values, plot_diff
+        from limelight.exposure.exact import ExposureStore
+
+        if top < 1:
+            raise LimelightError(f"--top must be ≥ 1, got {top}")
+        sa, sb = ExposureStore.open(a), ExposureStore.open(b)
+        values = field_values(sa, group_field, index) if group_field else None
+        d = diff_stores(sa, sb, c=c, browsing=browsing, group_values=values)
+        if out is not None:
+            from limelight._io import atomic_path
+
+            with atomic_path(out) as tmp:
+                d.docs.to_csv(tmp, sep="\t", index=False, float_format="%.10g")
+        if plot is not None:
+            plot_diff(d, plot)
+        if json_out:
+            typer.echo(json.dumps(d.to_dict(top), ensure_ascii=False, default=float))
+            return
+        typer.echo(f"{a} → {b}")
+        typer.echo("\n".join(f"{k}: {v}" for k, v in d.summary.items()))
+        cols = ["docid", "r_a", "r_b", "delta_r", "n_a", "n_b"]
+        _print_rows(d.winners(top)[cols].to_dict("records"), False, "winners (r(d) grows most)")
+        _print_rows(d.losers(top)[cols].to_dict("records"), False, "losers (r(d) falls most)")
+        if d.groups is not None:
+            g = d.groups[["group", "n_docs", "share_a", "share_b", "delta_share",
+                          "newly_retrievable", "newly_irretrievable"]]
+            _print_rows(g.head(top).to_dict("records"), False, f"groups of {group_field} gaining share")
+            _print_rows(g.tail(top).iloc[::-1].to_dict("records"), False,
+                        f"groups of {group_field} losing share")
 
     app.add_typer(exposure_app, name="exposure")
 
