@@ -36,6 +36,11 @@ Example (``configs/debian.toml``)::
 
     [stages]                    # each optional stage can be switched off
     eqi = true
+
+    [intervention]              # optional: Plackett-Luce policies over each system's top-n
+    temperatures = [0.5, 1, 2]  # relative to each query's score spread (T = 0 is always added)
+    samples = 16                # sampled rankings per query (Monte-Carlo)
+    c = 10                      # retrievability cutoff of the expected r(d)
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from limelight.errors import FormatError
 
 SYSTEM_KINDS = ("bm25", "dense", "hybrid", "reranked")
 RERANK_DEPTH = 100  # default number of first-stage candidates a reranked system re-ranks
-OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare")
+OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # allowed keys per table, with their types (bool is checked before int: bool is an int subclass)
@@ -69,7 +74,9 @@ _SYSTEM_KEYS: dict[str, dict[str, type | tuple]] = {
     "reranked": {"first": str, "checkpoint": str, "depth": int},
 }
 _TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation", "eqi",
-             "robustness", "ctrlqgen", "rerank"}
+             "robustness", "ctrlqgen", "rerank", "intervention"}
+#: [intervention]: Plackett-Luce policies over each system's store (issue 21)
+_INTERVENTION_KEYS = {"temperatures": list, "samples": int, "c": int}
 
 
 @dataclass
@@ -282,10 +289,12 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
             except Exception as e:  # MeasureError
                 ck.fail("measures", f"evaluation.measures: {e}")
     name = audit.get("name", Path(p).stem if p else "audit")
-    options = {k: raw[k] for k in ("eqi", "robustness", "ctrlqgen", "rerank") if k in raw}
+    options = {k: raw[k] for k in ("eqi", "robustness", "ctrlqgen", "rerank", "intervention") if k in raw}
     for k, v in options.items():
         if not isinstance(v, dict):
             ck.fail(k, f"[{k}] must be a table")
+    if "intervention" in options:
+        _check_intervention(ck, options["intervention"], depth, text)
     return AuditConfig(
         name=name, collection=coll["source"], systems=systems, query_source=qsrc,
         query_sample=qs.get("sample", 0), depth=depth, cutoffs=sorted(set(cutoffs)),
@@ -296,6 +305,21 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         measures=list(measures), preference=ev.get("preference", "LexiRecall"),
         stages={k: bool(stages.get(k, True)) for k in OPTIONAL_STAGES}, options=options,
         path=p, text=text)
+
+
+def _check_intervention(ck: _Checker, iv: dict, depth: int, text: str) -> None:
+    """``[intervention]``: temperatures (numbers ≥ 0, non-empty), samples ≥ 1, 1 ≤ c ≤ depth."""
+    at = _line_of(text, "intervention") or 0
+    ck.table(iv, "intervention", _INTERVENTION_KEYS, at)
+    temps = iv.get("temperatures", [0.5])
+    if not temps or not all(isinstance(t, int | float) and not isinstance(t, bool) and t >= 0
+                            for t in temps):
+        ck.fail("temperatures", "intervention.temperatures must be a non-empty list of numbers ≥ 0, "
+                                f"got {temps!r}", at)
+    if iv.get("samples", 1) < 1:
+        ck.fail("samples", f"intervention.samples must be ≥ 1, got {iv['samples']}", at)
+    if not 1 <= iv.get("c", 1) <= depth:
+        ck.fail("c", f"intervention.c must be in 1..depth ({depth}), got {iv['c']}", at)
 
 
 def _file_sha256(path: Path) -> str:

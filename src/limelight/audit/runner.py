@@ -340,6 +340,7 @@ class AuditRunner:
         stages.eqi(self, inp)
         stages.robustness(self, inp)
         stages.ctrlqgen(self, inp)
+        stages.intervention(self, inp)
         results = self.results(inp)
         with atomic_path(self.dir.results_json) as tmp:
             tmp.write_text(json.dumps(_jsonable(results), indent=1, allow_nan=False), encoding="utf-8")
@@ -408,7 +409,7 @@ class AuditRunner:
             "stages": {s.name: {"status": "present" if s.present else "skipped", "reason": s.reason}
                        for s in self.statuses},
         }
-        for name in ("compare", "rerank", "eqi", "robustness", "ctrlqgen"):
+        for name in ("compare", "rerank", "eqi", "robustness", "ctrlqgen", "intervention"):
             st = self.status(name)
             if st is not None and st.present:
                 out[name] = st.result.get("summary", {})

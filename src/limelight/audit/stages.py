@@ -624,3 +624,76 @@ def ctrlqgen(runner: AuditRunner, inp: AuditInputs) -> None:
 
     runner._stage("ctrlqgen", title, (st.key, {k: v for k, v in opts.items()}, runner.cfg.seed),
                   body, outputs=(runner.dir.path / "ctrlqgen",))
+
+
+# ---- intervention: stochastic (Plackett-Luce) policies over each system ------------------------
+def intervention(runner: AuditRunner, inp: AuditInputs) -> None:
+    """Expected r(d), its Gini and retrievable fraction under a Plackett-Luce policy over each
+    system's stored top-n, for the temperatures of ``[intervention]`` (issue 21)."""
+    cfg = runner.cfg
+    title = "stochastic rankings: expected retrievability per temperature"
+    if not cfg.stages.get("intervention", True):
+        runner._skip("intervention", title, "switched off in [stages]")
+        return
+    opts = cfg.options.get("intervention")
+    if opts is None:
+        runner._skip("intervention", title, "no [intervention] table in the configuration")
+        return
+    names = [s.name for s in cfg.systems if (st := runner.status(f"exposure-{s.name}")) and st.present]
+    if not names:
+        runner._skip("intervention", title, "no system has an exposure store")
+        return
+    temps = [float(t) for t in opts.get("temperatures", [0, 0.1, 0.2, 0.5, 1, 2])]
+    if 0.0 not in temps:
+        temps = [0.0, *temps]
+    samples = int(opts.get("samples", 16))
+    c = int(opts.get("c", 10 if 10 in cfg.cutoffs else min(cfg.cutoffs)))
+    deps = [_key(runner, f"exposure-{n}") for n in names]
+
+    def body(bar) -> dict:
+        from limelight.exposure.stochastic import stochastic_store_exposure
+
+        rows = []
+        total = len(names) * len(temps)
+        for i, n in enumerate(names):
+            st = runner.dir.store(n)
+            for j, t in enumerate(sorted(temps)):
+                sx = stochastic_store_exposure(st, t, c=c, n_samples=samples, seed=cfg.seed)
+                d = sx.to_dict()
+                rows.append({"system": n, "temperature": t, "c": c, "samples": samples,
+                             "gini": d["gini"], "retrievable_fraction": d["retrievable_fraction"]})
+                bar.update(i * len(temps) + j + 1, total)
+        df = pd.DataFrame(rows)
+        base = df[df["temperature"] == 0].set_index("system")["gini"]
+        df["gini_change"] = df["gini"] / df["system"].map(base) - 1.0
+        table = _write_table(runner, "intervention", df)
+        fig = _intervention_figure(df, runner.dir.figures_dir / "intervention.png", c)
+        summary = {n: {f"T={t:g}": g for t, g in zip(df[df.system == n]["temperature"],
+                                                     df[df.system == n]["gini"], strict=True)}
+                   for n in names}
+        return {"table": table, "figure": fig, "summary": summary}
+
+    runner._stage("intervention", title, (deps, temps, samples, c, cfg.seed), body)
+
+
+def _intervention_figure(df: pd.DataFrame, path, c: int) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4), dpi=110)
+    for n, g in df.groupby("system", sort=False):
+        x = g["temperature"].to_numpy()
+        ax.plot(np.where(x > 0, x, np.nan), g["gini"], "-o", ms=3, label=n)
+        ax.axhline(g["gini"].iloc[0], color=ax.lines[-1].get_color(), lw=0.6, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("temperature T (relative to each query's score spread; dotted: T = 0)")
+    ax.set_ylabel(f"Gini of expected r(d), c = {c}")
+    ax.legend(fontsize=8)
+    ax.set_title("Plackett-Luce policies over each system's top-n", fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path.name

@@ -209,6 +209,16 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
                           "the generated queries of each intent, and both together."),
              ("ctrlqgen_sample_narrow", "A few generated narrow queries."),
              ("ctrlqgen_sample_broad", "A few generated broad queries.")])
+    section("intervention", "Changing who is in the limelight: stochastic rankings",
+            [("intervention", "Gini and retrievable fraction of the expected r(d) under a "
+                              "Plackett-Luce policy over each system's top-n at temperature T "
+                              "(relative to each query's score spread; T = 0 is the system itself; "
+                              "limelight.exposure.stochastic).")])
+    if (figs / "intervention.png").exists() and stages.get("intervention", {}).get("status") != "skipped":
+        a(_figure(figs / "intervention.png", "Gini of the expected r(d) against the temperature",
+                  f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} --out {out}  "
+                  "(stage intervention; library: "
+                  "limelight.exposure.stochastic.stochastic_store_exposure)"))
     a(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
       f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in <code>{_esc(audit.systems_dir)}</code> '
       "(DuckDB + Parquet shards).</p>")
