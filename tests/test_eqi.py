@@ -320,6 +320,43 @@ def test_early_stopping_keeps_the_best_checked_heads(dense_setup):
     assert v["curve"][v["best_step"] // 5][1] == v["best"]
 
 
+def test_resumed_training_equals_uninterrupted(dense_setup, tmp_path):
+    """A run cut by step budgets and resumed from checkpoints ends with the same heads, the same
+    validation curve and the same log as the uninterrupted run (model, optimizer, both RNGs,
+    sampler position and early-stopping state are all checkpointed)."""
+    import torch
+
+    enc, ret, qs, qemb, st, base, _, _ = dense_setup
+    demb = np.asarray(ret.index.embeddings, np.float32)
+    test = np.arange(0, len(base), 4)
+    val = validation_docs(st, 12, exclude=test, seed=1)
+    kw = dict(n_queries=1000, n_docs=50, n_dq=20, exclude_docs=test, steps=12, batch_size=100,
+              lr=1e-3, validation_docs=val, eval_every=4, seed=3)
+    full = train_eqi("residual", st, qemb, demb, log_path=tmp_path / "full.jsonl", **kw)
+    ck, lg = tmp_path / "run.ckpt", tmp_path / "run.jsonl"
+    part = train_eqi("residual", st, qemb, demb, checkpoint=ck, budget=5, log_path=lg, **kw)
+    assert part.meta["step"] == 5 and not part.meta["finished"] and ck.is_file()
+    # a stale log line past the checkpoint (a run killed between checkpoints) is dropped on resume
+    with open(lg, "a") as f:
+        f.write(json.dumps({"step": 6, "loss": 9.9}) + "\n")
+    part = train_eqi("residual", st, qemb, demb, checkpoint=ck, resume=True, budget=4, log_path=lg,
+                     checkpoint_every=2, **kw)
+    assert part.meta["step"] == 9 and not part.meta["finished"]
+    done = train_eqi("residual", st, qemb, demb, checkpoint=ck, resume=True, log_path=lg, **kw)
+    assert done.meta["step"] == 12 and done.meta["finished"]
+    for a, b in ((full.h_q, done.h_q), (full.h_d, done.h_d)):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert full.meta["validation"] == done.meta["validation"]
+    assert full.meta["loss_last_100"] == done.meta["loss_last_100"]
+    assert (tmp_path / "full.jsonl").read_text() == lg.read_text()
+    assert [json.loads(x)["step"] for x in lg.read_text().splitlines()] == [0, *range(1, 13)]
+    # without resume=True the checkpoint is overwritten by a fresh run, never silently continued;
+    # another configuration is refused
+    with pytest.raises(IndexMismatchError, match="another training run"):
+        train_eqi("residual", st, qemb, demb, checkpoint=ck, resume=True, **{**kw, "lr": 1e-4})
+
+
 # ---- CLI ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cli_store(tmp_path_factory) -> Path:

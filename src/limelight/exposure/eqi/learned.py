@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from limelight._io import atomic_dir
+from limelight._io import atomic_dir, atomic_path
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.exposure.eqi.base import (
@@ -360,6 +360,62 @@ class _Validation:
                 "best": round(self.best, 5), "curve": self.curve}
 
 
+CHECKPOINT_FORMAT = "limelight-eqi-checkpoint/1"
+
+
+def _run_config(method: str, meta: dict, random_negatives: float, eval_every: int, measure: str,
+                validation: np.ndarray | None) -> dict:
+    """What a checkpoint must agree on to be resumed (everything that changes the trajectory)."""
+    keys = ("store", "alpha", "lr", "dropout", "batch_size", "seed", "n_dq", "training")
+    return {"method": method, **{k: meta[k] for k in keys}, "random_negatives": random_negatives,
+            "eval_every": eval_every, "measure": measure,
+            "validation_docs": None if validation is None else [int(x) for x in validation]}
+
+
+def _save_checkpoint(path: Path, model: EQIModel, opt, rng: np.random.Generator, step: int,
+                     losses: list[float], val: _Validation | None, config: dict) -> None:
+    """Model, optimizer, both RNGs, the sampler's position (``step``), the loss history and the
+    early-stopping state, written atomically to ``path``."""
+    import torch
+
+    state = {"format": CHECKPOINT_FORMAT, "config": json.dumps(config, sort_keys=True), "step": step,
+             "h_q": model.h_q.state_dict(), "h_d": model.h_d.state_dict(), "opt": opt.state_dict(),
+             "torch_rng": torch.get_rng_state(), "np_rng": json.dumps(rng.bit_generator.state),
+             "losses": torch.tensor(losses, dtype=torch.float64)}
+    if val is not None:
+        state["val"] = {"curve": json.dumps(val.curve), "best": float(val.best), "best_step": val.best_step,
+                        "since_best": val.since_best, "best_state": val.best_state}
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _load_checkpoint(path: Path, model: EQIModel, opt, rng: np.random.Generator,
+                     val: _Validation | None, config: dict) -> tuple[int, list[float]]:
+    """Restore what ``_save_checkpoint`` wrote; ``IndexMismatchError`` for another run's."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError) as e:
+        raise IndexMismatchError(f"{path}: cannot load the checkpoint ({str(e).splitlines()[0]})") from None
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise IndexMismatchError(f"{path}: unsupported checkpoint format {state.get('format')!r}")
+    if json.loads(state["config"]) != json.loads(json.dumps(config, sort_keys=True)):
+        raise IndexMismatchError(f"{path}: the checkpoint is of another training run (configuration "
+                                 "differs: store, data, seed or hyperparameters); use another path")
+    model.h_q.load_state_dict(state["h_q"])
+    model.h_d.load_state_dict(state["h_d"])
+    opt.load_state_dict(state["opt"])
+    torch.set_rng_state(state["torch_rng"])
+    rng.bit_generator.state = json.loads(state["np_rng"])
+    if val is not None:
+        v = state["val"]
+        val.curve = [tuple(x) for x in json.loads(v["curve"])]
+        val.best, val.best_step, val.since_best = v["best"], int(v["best_step"]), int(v["since_best"])
+        val.best_state = v["best_state"]
+    return int(state["step"]), state["losses"].tolist()
+
+
 def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
               n_queries: int = 50_000, n_docs: int = 20_000, exclude_docs: np.ndarray | None = None,
               steps: int = 2000, batch_size: int = 1000, alpha: float = 0.5, lr: float = 1e-5,
@@ -367,7 +423,10 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
               data: TrainingData | None = None, random_negatives: float = 0.0,
               validation_docs: np.ndarray | None = None, eval_every: int = 50,
               patience: int = 0, measure: str = "RELQ(0.5,0.9)",
-              progress: Callable[[int, int, float], None] | None = None) -> EQIModel:
+              progress: Callable[[int, int, float], None] | None = None,
+              checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 0,
+              resume: bool = False, budget: int | None = None,
+              log_path: str | os.PathLike | None = None) -> EQIModel:
     """Train an Append or Residual model on ``store`` (the paper's §4; see the module docstring).
 
     ``query_emb``/``doc_emb``: frozen base embeddings of the store's queries and documents.
@@ -377,6 +436,15 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     ``measure`` over them is computed before training and every
     ``eval_every`` steps, and the best heads are kept (early stopping; ``patience`` > 0 stops
     after that many checks without improvement); ``meta["validation"]`` records the curve.
+
+    Resumable runs: with ``checkpoint`` (a file), the heads, the optimizer, both RNGs, the step
+    reached (the sampler's position), the loss history and the early-stopping state are written
+    atomically every ``checkpoint_every`` steps and when the call stops; ``resume=True`` continues
+    from it when it exists (a checkpoint of another configuration is refused), so that a run cut
+    into pieces gives the same weights as an uninterrupted one. ``budget`` bounds the batches this
+    call trains (a step budget): ``meta["finished"]`` is False when it stopped on the budget.
+    ``log_path``: a JSONL log, one line per step (loss) and per validation check (rewritten up to
+    the checkpoint's step on resume).
     The returned model has the store's queries indexed and records the store's fingerprint."""
     import torch
 
@@ -384,6 +452,8 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
         raise LimelightError(f"unknown EQI model {method!r} ({', '.join(METHODS)})")
     if not 0.0 <= alpha <= 1.0:
         raise LimelightError(f"alpha must be in [0, 1], got {alpha}")
+    if budget is not None and budget < 0:
+        raise LimelightError(f"budget must be >= 0, got {budget}")
     if len(query_emb) != len(store.queries) or len(doc_emb) != len(store.doc_ids):
         raise IndexMismatchError(f"embeddings ({len(query_emb)} queries, {len(doc_emb)} documents) "
                                  f"do not match the store ({len(store.queries)}, {len(store.doc_ids)})")
@@ -394,6 +464,8 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
         exclude_docs = validation_docs if exclude_docs is None else np.union1d(exclude_docs, validation_docs)
         if data is not None and np.isin(data.docs, validation_docs).any():
             raise LimelightError("the training data holds validation documents; leave them out of D_train")
+    else:
+        validation_docs = None
     if data is None:
         data = training_data(store, query_emb, doc_emb, n_queries, n_docs, exclude_docs, n_dq, seed)
     dim = int(query_emb.shape[1])
@@ -407,14 +479,23 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     params = list(model.h_q.parameters()) + list(model.h_d.parameters())
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8)
     t0 = time.perf_counter()
-    losses = []
+    losses: list[float] = []
     val = _Validation(model, store, query_emb, doc_emb, validation_docs, measure) \
-        if validation_docs is not None and len(validation_docs) else None
-    if val is not None:
-        val.check(0)
+        if validation_docs is not None else None
+    config = _run_config(method, meta, random_negatives, eval_every, measure, validation_docs)
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    start = 0
+    if resume and ckpt is not None and ckpt.is_file():
+        start, losses = _load_checkpoint(ckpt, model, opt, rng, val, config)
+    log = _TrainLog(log_path, start)
+    if val is not None and start == 0:
+        log.write({"step": 0, "validation": val.check(0)})
+    end = steps if budget is None else min(steps, start + budget)
+    stopped = val is not None and bool(patience) and val.since_best >= patience
     model.h_q.train()
     model.h_d.train()
-    for step in range(steps):
+    step = start
+    while step < end and not stopped:
         d, qp, qn = sample_triples(data, batch_size, alpha, rng, random_negatives)
         hd = model.h_d(de[data.docs[d]])
         up = (hd * model.h_q(qe[qp])).sum(-1)
@@ -424,14 +505,23 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-        if progress and (step % 100 == 0 or step == steps - 1):
-            progress(step + 1, steps, float(np.mean(losses[-100:])))
-        if val is not None and ((step + 1) % eval_every == 0 or step == steps - 1):
-            val.check(step + 1)
+        step += 1
+        rec: dict = {"step": step, "loss": round(losses[-1], 6)}
+        if progress and (step % 100 == 1 or step == steps):
+            progress(step, steps, float(np.mean(losses[-100:])))
+        if val is not None and (step % eval_every == 0 or step == steps):
+            rec["validation"] = val.check(step)
             model.h_q.train()
             model.h_d.train()
-            if patience and val.since_best >= patience:
-                break
+            stopped = bool(patience) and val.since_best >= patience
+        log.write(rec)
+        if ckpt is not None and checkpoint_every and step % checkpoint_every == 0 and step < end:
+            _save_checkpoint(ckpt, model, opt, rng, step, losses, val, config)
+    if ckpt is not None:
+        _save_checkpoint(ckpt, model, opt, rng, step, losses, val, config)
+    log.close()
+    model.meta["step"] = step
+    model.meta["finished"] = step >= steps or stopped
     if val is not None:
         model.meta["validation"] = val.restore_best()
     model.meta["train_seconds"] = round(time.perf_counter() - t0, 2)
@@ -439,3 +529,30 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     model.meta["loss_last_100"] = float(np.mean(losses[-100:])) if losses else None
     model.index_queries(store.queries, query_emb, encoder)
     return model
+
+
+class _TrainLog:
+    """Append-only JSONL training log; on resume, lines after the checkpoint's step are dropped
+    (they were written after the checkpoint by a run that did not reach the next one)."""
+
+    def __init__(self, path: str | os.PathLike | None, start: int):
+        self.f = None
+        if path is None:
+            return
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = []
+        if start and path.is_file():
+            kept = [ln for ln in path.read_text().splitlines()
+                    if ln.strip() and json.loads(ln)["step"] <= start]
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(ln + "\n" for ln in kept))
+        self.f = open(path, "a")  # noqa: SIM115 - closed by close()
+
+    def write(self, rec: dict) -> None:
+        if self.f is not None:
+            self.f.write(json.dumps(rec) + "\n")
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
