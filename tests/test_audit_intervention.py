@@ -67,6 +67,28 @@ def test_intervention_stage_table_figure_and_report(audit):
     assert (a.figures_dir / "intervention.png").exists()
 
 
+def test_intervention_prices_the_policy_in_relevance_on_a_judged_collection(audit):
+    """med has judgments: each temperature also gets its expected nDCG@10 and EE-L/EE-D/EE-R
+    over the judged queries; at T = 0 they are the deterministic BM25 run's."""
+    import pandas as pd
+
+    from limelight.data import load_dataset
+    from limelight.evaluation import evaluate
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    a, _ = audit
+    df = pd.read_parquet(a.table("intervention"))
+    assert {"ndcg10", "EE-L", "EE-D", "EE-R"} <= set(df.columns)
+    ds = load_dataset("med")
+    run = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100)
+    res = evaluate(run, ds.qrels, "nDCG@10 EE-L(gamma=0.5)", n_docs=len(ds.collection))
+    want = {m.name: float(v) for m, v in res.aggregate.items()}
+    assert df["ndcg10"].iloc[0] == pytest.approx(want["nDCG"], abs=1e-9)
+    assert df["EE-L"].iloc[0] == pytest.approx(want["EE-L"], abs=1e-9)
+    # randomising lowers the exposure disparity and costs relevance
+    assert df["EE-D"].iloc[-1] < df["EE-D"].iloc[0] and df["ndcg10"].iloc[-1] < df["ndcg10"].iloc[0]
+
+
 def test_intervention_config_errors():
     cases = (("temperatures = [0.5, 2]", "temperatures = []", "temperatures"),
              ("temperatures = [0.5, 2]", "temperatures = [-1]", "temperatures"),

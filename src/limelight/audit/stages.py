@@ -650,6 +650,9 @@ def intervention(runner: AuditRunner, inp: AuditInputs) -> None:
     c = int(opts.get("c", 10 if 10 in cfg.cutoffs else min(cfg.cutoffs)))
     deps = [_key(runner, f"exposure-{n}") for n in names]
 
+    judged = inp.eval_queries is not None
+    specs = {s.name: s for s in cfg.systems}
+
     def body(bar) -> dict:
         from limelight.exposure.stochastic import stochastic_store_exposure
 
@@ -657,11 +660,15 @@ def intervention(runner: AuditRunner, inp: AuditInputs) -> None:
         total = len(names) * len(temps)
         for i, n in enumerate(names):
             st = runner.dir.store(n)
+            # with judgments, the same policy over the judged queries' top-n: its relevance price
+            run = (runner.retriever(specs[n], query_vectors=False).retrieve(inp.eval_queries, cfg.depth)
+                   if judged else None)
             for j, t in enumerate(sorted(temps)):
                 sx = stochastic_store_exposure(st, t, c=c, n_samples=samples, seed=cfg.seed)
                 d = sx.to_dict()
                 rows.append({"system": n, "temperature": t, "c": c, "samples": samples,
-                             "gini": d["gini"], "retrievable_fraction": d["retrievable_fraction"]})
+                             "gini": d["gini"], "retrievable_fraction": d["retrievable_fraction"],
+                             **(_policy_relevance(run, inp, t, samples, cfg.seed) if judged else {})})
                 bar.update(i * len(temps) + j + 1, total)
         df = pd.DataFrame(rows)
         base = df[df["temperature"] == 0].set_index("system")["gini"]
@@ -676,13 +683,42 @@ def intervention(runner: AuditRunner, inp: AuditInputs) -> None:
     runner._stage("intervention", title, (deps, temps, samples, c, cfg.seed), body)
 
 
+def _policy_relevance(run, inp: AuditInputs, t: float, samples: int, seed: int,
+                      gamma: float = 0.5) -> dict:
+    """Expected nDCG@10 and EE-L/EE-D/EE-R (γ = ``gamma``) over the judged queries of the
+    Plackett-Luce policy at temperature ``t`` over ``run``'s top-n."""
+    from limelight.evaluation.expected_exposure import evaluate_exposure, expected_ndcg
+    from limelight.exposure.stochastic import policy_expectations
+
+    n_docs = len(inp.dataset.collection)
+    pol = policy_expectations(run, t, k=int(run.depths().max()) if len(run) else 1, gamma=gamma,
+                              n_samples=max(samples, 32), seed=seed)
+    _, ndcg = expected_ndcg(pol.dcg, inp.dataset.qrels, 10, n_docs=n_docs)
+    ee = evaluate_exposure(pol.exposure, inp.dataset.qrels,
+                           f"EE-L(gamma={gamma}) EE-D(gamma={gamma}) EE-R(gamma={gamma})",
+                           n_docs=n_docs)
+    return {"ndcg10": float(ndcg.mean()), **{m.name: float(v) for m, v in ee.aggregate.items()}}
+
+
 def _intervention_figure(df: pd.DataFrame, path, c: int) -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 4), dpi=110)
+    judged = "ndcg10" in df.columns
+    fig, axes = plt.subplots(1, 2 if judged else 1, figsize=(11 if judged else 5.5, 4), dpi=110)
+    ax = axes[0] if judged else axes
+    if judged:  # the trade-off: relevance against the spread of exposure, T along each curve
+        tr = axes[1]
+        for n, g in df.groupby("system", sort=False):
+            tr.plot(g["gini"], g["ndcg10"], "-o", ms=3, label=n)
+            for x, y, t in zip(g["gini"], g["ndcg10"], g["temperature"], strict=True):
+                tr.annotate(f"{t:g}", (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        tr.set_xlabel(f"Gini of expected r(d), c = {c}")
+        tr.set_ylabel("expected nDCG@10 (judged queries)")
+        tr.set_title("trade-off (labels: T)", fontsize=9)
+        tr.legend(fontsize=8)
     for n, g in df.groupby("system", sort=False):
         x = g["temperature"].to_numpy()
         ax.plot(np.where(x > 0, x, np.nan), g["gini"], "-o", ms=3, label=n)

@@ -213,9 +213,12 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
             [("intervention", "Gini and retrievable fraction of the expected r(d) under a "
                               "Plackett-Luce policy over each system's top-n at temperature T "
                               "(relative to each query's score spread; T = 0 is the system itself; "
-                              "limelight.exposure.stochastic).")])
+                              "limelight.exposure.stochastic). With relevance judgments, the same "
+                              "policy's expected nDCG@10 and EE-L/EE-D/EE-R over the judged "
+                              "queries: the price in relevance.")])
     if (figs / "intervention.png").exists() and stages.get("intervention", {}).get("status") != "skipped":
-        a(_figure(figs / "intervention.png", "Gini of the expected r(d) against the temperature",
+        a(_figure(figs / "intervention.png", "Gini of the expected r(d) against the temperature "
+                  "(and, with judgments, expected nDCG@10 against that Gini)",
                   f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} --out {out}  "
                   "(stage intervention; library: "
                   "limelight.exposure.stochastic.stochastic_store_exposure)"))
