@@ -106,6 +106,27 @@ def test_results_match_the_store(audit):
         assert res["systems"][name]["gini_c100"] > 0.1, name
 
 
+def test_report_diffs_the_first_system_against_each_other(audit):
+    """Issue 21: the audit report holds ``exposure diff`` from the first system to each other
+    one; its figures equal the per-document r(d) of the two stores."""
+    import pandas as pd
+
+    a, res, _ = audit
+    names = list(res["systems"])
+    diff = pd.read_parquet(a.table("diff"))
+    assert diff["to"].tolist() == names[1:] and (diff["from"] == names[0]).all()
+    r = {n: pd.read_parquet(a.retrievability_path(n))["r_c100"].to_numpy() for n in names}
+    for _, row in diff.iterrows():
+        ra, rb = r[row["from"]], r[row["to"]]
+        assert row["gini_a"] == pytest.approx(res["systems"][row["from"]]["gini_c100"], abs=1e-12)
+        assert row["gini_b"] == pytest.approx(res["systems"][row["to"]]["gini_c100"], abs=1e-12)
+        assert row["n_gain"] == int((rb > ra).sum()) and row["n_lose"] == int((rb < ra).sum())
+        assert row["newly_retrievable"] == int(((ra == 0) & (rb > 0)).sum())
+        assert (a.figures_dir / f"diff_{row['from']}_{row['to']}.png").exists()
+    page = a.report_html.read_text()
+    assert f"What changes from {names[0]} to each other system" in page
+
+
 def test_served_audit_offers_its_learned_eqi_model(audit):
     """Issue 24 item 17: the Residual model the EQI stage trains and evaluates is saved where
     ``limelight serve`` looks (``DIR/eqi/residual/``), so the web app shows exact and learned EQI

@@ -244,10 +244,35 @@ def figures(runner: AuditRunner, inp: AuditInputs) -> None:
             grp = pd.concat([pd.read_parquet(runner.dir.table(f"groups_{n}")) for n in names])
             _write_table(runner, "groups", grp)
             made.append(_group_figure(grp, figs / "groups.png", cfg.group_field, c))
+        made += _system_diffs(runner, names, max(cfg.cutoffs))
         bar.update(2, 2)
         return {"figures": made}
 
     runner._stage("figures", "figures and summary tables", (deps,), body)
+
+
+def _system_diffs(runner: AuditRunner, names: list[str], c: int) -> list[str]:
+    """``limelight exposure diff`` from the first system to each other one: a summary table
+    (``diff``), the biggest winners and losers (``diff_movers``) and one figure per pair."""
+    from limelight.exposure.diff import diff_stores, field_values, plot_diff
+
+    if len(names) < 2:
+        return []
+    first = runner.dir.store(names[0])
+    groups = (field_values(first, runner.cfg.group_field, runner.dir.index_dir)
+              if runner.cfg.group_field else None)
+    rows, movers, made = [], [], []
+    for n in names[1:]:
+        d = diff_stores(first, runner.dir.store(n), c=c, group_values=groups, names=(names[0], n))
+        rows.append({"from": names[0], "to": n, **d.summary})
+        for kind, df in (("winner", d.winners(10)), ("loser", d.losers(10))):
+            movers.append(df[["docid", "r_a", "r_b", "delta_r", "n_a", "n_b"]]
+                          .assign(**{"from": names[0], "to": n, "kind": kind}))
+        made += [p.name for p in plot_diff(d, runner.dir.figures_dir / f"diff_{names[0]}_{n}")
+                 if p.suffix == ".png"]
+    _write_table(runner, "diff", pd.DataFrame(rows))
+    _write_table(runner, "diff_movers", pd.concat(movers, ignore_index=True))
+    return made
 
 
 def _group_figure(grp: pd.DataFrame, path, field: str, c: int) -> str:

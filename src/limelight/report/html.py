@@ -170,6 +170,23 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
                          caption=f"Per {group} and system (documents in several groups count in each). "
                                  f"Table: {audit.table('groups')}"))
 
+    diff = _read(audit, "diff")
+    if diff is not None and len(diff):
+        first = diff["from"].iloc[0]
+        a(f"<h2>What changes from {_esc(first)} to each other system</h2>")
+        for to in diff["to"]:
+            a(_figure(figs / f"diff_{first}_{to}.png",
+                      f"r(d) under {to} against {first}, and the groups whose share moves most",
+                      f"limelight exposure diff {out}/systems/{first}/exposure "
+                      f"{out}/systems/{to}/exposure"
+                      + (f" --group-field {group}" if group else "")))
+        a(table_html(diff, caption=f"Per pair: Gini, retrievable fractions, documents that gain, "
+                                   f"lose, become (ir)retrievable. Table: {audit.table('diff')}"))
+        movers = _read(audit, "diff_movers")
+        if movers is not None:
+            a(table_html(movers, caption=f"The biggest winners and losers of r(d). "
+                                         f"Table: {audit.table('diff_movers')}"))
+
     # comparison / rerank / other capabilities
     def section(stage: str, heading: str, tables: list[tuple[str, str]]) -> None:
         a(f"<h2>{_esc(heading)}</h2>")
