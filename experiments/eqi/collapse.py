@@ -147,10 +147,10 @@ def plot(results: dict, path: Path) -> None:
         ax[1].plot([r["step"] for r in p], [r["relq_val"] for r in p], label=f"{name} validation")
         ax[1].plot([r["step"] for r in p], [r["relq_train"] for r in p], ls="--", label=f"{name} training docs")
         ax[2].plot([r["step"] for r in p], [r["in_psi_val"] for r in p], label=f"{name} in ψ_d")
-        ax[2].plot([r["step"] for r in p], [r["ffq_ratio"] for r in p], ls=":", label=f"{name} ‖FF(q)‖/‖q‖")
+        ax[2].plot([r["step"] for r in p], [r["ffd_ratio"] for r in p], ls=":", label=f"{name} ‖FF(d)‖/‖d‖")
     ax[0].set(title="training loss per batch (RankNet)", xlabel="batch")
     ax[1].set(title=f"{M} of the top-100 lists", xlabel="batch")
-    ax[2].set(title="share of returned queries in ψ_d; residual size", xlabel="batch")
+    ax[2].set(title="share of returned queries in ψ_d; document residual size", xlabel="batch")
     for a in ax:
         a.legend(fontsize=7)
     fig.tight_layout()
@@ -168,7 +168,12 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--runs", default="base,randneg,lr1e-6")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot-only", action="store_true", help="redraw the figure from the saved JSON")
     args = ap.parse_args()
+    if args.plot_only:
+        saved = json.loads((RESULTS / f"collapse_{args.dataset}.json").read_text())
+        plot(saved["log"], FIG / f"collapse_{args.dataset}.png")
+        return
     st, qemb, demb = load_audit(args.from_audit)
     qemb, demb = np.ascontiguousarray(qemb, np.float32), np.ascontiguousarray(demb, np.float32)
     test = sample_docs(st, 1000, seed=0)

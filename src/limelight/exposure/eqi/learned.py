@@ -25,7 +25,11 @@ Learning rate and stopping. The paper uses lr 1e-4 on ANCE's unnormalised 768-d 
 MiniLM's are unit-norm, and the heads' LayerNorm-ed hidden layers are not, so the same step moves
 FF(x) far more relative to x: on npl × the query log, validation RELQ(0.5,0.9) of Residual more
 than doubles within a few batches and then collapses (below 0.01 after ~20 batches at 1e-4, ~100
-at 1e-5, ~700 at 1e-6) while the training loss keeps falling. We default to lr 1e-5 and, given
+at 1e-5, ~700 at 1e-6) while the training loss keeps falling. Cause (docs/results-eqi.md,
+experiments/eqi/collapse.py): the document residual FF(d), read from a LayerNorm-ed hidden layer,
+grows a component shared by all documents that the ψ_d-only pairs reward; once ‖FF(d)‖ ≳ 0.5‖d‖
+every document retrieves the same hub queries from outside ψ_d (training documents collapse
+exactly like held-out ones: not overfitting). We default to lr 1e-5 and, given
 ``validation_docs``, keep the heads that score best on them (early stopping). The paper trains
 1K × 100 batches of 1000 on a GPU; on CPU ``steps`` bounds the batches (see ``train_eqi``).
 """
