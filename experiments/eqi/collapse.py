@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import RESULTS, ROOT
+from common import RESULTS, ROOT, sample_docs
 
 from limelight._io import atomic_path
 from limelight.exposure.eqi.base import faiss_ip_index, faiss_search
@@ -47,15 +47,6 @@ def load_audit(a: Path):
     qemb = np.load(a / "systems" / "query_vectors.npy")
     demb = np.load(a / "index" / "dense" / "embeddings.npy")
     return st, qemb, demb
-
-
-def sample_docs(st, n: int, seed: int, exclude=None) -> np.ndarray:
-    """``n`` documents with an exposing query (seeded), as experiments/eqi/common.py."""
-    rng = np.random.default_rng(seed)
-    cand = np.flatnonzero(st.n_exposing() > 0)
-    if exclude is not None:
-        cand = np.setdiff1d(cand, exclude)
-    return np.sort(rng.choice(cand, size=min(n, len(cand)), replace=False))
 
 
 def probe(h_q, h_d, qemb_t, demb_t, groups: dict, truth: dict, psi: dict) -> dict:

@@ -115,7 +115,6 @@ def evaluate_folds() -> None:
     from limelight.rerank.budget import rerank_at_depth
     from limelight.rerank.interpolate import interpolate, tune_depth, tune_lambda
     from limelight.rerank.ranker import KernelReranker, NeuralRanker
-    from limelight.rerank.train import _subset_run
     from limelight.retrieval.bm25 import BM25, BM25Index
 
     torch.set_num_threads(1)
@@ -133,11 +132,11 @@ def evaluate_folds() -> None:
         ds, first = cache[c]
         ranker = NeuralRanker.load(job["out"])
         val, test = ranker.meta["val_queries"], ranker.meta["test_queries"]
-        sub = _subset_run(first, val + test)
+        sub = first.subset(val + test)
         scored = KernelReranker(ranker, ds.collection).transform(ds.queries, sub)
         depth, dtable = tune_depth(sub, scored, ds.qrels, val, DEPTHS)
         lam, ltable = tune_lambda(sub, scored, ds.qrels, val, depth)
-        test_first = _subset_run(first, test)
+        test_first = first.subset(test)
         pure = rerank_at_depth(test_first, scored, depth).rename(f"{job['model']}-{job['init']}")
         mixed = interpolate(test_first, scored, lam, depth, name=f"{job['model']}-{job['init']}+bm25")
         write_run_parquet(pure, job["out"].with_suffix(".test.parquet"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -162,6 +162,15 @@ class Run:
         keep = self.ranks() <= k
         return Run.from_codes(self.qids, self.docids, self.q[keep], self.d[keep],
                               self.score[keep], self.name, sort=False)
+
+    def subset(self, qids: Sequence[str]) -> Run:
+        """The rows of the queries ``qids`` (ids the run lacks are ignored), same maps and order."""
+        keep_q = np.zeros(self.n_queries, dtype=bool)
+        codes = self.qids.encode(list(qids), missing=-1)
+        keep_q[codes[codes >= 0]] = True
+        keep = keep_q[self.q]
+        return Run.from_codes(self.qids, self.docids, self.q[keep], self.d[keep], self.score[keep],
+                              self.name, sort=False)
 
     def rename(self, name: str) -> Run:
         return Run(self.qids, self.docids, self.q, self.d, self.score, self.offsets, name, dict(self.meta))

@@ -20,14 +20,6 @@ from limelight.data.run import Run
 from limelight.errors import LimelightError
 
 
-def _subset(run: Run, qids: Sequence[str]) -> Run:
-    keep_q = np.zeros(run.n_queries, dtype=bool)
-    c = run.qids.encode(list(qids), missing=-1)
-    keep_q[c[c >= 0]] = True
-    keep = keep_q[run.q]
-    return Run.from_codes(run.qids, run.docids, run.q[keep], run.d[keep], run.score[keep], run.name, sort=False)
-
-
 def _measure(run: Run, qrels: Qrels, measure: str) -> float:
     """``measure`` of ``run`` over ``qrels``' queries (run-only queries ignored silently)."""
     from limelight.evaluation.evaluate import Evaluator
@@ -101,7 +93,7 @@ def tune_lambda(first: Run, reranked: Run, qrels: Qrels, val_qids: Sequence[str]
     if not len(val_qids):
         raise LimelightError("λ tuning needs validation queries")
     grid = [round(float(x), 4) for x in (grid if grid is not None else np.linspace(0, 1, 11))]
-    f, r, qr = _subset(first, val_qids), _subset(reranked, val_qids), _subset_qrels(qrels, val_qids)
+    f, r, qr = first.subset(val_qids), reranked.subset(val_qids), _subset_qrels(qrels, val_qids)
     table = {lam: _measure(interpolate(f, r, lam, depth), qr, measure) for lam in grid}
     best = max(grid, key=lambda lam: (table[lam], -grid.index(lam)))
     return best, table
@@ -115,7 +107,7 @@ def tune_depth(first: Run, reranked: Run, qrels: Qrels, val_qids: Sequence[str],
 
     if not len(val_qids):
         raise LimelightError("depth tuning needs validation queries")
-    f, r, qr = _subset(first, val_qids), _subset(reranked, val_qids), _subset_qrels(qrels, val_qids)
+    f, r, qr = first.subset(val_qids), reranked.subset(val_qids), _subset_qrels(qrels, val_qids)
     table = {int(k): _measure(rerank_at_depth(f, r, int(k)), qr, measure) for k in depths}
     best = max(table, key=lambda k: (table[k], -k))
     return best, table

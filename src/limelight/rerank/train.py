@@ -168,12 +168,19 @@ def mrr_at_10(run: Run, qrels: Qrels, qids: Sequence[str], threshold: int = 1) -
     return float(np.mean(vals)) if vals else 0.0
 
 
-def _subset_run(run: Run, qids: Sequence[str]) -> Run:
-    keep_q = np.zeros(run.n_queries, dtype=bool)
-    codes = run.qids.encode(list(qids), missing=-1)
-    keep_q[codes[codes >= 0]] = True
-    keep = keep_q[run.q]
-    return Run.from_codes(run.qids, run.docids, run.q[keep], run.d[keep], run.score[keep], run.name, sort=False)
+
+def _hinge_step(model, opt, qenc, docs, q, p, n, margin: float, device) -> float:
+    """One pairwise optimizer step on triples (query, relevant, non-relevant) given as rows of the
+    padded token arrays ``qenc``/``docs``: the hinge loss max(0, margin − s⁺ + s⁻); its value."""
+    qr, qm = model.encode(torch.from_numpy(qenc.take(q)).to(device))
+    pr, pm = model.encode(torch.from_numpy(docs.take(p)).to(device))
+    nr, nm = model.encode(torch.from_numpy(docs.take(n)).to(device))
+    loss = torch.clamp(margin - model.score_encoded(qr, qm, pr, pm)
+                       + model.score_encoded(qr, qm, nr, nm), min=0).mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
 
 
 def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triples: TripleSource,
@@ -200,7 +207,7 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
     validating = val_run is not None and val_qrels is not None
     if validating:
         val_qids = list(val_qids) if val_qids is not None else list(val_run.qids)
-        vrun = _subset_run(val_run, val_qids).topk(cfg.val_depth)
+        vrun = val_run.subset(val_qids).topk(cfg.val_depth)
         if len(vrun) == 0:
             raise LimelightError("the validation run has no candidates for the validation queries")
         stage = KernelReranker(ranker, collection, batch_size=256)
@@ -246,19 +253,7 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
             n_steps = min(n_steps, cfg.max_steps_per_epoch)
         for s in range(n_steps):
             sl = slice(s * cfg.batch_size, (s + 1) * cfg.batch_size)
-            qi = torch.from_numpy(qenc.take(q[sl])).to(device)
-            pi = torch.from_numpy(docs.take(p[sl])).to(device)
-            ni = torch.from_numpy(docs.take(n[sl])).to(device)
-            qr, qm = model.encode(qi)
-            pr, pm = model.encode(pi)
-            nr, nm = model.encode(ni)
-            sp = model.score_encoded(qr, qm, pr, pm)
-            sn = model.score_encoded(qr, qm, nr, nm)
-            loss = torch.clamp(cfg.margin - sp + sn, min=0).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            losses.append(_hinge_step(model, opt, qenc, docs, q[sl], p[sl], n[sl], cfg.margin, device))
             result.steps += 1
             if cfg.validate_every and result.steps % cfg.validate_every == 0 and validate():
                 stop, result.stopped = True, "early"
@@ -377,7 +372,7 @@ class Validation:
         self.qrels = Qrels.from_arrays(self.qrels.qids.decode(self.qrels.q[keep]),
                                        self.qrels.docids.decode(self.qrels.d[keep]),
                                        self.qrels.rel[keep], "validation")
-        self.run = _subset_run(self.run, self.qids).topk(self.depth)
+        self.run = self.run.subset(self.qids).topk(self.depth)
         if len(self.run) == 0:
             raise LimelightError("the validation run has no candidates for the validation queries")
 
@@ -696,19 +691,7 @@ def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.
             result.stopped = "early"  # resumed from a state that had already stopped early
         while result.stopped != "early" and result.steps < config.max_steps:
             q, p, n = batch(result.steps)
-            qi = torch.from_numpy(qenc.take(q)).to(device)
-            pi = torch.from_numpy(docs.take(p)).to(device)
-            ni = torch.from_numpy(docs.take(n)).to(device)
-            qr, qm = model.encode(qi)
-            pr, pm = model.encode(pi)
-            nr, nm = model.encode(ni)
-            sp = model.score_encoded(qr, qm, pr, pm)
-            sn = model.score_encoded(qr, qm, nr, nm)
-            loss = torch.clamp(config.margin - sp + sn, min=0).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            losses.append(_hinge_step(model, opt, qenc, docs, q, p, n, config.margin, device))
             result.steps += 1
             if config.throttle:
                 time.sleep(config.throttle)
