@@ -74,6 +74,35 @@ def test_document_exposing_queries_and_exposure(client, service, browsing):
     assert [q["qid"] for q in a + b] == [t["qid"] for t in truth[:10]]
 
 
+@pytest.mark.parametrize("browsing", ["rbp:0.8", "cutoff:10"])
+def test_document_under_every_system_side_by_side(client, service, browsing):
+    """The document page's per-system table, recomputed per system from each store's own
+    exposing-query list and r(d), for a document the two systems expose differently."""
+    docid = _busy_doc(service, "bm25-classic")
+    j = client.get(f"/api/documents/{quote(docid)}", params={"browsing": browsing, "system": "bm25"}).json()
+    assert [s["system"] for s in j["systems"]] == ["bm25", "bm25-classic"]
+    model = parse_browsing_model(browsing)
+    seen = []
+    for row in j["systems"]:
+        st = service.system(row["system"]).store
+        truth = st.exposing_queries(docid)
+        ranks = np.array([t["rank"] for t in truth], dtype=np.int64)
+        c = min(100, st.depth)
+        assert row["depth"] == st.depth and row["c"] == c
+        assert row["n_exposing"] == len(truth) and row["n_exposing_c"] == int((ranks <= c).sum())
+        assert row["best_rank"] == (int(ranks.min()) if len(ranks) else None)
+        assert row["exposure"] == pytest.approx(model.weights(ranks).sum())
+        assert row["r"] == pytest.approx(st.retrievability(c=c).r[st.doc_ids.lookup(docid)])
+        seen.append((row["n_exposing"], row["best_rank"], round(row["r"], 6)))
+    assert seen[0] != seen[1]  # the two systems really differ on this document
+    # the row of the page's own system equals the page's headline figures
+    assert j["systems"][0]["n_exposing"] == j["n_exposing"]
+    assert j["systems"][0]["exposure"] == pytest.approx(j["exposure"])
+    page = client.get(f"/documents/{quote(docid)}", params={"system": "bm25-classic"}).text
+    assert 'id="document-systems"' in page and page.count('<tr class="current">') == 1
+    assert "bm25-classic</a> (shown)" in page and "bm25</a> (shown)" not in page
+
+
 def test_query_page_data_is_the_stored_top_n(client, service):
     st = service.system("bm25-classic").store
     docid = _busy_doc(service, "bm25-classic")

@@ -298,7 +298,31 @@ class AuditService:
             "queries": queries,
             "chart": [{"position": i + 1, "qid": q, "query": t, "rank": int(rk), "height": depth - (int(rk) - 1)}
                       for i, (q, t, _w, rk, _s) in enumerate(chart_rows)],
+            "systems": self.document_systems(row, model),
         }
+
+    def document_systems(self, row: int, model: BrowsingModel, c: int = 100) -> list[dict]:
+        """One document's exposure under every audited system, side by side: the number of
+        queries exposing it (in the store's top-n and in the top ``c``), its best rank, its
+        exposure Σμ under ``model`` and r(d) at ``c`` (``c`` capped at each store's depth)."""
+        out = []
+        for sysm in self.systems.values():
+            cs = min(c, sysm.store.depth)
+            d = int(sysm.store_d[row])
+            cur = sysm.con.cursor()
+            try:
+                by_rank = cur.execute("SELECT rank, count(*) AS n FROM exposure WHERE d = ? GROUP BY rank",
+                                      [d]).fetchnumpy()
+            finally:
+                cur.close()
+            ranks = np.asarray(by_rank["rank"], dtype=np.int64)
+            counts = np.asarray(by_rank["n"], dtype=np.float64)
+            mu = model.weights(ranks) if len(ranks) else np.zeros(0)
+            out.append({"system": sysm.name, "depth": sysm.store.depth, "c": cs,
+                        "n_exposing": int(counts.sum()), "n_exposing_c": int(counts[ranks <= cs].sum()),
+                        "best_rank": int(ranks.min()) if len(ranks) else None,
+                        "exposure": float(mu @ counts), "r": float(self._served_r(sysm, cs)[row])})
+        return out
 
     def query_row(self, sysm: _System, qid: str) -> int:
         try:

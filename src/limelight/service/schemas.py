@@ -73,6 +73,17 @@ class ChartBar(BaseModel):
     height: int = Field(description="y: n_{q→d} − ρ(d, σ_q) (higher = more exposing)")
 
 
+class DocumentSystem(BaseModel):
+    system: str
+    depth: int
+    c: int = Field(description="the retrievability cutoff (100, or the store's depth if smaller)")
+    n_exposing: int = Field(description="queries whose top-n contains the document")
+    n_exposing_c: int = Field(description="queries whose top-c contains the document")
+    best_rank: int | None = Field(description="the best (smallest) rank of the document over the queries")
+    exposure: float = Field(description="Σ_q μ_{q→d}(rank) under the page's browsing model")
+    r: float = Field(description="r(d) at c with the stored query weights o_q")
+
+
 class Document(BaseModel):
     docid: str
     title: str
@@ -89,6 +100,7 @@ class Document(BaseModel):
     limit: int
     queries: list[ExposingQuery]
     chart: list[ChartBar]
+    systems: list[DocumentSystem] = Field(description="the document's exposure under every audited system")
 
 
 class ExposedDocument(BaseModel):
