@@ -5,13 +5,16 @@ the lexirecall paper) evaluated on all queries at once: ``recall_level`` takes a
 array ``e`` (same shape as the positions) and a normalisation ``z`` and sums over columns.
 Measures that trec_eval computes see only retrieved documents (exposure 0 beyond the retrieval
 depth, as trec_eval and the paper's footnote on AP do); TSE and the lexicographic measures use
-the pessimistically imputed positions.
+the pessimistically imputed positions. The expected-exposure formulas of a ranking (the ideal
+policy's target ε* and EE-D/EE-R/EE-L from exposures) are kernels too and live at the end;
+``limelight.evaluation.expected_exposure`` evaluates stochastic policies with them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from limelight.errors import LimelightError
 from limelight.evaluation.measures import Measure, MeasureError
 from limelight.evaluation.relpos import RelPositions
 
@@ -90,8 +93,6 @@ def compute(measure: Measure, rp: RelPositions) -> np.ndarray:
     if name == "LexiPrecision":
         return lexiprecision_metric(rp.pos, rp.m, rp.n)
     if measure.is_expected_exposure:  # the policy that always returns this run
-        from limelight.evaluation.expected_exposure import deterministic_ee
-
         return deterministic_ee(rp, measure.gamma)[name]
     raise MeasureError(f"no kernel for {measure}")
 
@@ -148,3 +149,78 @@ def lexiprecision_metric(pos: np.ndarray, m: np.ndarray, n: int, eps: float = 0.
         nv = (delta * v + x[:, i]) / (1.0 + delta)
         v = np.where(i < m - 1, nv, v)
     return np.where(m > 0, v, 0.0)
+
+
+# ---- expected exposure (EE-D/EE-R/EE-L; see ``limelight.evaluation.expected_exposure``) ----
+
+
+def _check_gamma(gamma: float) -> float:
+    g = float(gamma)
+    if not 0.0 < g < 1.0:
+        raise LimelightError(f"gamma must lie in (0, 1), got {gamma}")
+    return g
+
+
+def target_exposure(grade: np.ndarray, valid: np.ndarray, n: int, gamma: float = 0.5
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ideal policy's expected exposure for padded rows of relevant grades.
+
+    ``grade`` ``(nq, M)``: the grades (≥ 1) of each query's relevant documents in any order,
+    ``valid`` the mask of real entries, ``n`` the number of candidate documents (the
+    collection). Returns ``(target (nq, M)`` aligned with ``grade`` (0 on padding),
+    ``non_relevant (nq,)`` the target of each non-relevant document, ``norm2 (nq,)`` = ||ε*||²
+    over all ``n`` documents).
+    """
+    g = _check_gamma(gamma)
+    grade = np.asarray(grade)
+    valid = np.asarray(valid, dtype=bool)
+    nq, M = grade.shape
+    r = valid.sum(axis=1).astype(np.int64)
+    if nq and int(r.max(initial=0)) > n:
+        raise LimelightError(f"n={n} documents cannot hold {int(r.max())} relevant ones")
+    key = np.where(valid, grade.astype(np.int64), -1)
+    order = np.argsort(-key, axis=1, kind="stable")  # grades descending, padding last
+    ks = np.take_along_axis(key, order, axis=1)
+    cols = np.broadcast_to(np.arange(M), (nq, M))
+    new = np.ones((nq, M), dtype=bool)
+    new[:, 1:] = ks[:, 1:] != ks[:, :-1]
+    end_ = np.ones((nq, M), dtype=bool)
+    end_[:, :-1] = ks[:, :-1] != ks[:, 1:]
+    start = np.maximum.accumulate(np.where(new, cols, 0), axis=1)
+    last = np.minimum.accumulate(np.where(end_, cols, M)[:, ::-1], axis=1)[:, ::-1]
+    size = (last - start + 1).astype(np.float64)
+    ts = (np.power(g, start) - np.power(g, start + size)) / (size * (1.0 - g))
+    target = np.zeros((nq, M))
+    np.put_along_axis(target, order, ts, axis=1)
+    target = np.where(valid, target, 0.0)
+    rest = (n - r).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t0 = np.where(rest > 0, (np.power(g, r) - g ** float(n)) / (rest * (1.0 - g)), 0.0)
+    norm2 = (target ** 2).sum(axis=1) + rest * t0 ** 2
+    return target, t0, norm2
+
+
+def ee_from_parts(rel_exposure: np.ndarray, rp: RelPositions, total: np.ndarray,
+                  norm2: np.ndarray, gamma: float) -> dict[str, np.ndarray]:
+    """EE-D, EE-R and EE-L per query from the expected exposures of each query's relevant
+    documents (``rel_exposure`` aligned with ``rp.grade``, 0 where not exposed), each query's
+    total expected exposure Σ_d ε_d (``total``) and squared norm ||ε||² (``norm2``)."""
+    valid = rp.valid
+    target, t0, ideal2 = target_exposure(rp.grade, valid, rp.n, gamma)
+    e = np.where(valid, rel_exposure, 0.0)
+    rel_sum = e.sum(axis=1)
+    eer = (e * target).sum(axis=1) + t0 * np.maximum(total - rel_sum, 0.0)
+    eed = np.asarray(norm2, dtype=np.float64)
+    eel = np.maximum(eed - 2.0 * eer + ideal2, 0.0)  # ≥ 0 exactly; clip rounding
+    return {"EE-D": eed, "EE-R": eer, "EE-L": eel}
+
+
+def deterministic_ee(rp: RelPositions, gamma: float) -> dict[str, np.ndarray]:
+    """EE-D/EE-R/EE-L of the policy that always returns the run of ``rp`` (threshold 1): the
+    document at rank ``i`` has exposure γ^(i−1), ranks beyond the run's depth none."""
+    g = _check_gamma(gamma)
+    depth = rp.depth.astype(np.float64)
+    rel = np.where(rp.retrieved, np.power(g, rp.pos.astype(np.float64) - 1.0), 0.0)
+    total = (1.0 - np.power(g, depth)) / (1.0 - g)
+    norm2 = (1.0 - np.power(g * g, depth)) / (1.0 - g * g)
+    return ee_from_parts(rel, rp, total, norm2, g)

@@ -363,7 +363,7 @@ class RerankedRetriever(Retriever):
         if docs.ndim != 2 or docs.shape[0] != n:
             raise LimelightError(f"{self.first.name}: search_batch returned {docs.shape} for {n} queries")
         # the first stage's ranks as a Run derives them (score desc, doc id desc; padding last)
-        from limelight.retrieval.fusion import _trec_order
+        from limelight.retrieval.runfusion import _trec_order
 
         docs = _trec_order(docs, np.asarray(scores), lex)
         width = docs.shape[1]
