@@ -1,5 +1,9 @@
 """Evaluation: measures, lexicographic preferences, significance tests, robustness analyses.
 
+Rank discounts (``Discount`` and its kinds, ``limelight.evaluation.discounts``) are the one
+implementation of every rank weighting: TSE's exposure models, nDCG and RBP, expected exposure,
+and the exposure layer's browsing models, retrievability functions and RELQ.
+
 See ``docs/results-evaluation.md``. The relevance-position array (``relevance_positions``) is the
 shared input of every measure and preference.
 """
@@ -15,6 +19,15 @@ _EXPORTS = {
     "compare_runs": "limelight.evaluation.compare",
     "Comparison": "limelight.evaluation.compare",
     "compute": "limelight.evaluation.kernels",
+    "ConstantDiscount": "limelight.evaluation.discounts",
+    "Discount": "limelight.evaluation.discounts",
+    "GeometricDiscount": "limelight.evaluation.discounts",
+    "LinearDiscount": "limelight.evaluation.discounts",
+    "LogDiscount": "limelight.evaluation.discounts",
+    "ReciprocalDiscount": "limelight.evaluation.discounts",
+    "TruncatedDiscount": "limelight.evaluation.discounts",
+    "retrievability_discount": "limelight.evaluation.discounts",
+    "to_rho": "limelight.evaluation.discounts",
     "EvalResult": "limelight.evaluation.evaluate",
     "evaluate": "limelight.evaluation.evaluate",
     "evaluate_exposure": "limelight.evaluation.expected_exposure",
@@ -58,6 +71,17 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from limelight.evaluation.compare import Comparison, RunTable, compare_runs, evaluate_runs  # noqa: F401
+    from limelight.evaluation.discounts import (  # noqa: F401
+        ConstantDiscount,
+        Discount,
+        GeometricDiscount,
+        LinearDiscount,
+        LogDiscount,
+        ReciprocalDiscount,
+        TruncatedDiscount,
+        retrievability_discount,
+        to_rho,
+    )
     from limelight.evaluation.evaluate import EvalResult, Evaluator, evaluate  # noqa: F401
     from limelight.evaluation.expected_exposure import (  # noqa: F401
         evaluate_exposure,

@@ -38,6 +38,7 @@ from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
 from limelight.data.run import Run
 from limelight.errors import LimelightError
+from limelight.evaluation.discounts import GeometricDiscount
 from limelight.evaluation.evaluate import EvalResult
 from limelight.evaluation.kernels import (  # noqa: F401  (re-exported: the EE formulas live in kernels)
     _check_gamma,
@@ -52,7 +53,7 @@ from limelight.evaluation.relpos import QrelsIndex, RelPositions, relevance_posi
 
 def position_exposure(k: int, gamma: float = 0.5) -> np.ndarray:
     """Exposure γ^(i−1) of the 1-based ranks ``i = 1..k`` (float64)."""
-    return np.power(_check_gamma(gamma), np.arange(int(k), dtype=np.float64))
+    return GeometricDiscount(_check_gamma(gamma)).weights(np.arange(1, int(k) + 1))
 
 
 def _check_exposure_run(run: Run) -> None:
@@ -149,7 +150,7 @@ def expected_exposure_run(rankings: Sequence[Run], gamma: float = 0.5,
                                  "is not in the first ranking")
         qs.append(qcode[rr.q].astype(np.int64))
         ds.append(rr.d.astype(np.int64))
-        ws.append(pk * np.power(g, rr.ranks().astype(np.float64) - 1.0))
+        ws.append(pk * GeometricDiscount(g).weights(rr.ranks()))
     q, d, w = np.concatenate(qs), np.concatenate(ds), np.concatenate(ws)
     key = q * max(len(docids), 1) + d
     uniq, inv = np.unique(key, return_inverse=True)

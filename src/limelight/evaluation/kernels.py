@@ -15,6 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from limelight.errors import LimelightError
+from limelight.evaluation.discounts import (
+    Discount,
+    GeometricDiscount,
+    LinearDiscount,
+    LogDiscount,
+    ReciprocalDiscount,
+    TruncatedDiscount,
+)
 from limelight.evaluation.measures import Measure, MeasureError
 from limelight.evaluation.relpos import RelPositions
 
@@ -24,19 +32,25 @@ def recall_level(e: np.ndarray, z: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, e * z, 0.0).sum(axis=1)
 
 
-def exposure(name: str, pos: np.ndarray, n: int, p: float | None = None) -> np.ndarray:
-    """Exposure e(i) of 1-based positions ``pos`` (strictly decreasing in i)."""
-    x = pos.astype(np.float64)
+def exposure_model(name: str, n: int, p: float | None = None) -> Discount:
+    """The exposure model e(i) of TSE and the measure kernels as a ``Discount`` (strictly
+    decreasing in the rank): ``rr`` 1/i, ``ndcg`` 1/log2(i+1), ``rbp`` (1−p)·p^(i−1) (p = 0.8
+    by default), ``lin`` 1 − i/n."""
     if name == "rr":
-        return 1.0 / x
+        return ReciprocalDiscount()
     if name == "ndcg":
-        return 1.0 / np.log2(x + 1.0)
+        return LogDiscount()
     if name == "rbp":
         pp = 0.8 if p is None else p
-        return (1.0 - pp) * np.power(pp, x - 1.0)
+        return GeometricDiscount(pp, scale=1.0 - pp)
     if name == "lin":
-        return 1.0 - x / float(n)
+        return LinearDiscount(int(n))
     raise MeasureError(f"unknown exposure model {name!r}")
+
+
+def exposure(name: str, pos: np.ndarray, n: int, p: float | None = None) -> np.ndarray:
+    """Exposure e(i) of 1-based positions ``pos`` under the model ``name`` (``exposure_model``)."""
+    return exposure_model(name, n, p).weights(pos)
 
 
 def _levels(rp: RelPositions) -> np.ndarray:
@@ -111,11 +125,8 @@ def ideal_dcg(rp: RelPositions, k: int | None) -> np.ndarray:
     gains, discount 1/log2(rank+1), cut at ``k``."""
     gain = rp.grade.astype(np.float64)
     ideal = -np.sort(-np.where(rp.valid, gain, 0.0), axis=1)
-    ranks = np.arange(1, ideal.shape[1] + 1, dtype=np.float64)[None, :]
-    disc = 1.0 / np.log2(ranks + 1.0)
-    if k is not None:
-        disc = np.where(ranks <= k, disc, 0.0)
-    return (ideal * disc).sum(axis=1)
+    disc = LogDiscount() if k is None else TruncatedDiscount(int(k), LogDiscount())
+    return (ideal * disc.weights(np.arange(1, ideal.shape[1] + 1))[None, :]).sum(axis=1)
 
 
 def lexirecall_metric(pos: np.ndarray, m: np.ndarray, n: int, eps: float = 0.5) -> np.ndarray:
@@ -220,7 +231,7 @@ def deterministic_ee(rp: RelPositions, gamma: float) -> dict[str, np.ndarray]:
     document at rank ``i`` has exposure γ^(i−1), ranks beyond the run's depth none."""
     g = _check_gamma(gamma)
     depth = rp.depth.astype(np.float64)
-    rel = np.where(rp.retrieved, np.power(g, rp.pos.astype(np.float64) - 1.0), 0.0)
+    rel = np.where(rp.retrieved, GeometricDiscount(g).weights(rp.pos), 0.0)
     total = (1.0 - np.power(g, depth)) / (1.0 - g)
     norm2 = (1.0 - np.power(g * g, depth)) / (1.0 - g * g)
     return ee_from_parts(rel, rp, total, norm2, g)

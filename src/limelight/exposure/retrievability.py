@@ -2,7 +2,7 @@
 
 r(d) = Σ_q o_q · f(k_dq, c) over **every document of the collection** (documents no query
 retrieves have r = 0), with the cumulative f = 1[k ≤ c] or the gravity f = 1[k ≤ c] / k^β
-(k the 1-based rank). The Gini coefficient is CtrlQGen's (Gastwirth 1972) over r sorted
+(k the 1-based rank; ``limelight.evaluation.discounts.retrievability_discount``). The Gini coefficient is CtrlQGen's (Gastwirth 1972) over r sorted
 ascending: G = Σ_i (2i − N − 1) r_i / (N Σ_j r_j).
 
 Everything works on one sparse documents × queries matrix of 1-based ranks (0 = not
@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from limelight.data.ids import IdMap
 from limelight.errors import FormatError, LimelightError
+from limelight.evaluation.discounts import retrievability_discount
 
 # ---- the rank matrix ------------------------------------------------------------------------
 
@@ -46,15 +47,6 @@ def rank_matrix(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_docs: int,
     return m
 
 
-def _f_values(rank: np.ndarray, c: int, beta: float | None) -> np.ndarray:
-    """f(k, c) for 1-based ranks: cumulative (beta None or 0) or gravity 1/k^β, 0 beyond c."""
-    k = rank.astype(np.float64)
-    f = (rank <= c).astype(np.float64)
-    if beta:
-        f /= np.power(k, beta)
-    return f
-
-
 def _check_weights(weights: np.ndarray, n_queries: int) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (n_queries,):
@@ -67,12 +59,9 @@ def _check_weights(weights: np.ndarray, n_queries: int) -> np.ndarray:
 
 def f_matrix(ranks: sp.csr_matrix, c: int = 100, beta: float | None = None) -> sp.csr_matrix:
     """The matrix f(k_dq, c) with the same sparsity as ``ranks`` (explicit zeros dropped)."""
-    if c < 1:
-        raise LimelightError(f"cutoff c must be ≥ 1, got {c}")
-    if beta is not None and (not np.isfinite(beta) or beta < 0):
-        raise LimelightError(f"gravity β must be a finite number ≥ 0, got {beta}")
+    f = retrievability_discount(c, beta)  # checks c and β
     # copies: eliminate_zeros works in place and must not touch ``ranks``' index arrays
-    m = sp.csr_matrix((_f_values(ranks.data, c, beta), ranks.indices.copy(), ranks.indptr.copy()),
+    m = sp.csr_matrix((f.weights(ranks.data), ranks.indices.copy(), ranks.indptr.copy()),
                       shape=ranks.shape)
     m.eliminate_zeros()
     return m
@@ -88,30 +77,31 @@ def retrievability_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_
 def _pairs_r_n(q: np.ndarray, d: np.ndarray, rank: np.ndarray, n_docs: int, weights: np.ndarray,
                c: int, beta: float | None) -> tuple[np.ndarray, np.ndarray]:
     """(r(d), number of pairs per document) from parallel pair arrays, in one pass."""
-    if c < 1:
-        raise LimelightError(f"cutoff c must be ≥ 1, got {c}")
-    if beta is not None and (not np.isfinite(beta) or beta < 0):
-        raise LimelightError(f"gravity β must be a finite number ≥ 0, got {beta}")
+    f = retrievability_discount(c, beta)  # checks c and β
     w = np.asarray(weights, dtype=np.float64)
     q, d, rank = np.asarray(q), np.asarray(d), np.asarray(rank)
     if not len(q):
         return np.zeros(n_docs), np.zeros(n_docs, np.int64)
     if int(d.max()) >= n_docs or int(d.min()) < 0 or int(q.max()) >= len(w) or int(q.min()) < 0:
         raise LimelightError("a pair's document or query code is outside the collection or query set")
-    return _r_from_pairs(q, d, rank, w, int(c), float(beta or 0.0), int(n_docs))
+    top = min(f.c, int(rank.max()))  # no rank beyond ``top`` needs a weight
+    f_table = np.concatenate([[0.0], f.weights(np.arange(1, top + 1))])  # f(k) at k = 0..top
+    return _r_from_pairs(q, d, rank, w, f_table, int(n_docs))
 
 
 @numba.njit(cache=True, nogil=True)
-def _r_from_pairs(q, d, rank, w, c, beta, n_docs):  # pragma: no cover - numba
-    """One pass over the pairs: r[d] += o_q · f(k, c) (no per-pair temporaries), and the
-    number of pairs of each document (at any rank)."""
+def _r_from_pairs(q, d, rank, w, f_table, n_docs):  # pragma: no cover - numba
+    """One pass over the pairs: r[d] += o_q · f(k, c), with f(k, c) looked up in ``f_table``
+    (ranks 1..c; no per-pair temporaries), and the number of pairs of each document (at any
+    rank)."""
     r = np.zeros(n_docs)
     n = np.zeros(n_docs, np.int64)
+    c = len(f_table) - 1
     for i in range(len(q)):
         k = rank[i]
         n[d[i]] += 1
-        if k <= c:
-            r[d[i]] += w[q[i]] if beta == 0.0 else w[q[i]] * (1.0 / np.float64(k) ** beta)
+        if 1 <= k <= c:
+            r[d[i]] += w[q[i]] * f_table[k]
     return r, n
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from limelight.data.ids import IdMap
 from limelight.data.run import Run
 from limelight.errors import LimelightError
+from limelight.evaluation.discounts import GeometricDiscount, LogDiscount, TruncatedDiscount
 from limelight.exposure.retrievability import gini
 
 # ---- padded top-k arrays ---------------------------------------------------------------------------
@@ -207,26 +208,18 @@ def _splitmix_np(x: np.ndarray) -> np.ndarray:
 
 def rbp_weights(k: int, gamma: float) -> np.ndarray:
     """γ^(rank−1) for ranks 1..k (the expected-exposure browsing model)."""
-    from limelight.exposure.browsing import RBP
-
-    return RBP(gamma).weights(np.arange(1, k + 1))
+    return GeometricDiscount(gamma).weights(np.arange(1, k + 1))
 
 
 def cutoff_weights(k: int, c: int) -> np.ndarray:
     """1[rank ≤ c] for ranks 1..k (cumulative retrievability)."""
-    from limelight.exposure.browsing import Cutoff
-
-    return Cutoff(c).weights(np.arange(1, k + 1))
+    return TruncatedDiscount(c).weights(np.arange(1, k + 1))
 
 
 def dcg_weights(k: int, cutoff: int | None = 10) -> np.ndarray:
     """nDCG's discount 1/log2(rank+1) for ranks 1..k, 0 beyond ``cutoff``."""
-    from limelight.exposure.browsing import DCG
-
-    w = DCG().weights(np.arange(1, k + 1))
-    if cutoff is not None:
-        w[cutoff:] = 0.0
-    return w
+    d = LogDiscount() if cutoff is None else TruncatedDiscount(cutoff, LogDiscount())
+    return d.weights(np.arange(1, k + 1))
 
 
 # ---- a policy over a run -----------------------------------------------------------------------------
