@@ -2,7 +2,11 @@
 
 - ``compute_exposure`` / ``ExposureStore``: every (query, document, rank, score) of every
   query's top-n, in Parquet shards and an embedded DuckDB database (resumable).
-- ``RBP``, ``DCG``, ``Exhaustive``, ``Cutoff``: browsing models μ_{q→d} (0-based ρ inside).
+- ``GeometricDiscount`` (rbp:γ), ``LogDiscount`` (dcg), ``ConstantDiscount`` (exhaustive),
+  ``TruncatedDiscount`` (cutoff:c): browsing models μ_{q→d} (0-based ρ inside), the rank
+  discounts of ``limelight.evaluation.discounts``; their former names ``RBP``, ``DCG``,
+  ``Exhaustive`` and ``Cutoff`` are deprecated aliases (``RBP`` is also a measure, ``Cutoff``
+  a pipeline stage).
 - ``retrievability``, ``gini``, ``lorenz``, ``bootstrap_gini``, ``paired_bootstrap_gini``,
   ``group_retrievability``: retrievability over every document of the collection.
 - ``expected_weights``, ``policy_expectations``, ``stochastic_store_exposure``: Plackett-Luce
@@ -21,6 +25,7 @@ _EXPORTS = {
     "analyse_pairs": "limelight.exposure.retrievability",
     "bootstrap_gini": "limelight.exposure.retrievability",
     "BrowsingModel": "limelight.exposure.browsing",
+    "ConstantDiscount": "limelight.evaluation.discounts",
     "compute_exposure": "limelight.exposure.exact",
     "Cutoff": "limelight.exposure.browsing",
     "DCG": "limelight.exposure.browsing",
@@ -29,8 +34,10 @@ _EXPORTS = {
     "expected_weights": "limelight.exposure.stochastic",
     "exposure_from_run": "limelight.exposure.exact",
     "ExposureStore": "limelight.exposure.exact",
+    "GeometricDiscount": "limelight.evaluation.discounts",
     "gini": "limelight.exposure.retrievability",
     "group_retrievability": "limelight.exposure.retrievability",
+    "LogDiscount": "limelight.evaluation.discounts",
     "lorenz": "limelight.exposure.retrievability",
     "paired_bootstrap_gini": "limelight.exposure.retrievability",
     "parse_browsing_model": "limelight.exposure.browsing",
@@ -47,18 +54,21 @@ _EXPORTS = {
     "retriever_fingerprint": "limelight.exposure.exact",
     "stochastic_store_exposure": "limelight.exposure.stochastic",
     "to_rho": "limelight.exposure.browsing",
+    "TruncatedDiscount": "limelight.evaluation.discounts",
 }
 
-__all__ = list(_EXPORTS)
+__all__ = [n for n in _EXPORTS if n not in ("Cutoff", "DCG", "Exhaustive", "RBP")]  # deprecated
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # for type checkers and IDEs
+    from limelight.evaluation.discounts import (  # noqa: F401
+        ConstantDiscount,
+        GeometricDiscount,
+        LogDiscount,
+        TruncatedDiscount,
+    )
     from limelight.exposure.browsing import (  # noqa: F401
-        DCG,
-        RBP,
         BrowsingModel,
-        Cutoff,
-        Exhaustive,
         parse_browsing_model,
         to_rho,
     )

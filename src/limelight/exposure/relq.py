@@ -10,9 +10,11 @@ browsing model of the EQI user and μ_{q→d} that of the searcher::
 ψ*_d, the ideal list, holds d's exposing queries by decreasing g (increasing rank), cut at
 n_{d→q}; both lists are cut at n_{d→q}. Instances (``RELQ`` objects)::
 
-    RELQ(RBP(0.5), RBP(0.9))          "RELQ(0.5,0.9)"  — γ_{q→d} first, as in Table 2
-    RELQ(RBP(1), RBP(1))              "RELQ(1,1)"
-    RELQ(DCG(), Exhaustive())         "RELQ(EXH,NDCG)" — eq. 4
+    RELQ(GeometricDiscount(0.5), GeometricDiscount(0.9))   "RELQ(0.5,0.9)"  — γ_{q→d} first, as in Table 2
+    RELQ(GeometricDiscount(1), GeometricDiscount(1))       "RELQ(1,1)"
+    RELQ(LogDiscount(), ConstantDiscount())                "RELQ(EXH,NDCG)" — eq. 4
+
+(the browsing models are the rank discounts of ``limelight.evaluation.discounts``).
 
 Eq. 4 reads garbled in the paper's text (``ρ(d, σ_q)/log2(i+1)``); we read it, as its name says,
 as an exhaustive EQI user (μ_{d→q} = 1) and nDCG's discount for the searcher,
@@ -39,7 +41,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from limelight.errors import LimelightError
-from limelight.exposure.browsing import DCG, RBP, BrowsingModel, Exhaustive
+from limelight.evaluation.discounts import ConstantDiscount, GeometricDiscount, LogDiscount
+from limelight.exposure.browsing import BrowsingModel
 
 __all__ = ["RELQ", "TABLE2", "relq", "relq_many", "parse_relq"]
 
@@ -59,16 +62,16 @@ class RELQ:
 
     def __str__(self) -> str:
         def part(m: BrowsingModel) -> str:
-            if isinstance(m, RBP):
+            if isinstance(m, GeometricDiscount):
                 return f"{m.gamma:g}"
-            if isinstance(m, DCG):
+            if isinstance(m, LogDiscount):
                 return "NDCG"
-            if isinstance(m, Exhaustive):
+            if isinstance(m, ConstantDiscount):
                 return "EXH"
             return m.name
 
         a, b = part(self.mu_qd), part(self.mu_dq)
-        if not isinstance(self.mu_qd, RBP) or not isinstance(self.mu_dq, RBP):
+        if not isinstance(self.mu_qd, GeometricDiscount) or not isinstance(self.mu_dq, GeometricDiscount):
             a, b = b, a  # the paper writes RELQ_{EXH,NDCG}: EQI user first for these
         s = f"RELQ({a},{b})"
         return s if self.n_dq == 100 else f"{s}@{self.n_dq}"
@@ -80,10 +83,10 @@ class RELQ:
 
 
 TABLE2: tuple[RELQ, ...] = (
-    RELQ(RBP(0.5), RBP(0.5)),
-    RELQ(RBP(0.5), RBP(0.9)),
-    RELQ(RBP(1.0), RBP(1.0)),
-    RELQ(DCG(), Exhaustive()),
+    RELQ(GeometricDiscount(0.5), GeometricDiscount(0.5)),
+    RELQ(GeometricDiscount(0.5), GeometricDiscount(0.9)),
+    RELQ(GeometricDiscount(1.0), GeometricDiscount(1.0)),
+    RELQ(LogDiscount(), ConstantDiscount()),
 )
 
 _SPEC = re.compile(r"^\s*relq\s*\(\s*([^,()]+)\s*,\s*([^,()]+)\s*\)\s*(?:@\s*(\d+))?\s*$", re.I)
@@ -99,16 +102,16 @@ def parse_relq(spec: str) -> RELQ:
 
     def model(s: str) -> BrowsingModel:
         if s in ("EXH", "EXHAUSTIVE"):
-            return Exhaustive()
+            return ConstantDiscount()
         if s in ("NDCG", "DCG"):
-            return DCG()
+            return LogDiscount()
         try:
-            return RBP(float(s))
+            return GeometricDiscount(float(s))
         except ValueError:
             raise LimelightError(f"bad RELQ spec {spec!r}: {s!r} is not γ, EXH or NDCG") from None
 
     ma, mb = model(a), model(b)
-    if isinstance(ma, RBP) and isinstance(mb, RBP):
+    if isinstance(ma, GeometricDiscount) and isinstance(mb, GeometricDiscount):
         return RELQ(ma, mb, n_dq)  # (γ_{q→d}, γ_{d→q})
     return RELQ(mb, ma, n_dq)  # (EQI user, searcher), as RELQ_{EXH,NDCG}
 
