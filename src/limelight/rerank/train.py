@@ -26,6 +26,8 @@ from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
 from limelight.data.run import Run
 from limelight.errors import LimelightError
+from limelight.evaluation.evaluate import Evaluator
+from limelight.evaluation.measures import Measure
 from limelight.rerank.models import param_groups
 from limelight.rerank.ranker import KernelReranker, NeuralRanker
 
@@ -144,29 +146,16 @@ class TrainResult:
 
 
 def mrr_at_10(run: Run, qrels: Qrels, qids: Sequence[str], threshold: int = 1) -> float:
-    """Mean reciprocal rank of the first relevant document within the top 10, over ``qids``
-    (queries without a relevant document are skipped; absent ones score 0)."""
-    rel = {}
-    m = qrels.rel >= threshold
-    for q, d in zip(qrels.qids.decode(qrels.q[m]).tolist(), qrels.docids.decode(qrels.d[m]).tolist(),
-                    strict=True):
-        rel.setdefault(q, set()).add(d)
-    vals = []
-    docs = run.docids.decode(run.d)
-    for q in qids:
-        if q not in rel:
-            continue
-        rr = 0.0
-        i = run.qids.get(q)
-        if i >= 0:
-            s = int(run.offsets[i])
-            for r, d in enumerate(docs[s:min(s + 10, int(run.offsets[i + 1]))].tolist(), 1):
-                if d in rel[q]:
-                    rr = 1.0 / r
-                    break
-        vals.append(rr)
-    return float(np.mean(vals)) if vals else 0.0
-
+    """Mean RR@10 (``limelight.evaluation``'s ``RR(rel=threshold)@10``) over ``qids``: queries
+    without a relevant document are skipped, absent ones score 0; the mean is taken in the order
+    of ``qids``."""
+    has = set(qrels.qids.decode(np.unique(qrels.q[qrels.rel >= threshold])).tolist())
+    keep = [q for q in qids if q in has]
+    if not keep:
+        return 0.0
+    res = Evaluator(qrels, [Measure("RR", cutoff=10, rel=threshold)]).evaluate(run, warn=False)
+    vals = next(iter(res.per_query.values()))
+    return float(np.mean(vals[res.qids.encode(keep)]))
 
 
 def _hinge_step(model, opt, qenc, docs, q, p, n, margin: float, device) -> float:
@@ -378,8 +367,6 @@ class Validation:
 
     def evaluate(self, ranker: NeuralRanker, stage: KernelReranker | None = None) -> dict[str, float]:
         """``{"RR@10": .., "nDCG@10": ..}`` of ``ranker`` re-ranking the validation run."""
-        from limelight.evaluation.evaluate import Evaluator
-
         stage = stage or KernelReranker(ranker, self.collection, batch_size=256)
         res = Evaluator(self.qrels, "RR@10 nDCG@10").evaluate(stage.transform(self.queries, self.run), warn=False)
         return {"RR@10": res["RR@10"], "nDCG@10": res["nDCG@10"]}
