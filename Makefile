@@ -23,9 +23,10 @@ install: $(STAMP) wordnet
 test: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
-# the audit of the Debian catalog under the real query log (BM25, dense, hybrid) -> demo-out/
+# the audit of the Debian catalog under the real query log (BM25, dense, hybrid) -> demo-out/,
+# with the configuration shipped inside the package (src/limelight/configs/debian.toml)
 demo: install browser
-	HF_HUB_OFFLINE=1 $(BIN)/python -m limelight.demo --out demo-out
+	HF_HUB_OFFLINE=1 $(BIN)/limelight audit debian --out demo-out
 
 # headless Chromium for the report/web-app tests and the report screenshot: Debian's chromium,
 # driven by the pinned playwright package (never `playwright install`), only when missing

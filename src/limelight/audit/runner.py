@@ -237,7 +237,7 @@ class AuditRunner:
                                      "limelight.querygen.generate_queries (CtrlQGen), not available yet")
             queries = qg.generate_queries(coll, **cfg.options.get("ctrlqgen", {}))
         else:
-            from limelight.exposure.cli import load_queries_file
+            from limelight.data.loaders import load_queries_file
 
             queries = load_queries_file(src)
         n = cfg.quick_queries if self.quick else cfg.query_sample

@@ -15,6 +15,7 @@ _EXPORTS = {
     "load_collection": "limelight.data.loaders",
     "load_dataset": "limelight.data.loaders",
     "load_queries": "limelight.data.loaders",
+    "load_queries_file": "limelight.data.loaders",
     "load_query_log": "limelight.data.loaders",
     "load_run": "limelight.data.formats",
     "Qrels": "limelight.data.qrels",
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         load_collection,
         load_dataset,
         load_queries,
+        load_queries_file,
         load_query_log,
     )
     from limelight.data.qrels import Qrels  # noqa: F401

@@ -19,7 +19,7 @@ from limelight.data.formats import read_jsonl, read_jsonl_docs, read_queries_tsv
 from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
-from limelight.errors import LimelightError
+from limelight.errors import FormatError, LimelightError
 
 SHARED_COLLECTIONS = ("cranfield", "med", "cacm", "npl", "scifact", "adi")
 CATALOGS = ("debian", "movies")
@@ -149,6 +149,46 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     ids = IdMap(log.ids.strings[first].tolist(), kind="query")
     fields = {"source": log.fields["source"][first], "log_id": log.ids.strings[first]} if "source" in log.fields else {}
     return Queries(ids, uniq.astype(object), counts.astype(np.float64), fields=fields, name="querylog")
+
+
+def load_queries_file(path: str | os.PathLike) -> Queries:
+    """Queries from a TSV ``id<TAB>text`` file, or the query log (header ``source qid query``),
+    which is normalised and de-duplicated with weight o_q = number of occurrences
+    (``load_query_log``). ``load_queries`` reads the log's lines as they are instead."""
+    from limelight._io import open_text
+
+    p = Path(path)
+    if not p.is_file():
+        raise LimelightError(f"{p}: no such query file")
+    try:
+        with open_text(p) as f:
+            first = f.readline()
+    except UnicodeDecodeError as e:
+        raise _not_utf8(p, e) from None
+    except (OSError, EOFError) as e:
+        raise FormatError(p, None, f"cannot read file ({e})") from None
+    if [c.strip().lower() for c in first.split("\t")] == ["source", "qid", "query"]:
+        return load_query_log(p)
+    return read_queries_tsv(p)
+
+
+def _not_utf8(path: Path, err: UnicodeDecodeError) -> FormatError:
+    """A one-line error naming the first line of ``path`` that is not UTF-8."""
+    import gzip
+
+    line = None
+    try:
+        with (gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")) as f:
+            for i, raw in enumerate(f, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    line = i
+                    break
+    except (OSError, EOFError):
+        pass
+    return FormatError(path, line, f"not UTF-8 text ({err.reason}); "
+                                   "convert it first, e.g. iconv -f latin1 -t utf-8")
 
 
 def load_irds(dataset_id: str) -> Dataset:

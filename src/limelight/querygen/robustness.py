@@ -360,3 +360,30 @@ def _row(system, mode, level, cat, method, orig, vals, n_valid, n_queries, j0, j
             "n_queries": int(n_queries), "n_valid": int(n_valid), "original": o, "value": v,
             "abs_drop": o - v, "rel_drop": (o - v) / o if o > 0 else np.nan,
             "p_value": paired_t(vals, orig), "judged_original": j0, "judged": j1}
+
+
+def build_systems(collection, names: str, k: int = 1000, tk: str | os.PathLike | None = None,
+                  rerank_depth: int = 100) -> dict:
+    """Pipelines by name: ``bm25``, ``dense`` (all-MiniLM-L6-v2 + FAISS) and, with a TK
+    checkpoint, ``bm25>>tk`` (BM25 top ``rerank_depth`` re-ranked)."""
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    out: dict = {}
+    bm25 = None
+    for name in [s.strip().lower() for s in names.split(",") if s.strip()]:
+        if name == "bm25":
+            bm25 = bm25 or BM25(BM25Index.build(collection))
+            out["BM25"] = bm25 % k
+        elif name in ("dense", "minilm"):
+            from limelight.retrieval.dense import DenseIndex, DenseRetriever
+
+            out["MiniLM"] = DenseRetriever(DenseIndex.build(collection)) % k
+        else:
+            raise LimelightError(f"unknown system {name!r} (bm25, dense)")
+    if tk is not None:
+        from limelight.rerank.ranker import KernelReranker, NeuralRanker
+
+        bm25 = bm25 or BM25(BM25Index.build(collection))
+        ranker = NeuralRanker.load(tk)
+        out[f"BM25>>{ranker.name.upper()}"] = (bm25 % rerank_depth) >> KernelReranker(ranker, collection)
+    return out

@@ -77,6 +77,11 @@ def read_meta(index_dir: str | os.PathLike) -> dict:
     return meta
 
 
+def index_size(index_dir: str | os.PathLike) -> int:
+    """The number of documents of an index directory (a clear error when it is not one)."""
+    return int(read_meta(index_dir)["n_docs"])
+
+
 def load_docs(index_dir: str | os.PathLike) -> Collection:
     """The documents stored with an index (ids, indexed text and fields as strings)."""
     p = Path(index_dir) / "docs.parquet"
@@ -119,3 +124,26 @@ def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float 
     return Hybrid(bm25(), dense())
 
 
+def open_fingerprinted(index_dir: str | os.PathLike, model: str = "bm25", k1: float = 0.9,
+                       b: float = 0.4, threads: int | None = None) -> tuple:
+    """``(retriever, fingerprint, settings)`` over an index directory (``open_retriever``).
+
+    The fingerprint hashes the index's metadata files, the model and its settings, so that an
+    exposure store computed over another index (or with other settings) is recognised;
+    ``settings`` records the model (and k1, b for BM25; the encoder's identity for dense).
+    """
+    import hashlib
+
+    read_meta(index_dir)  # a clear error when it is not an index
+    retriever = open_retriever(index_dir, model, k1=k1, b=b, threads=threads)
+    h = hashlib.sha256()
+    root = Path(index_dir)
+    for p in sorted([root / "meta.json", *root.glob("bm25/*.json"), *root.glob("dense/*.json")]):
+        if p.is_file():
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    settings = {"model": model} if model == "dense" else {"model": model, "k1": k1, "b": b}
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    if model == "dense":  # recorded, so that vectors of another encoder variant are refused
+        settings["encoder"] = retriever.encoder.identity()
+    return retriever, h.hexdigest()[:32], settings

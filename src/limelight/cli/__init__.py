@@ -1,0 +1,18 @@
+"""The ``limelight`` command line: a thin layer that parses, calls the library and prints.
+
+One module per command group, each with top-level command functions (and a module-level Typer app
+for a group with subcommands): ``core`` (index, search, retrieve, info), ``exposure`` (exposure
+compute|doc|query|diff, retrievability), ``eqi``, ``evaluate`` (evaluate, compare), ``rerank``,
+``variations`` (variations, robustness, simulate), ``generate``, ``audit`` and ``serve``;
+``console`` prints tables and progress; ``root`` assembles the app. Nothing outside this package
+imports it (``limelight.demo``, the old ``make demo`` entry point, is an alias of ``limelight
+audit``).
+
+User errors (``LimelightError``) print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+from limelight.cli.root import app, fail, main
+
+__all__ = ["app", "fail", "main"]

@@ -1,0 +1,130 @@
+"""``limelight index``, ``search``, ``retrieve`` and ``info``: parse, call the library, print."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from limelight.cli.common import check_k
+from limelight.errors import LimelightError
+
+
+def retrieve_with_progress(retriever, queries, k: int, batch: int = 2048, label: str = "retrieving"):
+    """``retriever.retrieve`` in batches of queries, with a progress bar (one ``Run``)."""
+    import numpy as np
+
+    from limelight.data.run import Run
+    from limelight.retrieval.base import run_from_topk
+
+    texts = queries.texts.tolist()
+    if len(texts) <= batch:
+        return retriever.retrieve(queries, k)
+    from limelight.cli.console import progress_bar
+
+    docs, scores = [], []
+    with progress_bar(label, len(texts)) as update:
+        for s in range(0, len(texts), batch):
+            dd, ss = retriever.search_batch(texts[s:s + batch], k)
+            docs.append(dd)
+            scores.append(ss)
+            update(s + len(dd))
+    run = run_from_topk(queries.ids, retriever.doc_ids, np.vstack(docs), np.vstack(scores),
+                        getattr(retriever, "name", "run"))
+    assert isinstance(run, Run)
+    return run
+
+
+def index(
+    collection: str = typer.Option(..., help="shared name (scifact, debian, ...), folder with docs.jsonl, JSONL file, or irds:<id>"),
+    out: Path = typer.Option(..., help="index directory to create"),
+    dense: bool = typer.Option(False, "--dense", help="also build the dense (MiniLM + FAISS) index"),
+    stem: bool = typer.Option(False, "--stem", help="Snowball English stemming"),
+    stopwords: str = typer.Option("en", help="stopword list: en, en_plus or none"),
+    model: str = typer.Option(None, help="sentence-transformers model path or name (dense)"),
+) -> None:
+    """Index a collection (BM25, and dense with --dense)."""
+    from limelight.analysis import Analyzer
+    from limelight.data.loaders import load_collection
+    from limelight.retrieval.index_dir import build_index
+
+    coll = load_collection(collection)
+    analyzer = Analyzer(stopwords=stopwords, stemmer="english" if stem else None)
+    build_index(coll, out, dense=dense, analyzer=analyzer, model=model, show_progress=True)
+    typer.echo(f"indexed {len(coll)} documents of {coll.name} into {out}")
+
+
+def search(
+    text: str = typer.Argument(..., help="query text"),
+    index: Path = typer.Option(..., help="index directory"),
+    model: str = typer.Option("bm25", help="bm25, dense or hybrid"),
+    k: int = typer.Option(10, help="number of results"),
+    k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+    json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Search one query and print the results."""
+    from limelight.data.queries import Queries, check_query_text
+    from limelight.retrieval.index_dir import index_size, load_docs, open_retriever
+
+    text = check_query_text(text)
+    k = check_k(k, "--k", index_size(index))
+    retriever = open_retriever(index, model, k1=k1, b=b)
+    run = retriever.retrieve(Queries.from_lists(["q"], [text]), k)
+    docs = load_docs(index)
+    rows = []
+    for rank, (d, s) in enumerate(zip(run.docids.decode(run.d).tolist(), run.score.tolist(), strict=True), 1):
+        snippet = " ".join(docs.texts[docs.ids.lookup(d)].split())[:100]
+        rows.append({"rank": rank, "doc_id": d, "score": round(s, 4), "text": snippet})
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    from limelight.cli.console import print_table
+
+    print_table(rows, f"{model}: {text}", empty="no results")
+
+
+def retrieve(
+    index: Path = typer.Option(..., help="index directory"),
+    queries: str = typer.Option(..., help="TSV id<TAB>text, or the query log file"),
+    out: Path = typer.Option(..., help="TREC run to write (.gz compresses)"),
+    k: int = typer.Option(1000, help="depth per query"),
+    model: str = typer.Option("bm25", help="bm25, dense or hybrid"),
+    k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+    threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
+    tag: str = typer.Option(None, help="run tag (default: the model)"),
+) -> None:
+    """Retrieve the top k for every query and write a TREC run (atomically)."""
+    from limelight.data.formats import write_trec_run
+    from limelight.data.loaders import load_queries
+    from limelight.retrieval.index_dir import index_size, open_retriever
+
+    k = check_k(k, "--k", index_size(index))
+    qs = load_queries(queries)
+    retriever = open_retriever(index, model, k1=k1, b=b, threads=threads)
+    run = retrieve_with_progress(retriever, qs, k)
+    write_trec_run(run, out, tag=tag or model)
+    typer.echo(f"wrote {len(run)} lines for {run.n_queries} of {len(qs)} queries to {out}")
+
+
+def info(index: Path = typer.Option(None, help="show what an index directory holds")) -> None:
+    """Version, data folder, and (with --index) an index's metadata."""
+    from limelight import __version__
+
+    if index is None:
+        from limelight.data.loaders import data_root
+
+        try:
+            root = str(data_root())
+        except LimelightError:
+            root = "not found (set LIMELIGHT_DATA)"
+        typer.echo(json.dumps({"limelight": __version__, "data": root}, indent=1))
+        return
+    from limelight.retrieval.index_dir import read_meta
+
+    meta = read_meta(index)
+    bm = Path(index) / "bm25" / "meta.json"
+    if bm.exists():
+        m = json.loads(bm.read_text())
+        meta["bm25"] = {k: v for k, v in m.items() if k not in ("vocabulary", "doc_ids")}
+    typer.echo(json.dumps(meta, indent=1, default=str))

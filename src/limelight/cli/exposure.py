@@ -1,0 +1,188 @@
+"""``limelight exposure compute|doc|query|diff`` and ``limelight retrievability``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from limelight.cli.common import check_k
+from limelight.cli.console import print_rows, progress_bar
+from limelight.errors import LimelightError
+
+app = typer.Typer(help="Exact exposure: every query's top-n, stored once.", no_args_is_help=True)
+
+
+@app.command("compute")
+def compute(
+    index: Path = typer.Option(..., help="index directory (limelight index)"),
+    queries: str = typer.Option(..., help="TSV id<TAB>text, or the query log file"),
+    out: Path = typer.Option(..., help="store directory to create (or resume)"),
+    model: str = typer.Option("bm25", help="bm25 or dense"),
+    depth: int = typer.Option(100, help="n: documents kept per query"),
+    shard_size: int = typer.Option(8192, help="queries per Parquet shard"),
+    k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+    threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
+    art_indexes: bool = typer.Option(False, "--art-indexes",
+                                     help="also build DuckDB ART indexes on exposure(d), exposure(q)"),
+    view: bool = typer.Option(False, "--view",
+                              help="make exposure a DuckDB view over the shards instead of a table"),
+    json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    engine: str = typer.Option("local", help="local, or ray: query shards as Ray tasks"),
+    address: str = typer.Option(None, help="with --engine ray: a running cluster "
+                                           "(HOST:PORT or auto); default a local one"),
+    cpus_per_task: int = typer.Option(1, help="with --engine ray: CPUs per shard task"),
+) -> None:
+    """Compute every query's top-n into DIR/shards/ and DIR/exposure.duckdb (resumable)."""
+    import time
+
+    from limelight.data.loaders import load_queries_file
+    from limelight.exposure.exact import compute_exposure, validate_queries
+    from limelight.retrieval.index_dir import index_size, open_fingerprinted
+
+    if model not in ("bm25", "dense"):
+        raise LimelightError(f"unknown model {model!r} (bm25 or dense)")
+    if engine not in ("local", "ray"):
+        raise LimelightError(f"unknown engine {engine!r} (local or ray)")
+    if address is not None and engine != "ray":
+        raise LimelightError("--address goes with --engine ray")
+    check_k(depth, "--depth")  # the store records the depth asked for; retrieval stops at n_docs
+    if shard_size < 1:
+        raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
+    index_size(index)  # a clear error when it is not an index, before reading the queries
+    qs = load_queries_file(queries)
+    validate_queries(qs)
+    retriever, fp, settings = open_fingerprinted(index, model, k1=k1, b=b, threads=threads)
+    if engine == "ray":  # workers open the index by path, memory-mapped
+        from limelight.scale.exposure import IndexRetriever
+
+        retriever = IndexRetriever(index, model, k1=k1, b=b, retriever=retriever)
+
+    t0 = time.perf_counter()
+    try:
+        with progress_bar(f"exposure ({model}, top {depth})", len(qs), elapsed=True) as progress:
+            st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
+                                  fingerprint=fp, settings={**settings, "index": str(index)},
+                                  progress=progress, art_indexes=art_indexes,
+                                  materialize=not view, engine=engine, address=address,
+                                  engine_options={"cpus_per_task": cpus_per_task}
+                                  if engine == "ray" else None)
+    except KeyboardInterrupt:
+        from limelight.exposure.exact import shard_path
+
+        n_shards = (len(qs) + shard_size - 1) // shard_size
+        n_done = sum(shard_path(out, i).exists() for i in range(n_shards))
+        typer.echo(f"interrupted after {n_done} of {n_shards} shards; rerun the same command "
+                   "to resume", err=True)
+        raise typer.Exit(130) from None
+    res = st.retrievability(c=depth)
+    summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
+               "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),
+               f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
+    typer.echo(json.dumps(summary) if json_out else
+               "\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+@app.command("doc")
+def doc(
+    docid: str = typer.Argument(..., help="document id"),
+    store: Path = typer.Option(..., help="exposure store directory"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """The queries that expose a document, by rank (1-based)."""
+    from limelight.exposure.exact import ExposureStore
+
+    print_rows(ExposureStore.open(store).exposing_queries(docid), json_out,
+               f"queries exposing {docid}")
+
+
+@app.command("query")
+def query(
+    qid: str = typer.Argument(..., help="query id"),
+    store: Path = typer.Option(..., help="exposure store directory"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """The documents a query exposes, by rank (1-based)."""
+    from limelight.exposure.exact import ExposureStore
+
+    print_rows(ExposureStore.open(store).exposed_documents(qid), json_out,
+               f"documents exposed by {qid}")
+
+
+@app.command("diff")
+def diff_cmd(
+    a: Path = typer.Argument(..., help="store A (before)"),
+    b: Path = typer.Argument(..., help="store B (after), same documents and queries"),
+    c: int = typer.Option(100, "--c", help="cutoff c of r(d) and of the exposing queries"),
+    browsing: str = typer.Option("rbp:0.8", help="browsing model of the mean exposure "
+                                                 "(rbp:γ, dcg, exhaustive, cutoff:c)"),
+    group_field: str = typer.Option(None, help="document field to group by (section, tags…)"),
+    index: Path = typer.Option(None, help="index directory to read --group-field from "
+                                          "(default: the one store A records)"),
+    top: int = typer.Option(10, help="winners, losers and groups shown"),
+    plot: Path = typer.Option(None, help="write the diff plot (PNG and SVG)"),
+    out: Path = typer.Option(None, help="write the per-document table (TSV)"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """What changes from store A to store B: r(d), exposing queries and mean exposure per
+    document and group, the biggest winners and losers, documents that become (ir)retrievable."""
+    from limelight.exposure.diff import diff_stores, field_values, plot_diff
+    from limelight.exposure.exact import ExposureStore
+
+    if top < 1:
+        raise LimelightError(f"--top must be ≥ 1, got {top}")
+    sa, sb = ExposureStore.open(a), ExposureStore.open(b)
+    values = field_values(sa, group_field, index) if group_field else None
+    d = diff_stores(sa, sb, c=c, browsing=browsing, group_values=values)
+    if out is not None:
+        from limelight._io import atomic_path
+
+        with atomic_path(out) as tmp:
+            d.docs.to_csv(tmp, sep="\t", index=False, float_format="%.10g")
+    if plot is not None:
+        plot_diff(d, plot)
+    if json_out:
+        typer.echo(json.dumps(d.to_dict(top), ensure_ascii=False, default=float))
+        return
+    typer.echo(f"{a} → {b}")
+    typer.echo("\n".join(f"{k}: {v}" for k, v in d.summary.items()))
+    cols = ["docid", "r_a", "r_b", "delta_r", "n_a", "n_b"]
+    print_rows(d.winners(top)[cols].to_dict("records"), False, "winners (r(d) grows most)")
+    print_rows(d.losers(top)[cols].to_dict("records"), False, "losers (r(d) falls most)")
+    if d.groups is not None:
+        g = d.groups[["group", "n_docs", "share_a", "share_b", "delta_share",
+                      "newly_retrievable", "newly_irretrievable"]]
+        print_rows(g.head(top).to_dict("records"), False, f"groups of {group_field} gaining share")
+        print_rows(g.tail(top).iloc[::-1].to_dict("records"), False,
+                   f"groups of {group_field} losing share")
+
+
+def retrievability_cmd(
+    store: Path = typer.Option(None, help="exposure store directory"),
+    run: Path = typer.Option(None, help="TREC run (its rank column is used, 1-based)"),
+    docs: Path = typer.Option(None, help="with --run: every document id (one per line, or docs.jsonl)"),
+    c: int = typer.Option(100, "--c", help="cutoff c"),
+    beta: float = typer.Option(None, "--beta", help="gravity β (f = 1/k^β); default cumulative"),
+    out: Path = typer.Option(None, help="write docid<TAB>r for every document"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Retrievability r(d) over every document, its Gini and the retrievable fraction."""
+    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.retrievability import analyse, ranks_from_trec_run, read_doc_ids
+
+    if (store is None) == (run is None):
+        raise LimelightError("give exactly one of --store or --run")
+    if store is not None:
+        if docs is not None:
+            raise LimelightError("--docs goes with --run (a store knows its documents)")
+        res = ExposureStore.open(store).retrievability(c=c, beta=beta)
+    else:
+        doc_ids = read_doc_ids(docs) if docs is not None else None
+        ranks, dmap, _ = ranks_from_trec_run(run, doc_ids)
+        res = analyse(ranks, dmap, None, c, beta)
+        res.extra["documents"] = "listed in --docs" if docs else "retrieved by the run only"
+    if out is not None:
+        res.write_tsv(out)
+    d = res.to_dict()
+    typer.echo(json.dumps(d) if json_out else "\n".join(f"{k}: {v}" for k, v in d.items()))
