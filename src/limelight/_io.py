@@ -1,13 +1,17 @@
-"""Atomic file and directory writes: a partial output is never left under the final name."""
+"""File helpers: atomic writes (a partial output is never left under the final name), gzip-aware
+text files, and the one reader of versioned JSON manifests (``read_versioned``)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from limelight.errors import IndexMismatchError, LimelightError
 
 
 @contextlib.contextmanager
@@ -55,3 +59,43 @@ def open_text(path: str | os.PathLike, mode: str = "rt"):
 
         return gzip.open(path, mode, encoding="utf-8")
     return open(path, mode, encoding="utf-8")
+
+
+# ---- versioned manifests -------------------------------------------------------------------------
+def _a(what: str) -> str:
+    return f"an {what}" if what[:1].lower() in "aeiou" else f"a {what}"
+
+
+def check_format(blob: object, expected: str, path: str | os.PathLike, what: str,
+                 rebuild: str | None = None, error: type[LimelightError] = IndexMismatchError) -> dict:
+    """``blob`` (a manifest or checkpoint read from ``path``) if it is a dict whose ``format`` is
+    ``expected``; otherwise a one-line ``error`` naming the file, both formats and, with
+    ``rebuild``, how to make a new one: ``PATH: not a WHAT (format GOT, expected EXPECTED; REBUILD)``.
+    """
+    got = blob.get("format") if isinstance(blob, dict) else None
+    if got != expected:
+        hint = f"; {rebuild}" if rebuild else ""
+        raise error(f"{path}: not {_a(what)} (format {got!r}, expected {expected!r}{hint})")
+    return blob  # type: ignore[return-value]
+
+
+def read_versioned(path: str | os.PathLike, expected_format: str, what: str,
+                   rebuild: str | None = None) -> dict:
+    """Read the JSON manifest ``path`` of an on-disk artifact (index, store, model) and check its
+    ``format`` field; every failure is one line naming the file and, with ``rebuild`` (e.g.
+    ``"build one with `limelight index`"``), the command that makes a new one:
+
+    * missing: ``LimelightError`` ``PATH: missing, not a WHAT (REBUILD)``;
+    * not JSON: ``IndexMismatchError`` ``PATH: corrupt WHAT metadata (why; REBUILD)``;
+    * another format or version: ``IndexMismatchError`` (``check_format``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LimelightError(f"{path}: missing, not {_a(what)}" + (f" ({rebuild})" if rebuild else ""))
+    try:
+        blob = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8 text"
+        hint = f"; {rebuild}" if rebuild else ""
+        raise IndexMismatchError(f"{path}: corrupt {what} metadata ({why}{hint})") from None
+    return check_format(blob, expected_format, path, what, rebuild)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from limelight._io import atomic_path
+from limelight._io import atomic_path, check_format
 from limelight.data.collection import Collection
 from limelight.data.queries import Queries
 from limelight.data.run import Run
@@ -86,8 +86,8 @@ class NeuralRanker:
             blob = torch.load(path, map_location=map_location, weights_only=True)
         except Exception as e:  # noqa: BLE001 - any unpickling failure is a user error here
             raise LimelightError(f"{path}: not a limelight re-ranker checkpoint ({type(e).__name__})") from None
-        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-            raise LimelightError(f"{path}: not a limelight re-ranker checkpoint (format {FORMAT} expected)")
+        check_format(blob, FORMAT, path, "limelight re-ranker checkpoint",
+                     rebuild="train one with `limelight rerank train`", error=LimelightError)
         own = Vocabulary.from_dict(blob["vocab"])
         if vocab is not None:
             vocab.check_same(own, where=str(path))

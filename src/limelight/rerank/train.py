@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from limelight._io import check_format
 from limelight.data.collection import Collection
 from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
@@ -470,9 +471,7 @@ def load_state(path: str | os.PathLike) -> dict:
         blob = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # noqa: BLE001 - any unpickling failure is a user error here
         raise LimelightError(f"{path}: corrupt or not a limelight training state ({type(e).__name__})") from None
-    if not isinstance(blob, dict) or blob.get("format") != STATE_FORMAT:
-        raise LimelightError(f"{path}: not a limelight training state (format {STATE_FORMAT} expected)")
-    return blob
+    return check_format(blob, STATE_FORMAT, path, "limelight training state", error=LimelightError)
 
 
 def _write_log(path: Path, history: list[dict]) -> None:

@@ -37,7 +37,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from limelight._io import atomic_dir
+from limelight._io import atomic_dir, read_versioned
 from limelight.analysis import DEFAULT_PATTERN, Analyzer
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
@@ -138,15 +138,7 @@ class BM25Index:
         ``IndexMismatchError`` naming the file."""
         path = Path(path)
         mp = path / "meta.json"
-        if not mp.is_file():
-            raise LimelightError(f"{mp}: missing (not a BM25 index directory)")
-        try:
-            meta = json.loads(mp.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise IndexMismatchError(f"{mp}: corrupt index metadata ({e})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            got = meta.get("format") if isinstance(meta, dict) else None
-            raise IndexMismatchError(f"{mp}: unsupported index format {got!r} (expected {FORMAT!r})")
+        meta = read_versioned(mp, FORMAT, "BM25 index", rebuild="rebuild it with `limelight index`")
         need = ("analyzer", "k1", "b", "n_docs", "n_terms", "n_postings", "vocabulary", "doc_ids")
         missing = [k for k in need if k not in meta]
         if missing:

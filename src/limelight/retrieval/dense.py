@@ -28,12 +28,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from limelight._io import atomic_dir, atomic_path
+from limelight._io import atomic_dir, atomic_path, read_versioned
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
-from limelight.errors import FormatError, IndexMismatchError, LimelightError
+from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.base import Retriever, Stage
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -552,15 +552,8 @@ class DenseIndex:
     def load(cls, path: str | os.PathLike) -> DenseIndex:
         """Read an index written by ``save``."""
         path = Path(path)
-        mp = path / "meta.json"
-        if not mp.exists():
-            raise LimelightError(f"{path}: not a dense index (no meta.json)")
-        try:
-            meta = json.loads(mp.read_text())
-        except json.JSONDecodeError as e:
-            raise FormatError(mp, e.lineno, f"corrupt dense index metadata ({e.msg})") from None
-        if meta.get("format") != INDEX_FORMAT:
-            raise IndexMismatchError(f"{mp}: unsupported dense index format {meta.get('format')!r}")
+        meta = read_versioned(path / "meta.json", INDEX_FORMAT, "dense index",
+                              rebuild="build one with `limelight index --dense`")
         try:
             emb = np.load(path / "embeddings.npy")
             ids = IdMap(json.loads((path / "doc_ids.json").read_text()), kind="document")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from limelight._io import atomic_dir
+from limelight._io import atomic_dir, read_versioned
 from limelight.analysis import Analyzer
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
@@ -65,16 +65,9 @@ def _docs_frame(collection: Collection) -> pd.DataFrame:
 
 
 def read_meta(index_dir: str | os.PathLike) -> dict:
-    p = Path(index_dir) / "meta.json"
-    if not p.exists():
-        raise LimelightError(f"{index_dir}: not a limelight index (no meta.json; build one with `limelight index`)")
-    try:
-        meta = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise IndexMismatchError(f"{p}: corrupt index metadata ({e.msg})") from None
-    if meta.get("format") != FORMAT:
-        raise IndexMismatchError(f"{p}: unsupported index format {meta.get('format')!r}")
-    return meta
+    """The index directory's ``meta.json`` (a one-line error when it is not a limelight index)."""
+    return read_versioned(Path(index_dir) / "meta.json", FORMAT, "limelight index",
+                          rebuild="build one with `limelight index`")
 
 
 def index_size(index_dir: str | os.PathLike) -> int:

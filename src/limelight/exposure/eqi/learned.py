@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from limelight._io import atomic_dir, atomic_path
+from limelight._io import atomic_dir, atomic_path, check_format, read_versioned
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.exposure.eqi.base import (
@@ -296,16 +296,8 @@ class EQIModel:
         import torch
 
         path = Path(path)
-        mp = path / "model.json"
-        if not mp.is_file():
-            raise LimelightError(f"{path}: not an EQI model (no model.json; train one with `limelight eqi train`)")
-        try:
-            meta = json.loads(mp.read_text())
-        except json.JSONDecodeError as e:
-            raise IndexMismatchError(f"{mp}: corrupt model metadata ({e.msg})") from None
-        if meta.get("format") != MODEL_FORMAT:
-            raise IndexMismatchError(f"{mp}: unsupported model format {meta.get('format')!r}")
-        meta = dict(meta)
+        meta = dict(read_versioned(path / "model.json", MODEL_FORMAT, "EQI model",
+                                   rebuild="train one with `limelight eqi train`"))
         meta.pop("format")
         method, dim = meta.pop("method"), int(meta.pop("dim"))
         model = cls(method, dim, meta)
@@ -402,8 +394,7 @@ def _load_checkpoint(path: Path, model: EQIModel, opt, rng: np.random.Generator,
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError) as e:
         raise IndexMismatchError(f"{path}: cannot load the checkpoint ({str(e).splitlines()[0]})") from None
-    if state.get("format") != CHECKPOINT_FORMAT:
-        raise IndexMismatchError(f"{path}: unsupported checkpoint format {state.get('format')!r}")
+    check_format(state, CHECKPOINT_FORMAT, path, "EQI training checkpoint")
     if json.loads(state["config"]) != json.loads(json.dumps(config, sort_keys=True)):
         raise IndexMismatchError(f"{path}: the checkpoint is of another training run (configuration "
                                  "differs: store, data, seed or hyperparameters); use another path")
