@@ -1,7 +1,9 @@
 """Exact exposure, browsing models and retrievability.
 
 - ``compute_exposure`` / ``ExposureStore``: every (query, document, rank, score) of every
-  query's top-n, in Parquet shards and an embedded DuckDB database (resumable).
+  query's top-n, in Parquet shards and an embedded DuckDB database (resumable); the shards are
+  computed by an engine (``LocalEngine`` by default; ``limelight.scale.RayEngine``), cut and
+  built as ``ExposureOptions`` say.
 - ``GeometricDiscount`` (rbp:γ), ``LogDiscount`` (dcg), ``ConstantDiscount`` (exhaustive),
   ``TruncatedDiscount`` (cutoff:c): browsing models μ_{q→d} (0-based ρ inside), the rank
   discounts of ``limelight.evaluation.discounts``; their former names ``RBP``, ``DCG``,
@@ -26,23 +28,25 @@ _EXPORTS = {
     "bootstrap_gini": "limelight.exposure.retrievability",
     "BrowsingModel": "limelight.exposure.browsing",
     "ConstantDiscount": "limelight.evaluation.discounts",
-    "compute_exposure": "limelight.exposure.exact",
+    "compute_exposure": "limelight.exposure.compute",
     "Cutoff": "limelight.exposure.browsing",
     "DCG": "limelight.exposure.browsing",
     "Exhaustive": "limelight.exposure.browsing",
     "diff_stores": "limelight.exposure.diff",
     "expected_weights": "limelight.exposure.stochastic",
-    "exposure_from_run": "limelight.exposure.exact",
-    "ExposureStore": "limelight.exposure.exact",
+    "exposure_from_run": "limelight.exposure.compute",
+    "ExposureOptions": "limelight.exposure.compute",
+    "ExposureStore": "limelight.exposure.store",
     "GeometricDiscount": "limelight.evaluation.discounts",
     "gini": "limelight.exposure.retrievability",
     "group_retrievability": "limelight.exposure.retrievability",
+    "LocalEngine": "limelight.exposure.engine",
     "LogDiscount": "limelight.evaluation.discounts",
     "lorenz": "limelight.exposure.retrievability",
     "paired_bootstrap_gini": "limelight.exposure.retrievability",
     "parse_browsing_model": "limelight.exposure.browsing",
     "policy_expectations": "limelight.exposure.stochastic",
-    "queries_fingerprint": "limelight.exposure.exact",
+    "queries_fingerprint": "limelight.exposure.fingerprints",
     "rank_matrix": "limelight.exposure.retrievability",
     "ranks_from_trec_run": "limelight.exposure.retrievability",
     "RBP": "limelight.exposure.browsing",
@@ -51,7 +55,8 @@ _EXPORTS = {
     "retrievability": "limelight.exposure.retrievability",
     "retrievability_from_pairs": "limelight.exposure.retrievability",
     "retrievable_fraction": "limelight.exposure.retrievability",
-    "retriever_fingerprint": "limelight.exposure.exact",
+    "retriever_fingerprint": "limelight.exposure.fingerprints",
+    "ShardEngine": "limelight.exposure.engine",
     "stochastic_store_exposure": "limelight.exposure.stochastic",
     "to_rho": "limelight.exposure.browsing",
     "TruncatedDiscount": "limelight.evaluation.discounts",
@@ -72,11 +77,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         parse_browsing_model,
         to_rho,
     )
-    from limelight.exposure.diff import diff_stores  # noqa: F401
-    from limelight.exposure.exact import (  # noqa: F401
-        ExposureStore,
+    from limelight.exposure.compute import (  # noqa: F401
+        ExposureOptions,
         compute_exposure,
         exposure_from_run,
+    )
+    from limelight.exposure.diff import diff_stores  # noqa: F401
+    from limelight.exposure.engine import LocalEngine, ShardEngine  # noqa: F401
+    from limelight.exposure.fingerprints import (  # noqa: F401
         queries_fingerprint,
         retriever_fingerprint,
     )
@@ -101,3 +109,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         policy_expectations,
         stochastic_store_exposure,
     )
+    from limelight.exposure.store import ExposureStore  # noqa: F401

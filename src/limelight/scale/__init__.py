@@ -1,17 +1,18 @@
 """Beyond one machine: exact exposure and embeddings on Ray (the ``scale`` extra).
 
-- ``compute_exposure(..., engine="ray", address=None)`` (``limelight.exposure``) runs the query
-  shards as Ray tasks (``compute_shards``) and writes the same store as the local engine;
-  ``IndexRetriever`` ships an index directory by path (memory-mapped per node).
+- ``compute_exposure(..., engine=RayEngine(address=None))`` (``limelight.exposure``; or
+  ``engine="ray"``, a name this package registers when imported) runs the query shards as Ray
+  tasks (``compute_shards``) and writes the same store as the local engine; ``IndexRetriever``
+  ships an index directory by path (memory-mapped per node).
 - ``RayEncoder``: an ``Encoder`` whose ``encode`` runs as Ray Data batch inference (documents
   and queries); it plugs into ``DenseIndex.build`` and ``DenseRetriever`` unchanged.
 - ``ray_session``: start a local cluster or join one at an address.
 """
 
 from limelight.scale.cluster import ray_session
-from limelight.scale.exposure import IndexRetriever, compute_shards
+from limelight.scale.exposure import IndexRetriever, RayEngine, compute_shards
 
-__all__ = ["IndexRetriever", "RayEncoder", "compute_shards", "ray_session"]
+__all__ = ["IndexRetriever", "RayEncoder", "RayEngine", "compute_shards", "ray_session"]
 
 
 def __getattr__(name: str):

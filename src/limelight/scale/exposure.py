@@ -1,8 +1,10 @@
 """Exact exposure as Ray tasks over query shards.
 
-``compute_exposure(..., engine="ray")`` calls ``compute_shards`` for the shards a store still
-lacks: one Ray task per shard of queries computes its rows exactly as the local engine does
-(``limelight.exposure.exact._batch_rows``: the same retriever call, the same trec_eval tie
+``RayEngine`` is an exposure engine (``limelight.exposure.engine.ShardEngine``):
+``compute_exposure(..., engine=RayEngine(address=...))``, or ``engine="ray"`` (the name this
+module registers when imported), calls ``compute_shards`` for the shards a store still lacks:
+one Ray task per shard of queries computes its rows exactly as the local engine does
+(``limelight.exposure.shards._batch_rows``: the same retriever call, the same trec_eval tie
 order) and writes ``shards/part-NNNNN.parquet`` with the same writer (``write_shard``), so the
 DuckDB store built afterwards is the local engine's store, row for row.
 
@@ -25,7 +27,9 @@ writes the shards (for clusters without a filesystem shared with the driver).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +37,8 @@ import numpy as np
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import LimelightError
+from limelight.exposure.engine import ComputedShards, ShardEngine, ShardJob, register_engine
+from limelight.exposure.shards import _batch_rows, shard_path, write_shard
 from limelight.scale.cluster import cluster_cpus, ray_session
 
 # per worker process: opened indexes and retrievers read from the object store
@@ -120,8 +126,6 @@ def exposure_shard(shared: list, sub: Queries, s: int, batch_size: int, depth: i
                    doc_ids: IdMap, lex: np.ndarray | None, path: str | None, threads: int):
     """One shard (queries with codes ``s, s+1, ...``): its rows, written to ``path`` (then the
     row count is returned) or returned (``path`` None). Runs in a Ray worker."""
-    from limelight.exposure.exact import _batch_rows, write_shard
-
     retriever = _resolve(shared)
     _set_threads(retriever, threads)
     n = len(sub)
@@ -145,20 +149,16 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
                    address: str | None = None, progress: Callable[[int, int], None] | None = None,
                    done: int = 0, cpus_per_task: int = 1, write_on: str = "worker",
                    max_retries: int = 3, num_cpus: int | None = None) -> None:
-    """Compute the shards ``todo`` of an exposure store as Ray tasks (called by
-    ``compute_exposure(..., engine="ray")``, which has written the manifest and will load the
+    """Compute the shards ``todo`` of an exposure store as Ray tasks (called by ``RayEngine``
+    for ``compute_exposure``, which has written the manifest and will load the
     database). ``max_retries``: re-executions of a shard whose worker process or node died.
     ``num_cpus`` sizes a local cluster (ignored with ``address``)."""
-    from limelight.exposure.exact import shard_path, write_shard
-
     if write_on not in ("worker", "driver"):
         raise LimelightError(f"write_on must be worker or driver, not {write_on!r}")
     if cpus_per_task < 1:
         raise LimelightError(f"cpus_per_task must be ≥ 1, got {cpus_per_task}")
     nq = len(queries)
     with ray_session(address, num_cpus=num_cpus if address is None else None) as ray:
-        from ray.exceptions import RayError, RayTaskError
-
         biggest = max((int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]),
                       default=0)
         if cpus_per_task > biggest:  # Ray would wait for such a node forever
@@ -197,26 +197,7 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
                     i = pending.pop(ref)
-                    try:
-                        res = ray.get(ref)
-                    except RayTaskError as e:
-                        c = _cause(e)
-                        if isinstance(c, LimelightError):
-                            raise c from None
-                        raise LimelightError(f"shard {i}: {type(c).__name__}: "
-                                             f"{str(c).strip().splitlines()[0] if str(c).strip() else ''}"
-                                             ) from None
-                    except RayError as e:
-                        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                        raise LimelightError(f"shard {i} failed after {max_retries} retries "
-                                             f"({first}); run the job again to resume") from None
-                    p = shard_path(store, i)
-                    if write_on == "driver":
-                        write_shard(p, res, depth)
-                        n_rows = len(res[0])
-                    else:
-                        n_rows = int(res)
-                    _check_shard(p, n_rows)
+                    _finish_shard(ray, ref, shard_path(store, i), i, depth, write_on, max_retries)
                     done += sizes.pop(i)
                     if progress:
                         progress(done, nq)
@@ -224,6 +205,32 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
+
+
+def _finish_shard(ray, ref, path: Path, i: int, depth: int, write_on: str, max_retries: int) -> None:
+    """The end of shard ``i``'s task ``ref``: its rows written to ``path`` by the driver with
+    ``write_on="driver"``, their count checked; the task's error as one line."""
+    from ray.exceptions import RayError, RayTaskError
+
+    try:
+        res = ray.get(ref)
+    except RayTaskError as e:
+        c = _cause(e)
+        if isinstance(c, LimelightError):
+            raise c from None
+        raise LimelightError(f"shard {i}: {type(c).__name__}: "
+                             f"{str(c).strip().splitlines()[0] if str(c).strip() else ''}"
+                             ) from None
+    except RayError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LimelightError(f"shard {i} failed after {max_retries} retries "
+                             f"({first}); run the job again to resume") from None
+    if write_on == "driver":
+        write_shard(path, res, depth)
+        n_rows = len(res[0])
+    else:
+        n_rows = int(res)
+    _check_shard(path, n_rows)
 
 
 def _check_shard(path: Path, n_rows: int) -> None:
@@ -235,3 +242,30 @@ def _check_shard(path: Path, n_rows: int) -> None:
     got = pq.ParquetFile(path).metadata.num_rows
     if got != n_rows:
         raise LimelightError(f"{path}: {got} rows, but its task computed {n_rows}")
+
+
+@dataclass(frozen=True)
+class RayEngine(ShardEngine):
+    """The shards of an exposure job as Ray tasks (``compute_shards``) on the cluster at
+    ``address`` (a local one, of ``num_cpus`` CPUs, when ``None``): ``cpus_per_task`` per shard
+    task, shards written by the workers or the driver (``write_on``), ``max_retries``
+    re-executions of a shard whose worker died. ``compute_exposure(engine="ray",
+    address=..., engine_options={...})`` builds one."""
+
+    address: str | None = None
+    cpus_per_task: int = 1
+    write_on: str = "worker"
+    max_retries: int = 3
+    num_cpus: int | None = None
+
+    def compute(self, job: ShardJob, shards: list[int]) -> ComputedShards:
+        t0 = time.perf_counter()
+        compute_shards(job.retriever, job.queries, job.store, shards, depth=job.depth,
+                       shard_size=job.shard_size, batch_size=job.batch_size, doc_ids=job.doc_ids,
+                       lex=job.lex, address=self.address, progress=job.progress,
+                       done=job.n_done(shards), cpus_per_task=self.cpus_per_task,
+                       write_on=self.write_on, max_retries=self.max_retries, num_cpus=self.num_cpus)
+        return ComputedShards(retrieve_s=time.perf_counter() - t0)
+
+
+register_engine("ray", RayEngine)
