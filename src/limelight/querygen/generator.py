@@ -130,12 +130,30 @@ def _resolve(model: str | os.PathLike | None) -> Path:
 
 @dataclass
 class TrainStats:
-    """What a ``fit`` did: steps, examples, seconds and the loss of each step."""
+    """What a ``fit`` did: steps, examples, seconds and the loss of each step.
+
+    With checkpointing, ``losses`` and ``seconds`` cover the whole run (resumed parts included),
+    ``resumed_from`` is the step the run continued from (0 for a fresh run) and ``completed`` is
+    False when ``stop`` ended the run early (a checkpoint holds its state).
+    """
 
     steps: int
     examples: int
     seconds: float
     losses: list[float] = field(default_factory=list)
+    completed: bool = True
+    resumed_from: int = 0
+
+
+def model_signature(model) -> dict:
+    """What identifies a generator's base architecture: model type, layers, width, vocabulary
+    (two checkpoints with different signatures cannot share weights)."""
+    cfg = model.config
+    return {"model_type": str(cfg.model_type),
+            "architectures": list(getattr(cfg, "architectures", None) or []),
+            "vocab_size": int(cfg.vocab_size),
+            "hidden_size": getattr(cfg, "hidden_size", getattr(cfg, "d_model", None)),
+            "num_layers": getattr(cfg, "num_hidden_layers", getattr(cfg, "num_layers", None))}
 
 
 class QueryGenerator:
@@ -180,6 +198,10 @@ class QueryGenerator:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model.eval()
         self.examples: list[tuple[str, str]] = []  # InPars few-shot pool (entity text, query)
+        # the model this generator was fine-tuned from (load() restores a saved generator's)
+        name = "smollm2-135m-instruct" if model is None or str(model) in ("smollm2", "default") \
+            else self.path.name
+        self.base_model: dict = {"name": name, **model_signature(self.model)}
 
     def __repr__(self) -> str:
         return f"QueryGenerator(kind={self.kind!r}, path={str(self.path)!r}, seq2seq={self.seq2seq})"
@@ -280,10 +302,20 @@ class QueryGenerator:
 
     def fit(self, prompts: Sequence[str], targets: Sequence[str], steps: int = 100,
             batch_size: int = 8, lr: float = 5e-5, train_layers: int | None = 4, seed: int = 0,
-            warmup: float = 0.1, progress=None) -> TrainStats:
+            warmup: float = 0.1, progress=None, checkpoint_dir: str | os.PathLike | None = None,
+            checkpoint_every: int = 0, stop=None) -> TrainStats:
         """Fine-tune on (prompt, query) pairs for ``steps`` AdamW steps of ``batch_size`` pairs
-        (pairs drawn in a seeded shuffled order, cycling); linear warm-up then decay."""
+        (pairs drawn in a seeded shuffled order, cycling); linear warm-up then decay.
+
+        Resumable: with ``checkpoint_dir``, the state (trained weights, optimizer, scheduler, RNGs,
+        batch order, losses) is saved every ``checkpoint_every`` steps, when ``stop(step)`` returns
+        True (the run then ends early, ``completed=False``) and at the end; a later call with the
+        same data and settings continues from it and gives the same weights and losses as one
+        uninterrupted run. A checkpoint of other data, settings or base model is refused.
+        """
         import torch
+
+        from limelight import _checkpoint as ck
 
         if self.kind == "inpars":
             raise LimelightError("InPars is few-shot prompting: it is not fine-tuned")
@@ -297,28 +329,78 @@ class QueryGenerator:
         n_warm = max(1, int(warmup * steps))
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
-        order = rng.permutation(len(prompts))
-        pos = 0
-        losses = []
+        meta = {"kind": self.kind, "base_model": self.base_model, "serialize": self.serialize,
+                "data": ck.fingerprint_texts(prompts, targets), "steps": steps,
+                "batch_size": batch_size, "lr": lr, "train_layers": train_layers, "seed": seed,
+                "warmup": warmup, "max_input_tokens": self.max_input_tokens,
+                "max_new_tokens": self.max_new_tokens}
+        run = {"order": rng.permutation(len(prompts)), "pos": 0, "step": 0, "losses": [],
+               "seconds": 0.0}
+        state = ck.load_state(checkpoint_dir)
+        if state is not None:
+            ck.check_meta(checkpoint_dir, state["meta"], meta)
+            self._restore(state, opt, sched, rng, run)
+        start = run["step"]
         self.model.train()
-        t0 = time.perf_counter()
-        for step in range(steps):
-            if pos + batch_size > len(order):
-                order, pos = rng.permutation(len(prompts)), 0
-            idx = order[pos:pos + batch_size]
-            pos += batch_size
-            batch = self._batch([prompts[i] for i in idx], [targets[i] for i in idx])
-            loss = self.model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
+        t0 = time.perf_counter() - run["seconds"]
+        for step in range(start, steps):
+            self._step(prompts, targets, batch_size, rng, run, params, opt, sched)
             if progress is not None:
-                progress(step + 1, losses[-1])
+                progress(step + 1, run["losses"][-1])
+            done = step + 1 == steps
+            halt = not done and stop is not None and bool(stop(step + 1))
+            if checkpoint_dir is not None and (done or halt or (
+                    checkpoint_every and (step + 1) % checkpoint_every == 0)):
+                run["seconds"] = time.perf_counter() - t0
+                self._checkpoint(checkpoint_dir, meta, opt, sched, rng, run)
+            if halt:
+                break
         self.model.eval()
-        return TrainStats(steps, steps * batch_size, time.perf_counter() - t0, losses)
+        return TrainStats(steps, run["step"] * batch_size, time.perf_counter() - t0,
+                          list(run["losses"]), run["step"] == steps, start)
+
+    def _step(self, prompts, targets, batch_size, rng, run, params, opt, sched) -> None:
+        """One optimizer step on the next batch of the shuffled order (updates ``run``)."""
+        import torch
+
+        if run["pos"] + batch_size > len(run["order"]):
+            run["order"], run["pos"] = rng.permutation(len(prompts)), 0
+        idx = run["order"][run["pos"]:run["pos"] + batch_size]
+        run["pos"] += batch_size
+        batch = self._batch([prompts[i] for i in idx], [targets[i] for i in idx])
+        loss = self.model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        run["losses"].append(float(loss.detach()))
+        run["step"] += 1
+
+    def _checkpoint(self, checkpoint_dir, meta, opt, sched, rng, run) -> None:
+        from limelight import _checkpoint as ck
+
+        weights = {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+        ck.save_state(checkpoint_dir, {"meta": meta, "weights": weights,
+                                       "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                       **ck.rng_states(rng), "order": run["order"], "pos": run["pos"],
+                                       "step": run["step"], "losses": run["losses"],
+                                       "seconds": run["seconds"]})
+
+    def _restore(self, state, opt, sched, rng, run) -> None:
+        import torch
+
+        from limelight import _checkpoint as ck
+
+        named = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for n, w in state["weights"].items():
+                named[n].copy_(w)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        ck.restore_rngs(state, rng)
+        run.update(order=np.asarray(state["order"]), pos=int(state["pos"]), step=int(state["step"]),
+                   losses=list(state["losses"]), seconds=float(state["seconds"]))
 
     # ---- generation ---------------------------------------------------------------------------
     def generate_from_prompts(self, prompts: Sequence[str], n: int = 1, batch_size: int = 16,
@@ -361,7 +443,8 @@ class QueryGenerator:
         meta = {"format": "limelight-qgen/1", "kind": self.kind,
                 "schema": None if self.schema is None else _schema_dict(self.schema),
                 "max_input_tokens": self.max_input_tokens, "max_new_tokens": self.max_new_tokens,
-                "n_shots": self.n_shots, "seq2seq": self.seq2seq, "serialize": self.serialize}
+                "n_shots": self.n_shots, "seq2seq": self.seq2seq, "serialize": self.serialize,
+                "base_model": self.base_model}
         with atomic_dir(path) as tmp:
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
@@ -380,7 +463,21 @@ class QueryGenerator:
                 "max_new_tokens": meta["max_new_tokens"], "n_shots": meta.get("n_shots", 2),
                 "serialize": meta.get("serialize")}
         opts.update(kw)
-        return cls(p, kind=meta["kind"], **opts)
+        gen = cls(p, kind=meta["kind"], **opts)
+        if meta.get("base_model"):
+            gen.base_model = dict(meta["base_model"])
+        return gen
+
+    def check_base(self, expected: dict | QueryGenerator, what: str = "generator") -> None:
+        """Raise a one-line error unless this generator was fine-tuned from the base model
+        ``expected`` (another generator's ``base_model``, or that generator)."""
+        exp = expected.base_model if isinstance(expected, QueryGenerator) else expected
+        if exp != self.base_model:
+            def name(b: dict) -> str:
+                return (f"{b.get('name')} ({b.get('model_type')}, {b.get('num_layers')} layers, "
+                        f"vocabulary {b.get('vocab_size')})")
+            raise LimelightError(f"{what} {self.path} was trained from base model "
+                                 f"{name(self.base_model)}, not {name(exp)}")
 
 
 def _schema_dict(s: Schema) -> dict:

@@ -352,6 +352,7 @@ class ClickSet:
     queries: dict[str, Queries]
     qrels: dict[str, Qrels]
     entity_idx: dict[str, np.ndarray]
+    heldout: np.ndarray | None = None  # entities reserved for the test side (see click_dataset)
 
     def pairs(self, split: str) -> tuple[list[str], np.ndarray]:
         """(query texts, source-entity indices) of a split, for bi-encoder training."""
@@ -362,12 +363,20 @@ def click_dataset(collection: Collection, schema: Schema | str, n_queries: int =
                   p_narrow: float = 0.75, splits: tuple[float, float, float] = (0.8, 0.1, 0.1),
                   n_broad_test: int = 500, seed: int = 0,
                   labeler: WeakLabelingUn | None = None,
-                  entity_weights: np.ndarray | None = None) -> ClickSet:
+                  entity_weights: np.ndarray | None = None,
+                  heldout: np.ndarray | None = None) -> ClickSet:
     """The paper's Books-style Click set: ``n_queries`` WeakLabeling-Un queries, a fraction
     ``p_narrow`` narrow and the rest broad, for entities drawn at random (with probability
     ∝ ``entity_weights`` when given: a popularity proxy such as vote counts), the source entity
     relevant (grade 1); split train/val/test; plus ``broad_test``, broad queries for other
-    entities. Duplicate (query text, entity) pairs are dropped."""
+    entities. Duplicate (query text, entity) pairs are dropped.
+
+    ``heldout`` (entity indices) makes the split entity-disjoint, for studies that must not leak
+    test items into training: train and val queries are drawn for the other entities only, test
+    and broad_test queries for the held-out ones only (broad_test without replacement), and a
+    test or broad_test query whose normalized text (``normalize_query``) is also a train or val
+    query is dropped. Split sizes are the ``splits`` fractions of ``n_queries`` before
+    de-duplication and that filter."""
     if not 0 <= p_narrow <= 1:
         raise LimelightError(f"p_narrow must be in [0, 1], got {p_narrow}")
     if abs(sum(splits) - 1) > 1e-9:
@@ -375,6 +384,9 @@ def click_dataset(collection: Collection, schema: Schema | str, n_queries: int =
     lab = labeler or WeakLabelingUn(load_schema(schema))
     if lab._collection is not collection:
         lab.fit(collection)
+    if heldout is not None:
+        return _click_heldout(collection, lab, n_queries, p_narrow, splits, n_broad_test, seed,
+                              entity_weights, heldout)
     rng = np.random.default_rng(seed)
     n = len(collection)
     p = None
@@ -399,6 +411,95 @@ def click_dataset(collection: Collection, schema: Schema | str, n_queries: int =
                                         f"click-{name}")
         out_e[name] = a
     return ClickSet(out_q, out_r, out_e)
+
+
+def _click_parts(collection: Collection, parts: dict) -> ClickSet:
+    out_q, out_r, out_e = {}, {}, {}
+    for name, (a, b, c) in parts.items():
+        qids = [f"{name}-{j}" for j in range(len(c))]
+        out_q[name] = Queries(IdMap(qids, kind="query"), c, None, b, name=f"click-{name}")
+        out_r[name] = Qrels.from_arrays(qids, collection.ids.strings[a].tolist(), [1] * len(qids),
+                                        f"click-{name}")
+        out_e[name] = a
+    return ClickSet(out_q, out_r, out_e)
+
+
+def _click_heldout(collection: Collection, lab: WeakLabelingUn, n_queries: int, p_narrow: float,
+                   splits: tuple[float, float, float], n_broad_test: int, seed: int,
+                   entity_weights: np.ndarray | None, heldout: np.ndarray) -> ClickSet:
+    """``click_dataset`` with an entity-disjoint split (see its docstring)."""
+    n = len(collection)
+    held = np.unique(np.asarray(heldout, dtype=np.int64))
+    if len(held) == 0 or held[0] < 0 or held[-1] >= n or len(held) == n:
+        raise LimelightError(f"heldout must name some, not all, of the {n} entities")
+    pool = np.setdiff1d(np.arange(n), held)
+    w = np.ones(n) if entity_weights is None else np.asarray(entity_weights, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    n_tr = int(splits[0] * n_queries)
+    n_va = int(splits[1] * n_queries)
+    n_te = n_queries - n_tr - n_va
+
+    def draw(ents: np.ndarray, k: int, s: int):
+        e = rng.choice(ents, k, replace=True, p=w[ents] / w[ents].sum())
+        it = np.where(rng.random(k) < p_narrow, "narrow", "broad").astype(object)
+        return _dedup(*lab.generate(e, it, seed=s))
+
+    ei, it, qs = draw(pool, n_tr + n_va, seed + 1)
+    perm = rng.permutation(len(qs))
+    cut = int(round(len(qs) * n_tr / max(1, n_tr + n_va)))
+    tr, va = np.sort(perm[:cut]), np.sort(perm[cut:])
+    seen = {normalize_query(q) for q in qs.tolist()}
+
+    def unseen(ei, it, qs):
+        keep = np.asarray([normalize_query(q) not in seen for q in qs.tolist()], dtype=bool)
+        return ei[keep], it[keep], qs[keep]
+
+    test = unseen(*draw(held, n_te, seed + 3))
+    k = min(n_broad_test, len(held))
+    bent = rng.choice(held, k, replace=False)
+    broad = unseen(*_dedup(*lab.generate(bent, "broad", seed=seed + 2)))
+    cs = _click_parts(collection, {"train": (ei[tr], it[tr], qs[tr]), "val": (ei[va], it[va], qs[va]),
+                                   "test": test, "broad_test": broad})
+    cs.heldout = held
+    return cs
+
+
+def normalize_query(text: str) -> str:
+    """The form in which two query texts count as the same query: lowercased, whitespace
+    collapsed."""
+    return " ".join(str(text).lower().split())
+
+
+def find_leaks(train: dict[str, tuple[Sequence[str], Sequence[int] | np.ndarray]],
+               test: dict[str, tuple[Sequence[str], Sequence[int] | np.ndarray]],
+               entity_names: Sequence[str] | np.ndarray | None = None) -> list[str]:
+    """Every way a test set leaks into a training set: a test entity that is the relevant entity
+    of a training pair, or a test query whose normalized text is a training query. Sets are
+    ``name -> (query texts, entity indices)``; returns one line per (training set, test set,
+    kind) with the count and a first example, empty when nothing leaks."""
+    out = []
+    for tname, (tq, te) in test.items():
+        t_ents = set(np.asarray(te, dtype=np.int64).tolist())
+        t_texts = {normalize_query(q) for q in tq}
+        for name, (q, e) in train.items():
+            ents = [x for x in np.asarray(e, dtype=np.int64).tolist() if x in t_ents]
+            if ents:
+                who = entity_names[ents[0]] if entity_names is not None else ents[0]
+                out.append(f"{len(ents)} pair(s) of training set {name!r} are for entities of "
+                           f"test set {tname!r} (first: {who!r})")
+            texts = [x for x in q if normalize_query(x) in t_texts]
+            if texts:
+                out.append(f"{len(texts)} quer(ies) of training set {name!r} are queries of test "
+                           f"set {tname!r} (first: {texts[0]!r})")
+    return out
+
+
+def assert_no_leakage(train: dict, test: dict, entity_names: Sequence[str] | None = None) -> None:
+    """Raise a one-line ``LimelightError`` when ``find_leaks`` finds anything."""
+    leaks = find_leaks(train, test, entity_names)
+    if leaks:
+        more = f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""
+        raise LimelightError(f"test data leaks into training: {leaks[0]}{more}")
 
 
 def _dedup(ei: np.ndarray, it: np.ndarray, qs: np.ndarray):

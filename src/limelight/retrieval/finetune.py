@@ -26,12 +26,16 @@ from limelight.errors import LimelightError
 
 @dataclass
 class FinetuneStats:
-    """Steps, pairs seen, seconds and per-step losses of one fine-tuning run."""
+    """Steps, pairs seen, seconds and per-step losses of one fine-tuning run (with checkpoints:
+    of the whole run; ``completed`` False when ``stop`` ended it early, ``resumed_from`` the step
+    it continued from)."""
 
     steps: int
     pairs: int
     seconds: float
     losses: list[float] = field(default_factory=list)
+    completed: bool = True
+    resumed_from: int = 0
 
 
 def no_duplicate_batches(doc_keys: np.ndarray, batch_size: int, n_batches: int,
@@ -70,14 +74,24 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
                        model: str | os.PathLike | None = None, steps: int = 100,
                        batch_size: int = 16, lr: float = 2e-5, weight_decay: float = 0.01,
                        warmup: float = 0.1, max_seq_length: int | None = 128, seed: int = 0,
-                       doc_keys: Sequence | None = None) -> FinetuneStats:
+                       doc_keys: Sequence | None = None,
+                       checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0,
+                       stop=None, progress=None) -> FinetuneStats:
     """Fine-tune a bi-encoder with MultipleNegativesRankingLoss and save it to ``out``.
 
     ``doc_keys`` identify documents for the no-duplicate batching (default: the texts).
+
+    Resumable: with ``checkpoint_dir``, the whole training state (weights, optimizer, scheduler,
+    torch RNG — dropout —, step, losses) is saved every ``checkpoint_every`` steps and when
+    ``stop(step)`` returns True (the run then ends early without writing ``out``,
+    ``completed=False``); a later call with the same data and settings continues from it and
+    gives the same model as one uninterrupted run (the batches are a function of the seed). The
+    checkpoint is removed once ``out`` is written. ``progress(step, loss)`` is called per step.
     """
     import torch
     from sentence_transformers import losses
 
+    from limelight import _checkpoint as ck
     from limelight.retrieval.dense import Encoder
 
     if len(queries) != len(doc_texts) or not queries:
@@ -85,7 +99,8 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
                              f"(got {len(queries)} and {len(doc_texts)})")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    st = Encoder(model, variant="torch-fp32").model  # the torch weights are what we train
+    enc = Encoder(model, variant="torch-fp32")
+    st = enc.model  # the torch weights are what we train
     if max_seq_length is not None:
         st.max_seq_length = int(max_seq_length)
     keys = np.asarray(doc_keys if doc_keys is not None else doc_texts, dtype=object)
@@ -96,25 +111,73 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
     n_warm = max(1, int(warmup * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    meta = {"base_model": {"name": enc.name, "fingerprint": enc.fingerprint},
+            "data": ck.fingerprint_texts(queries, doc_texts, keys.tolist()), "steps": steps,
+            "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "warmup": warmup,
+            "max_seq_length": max_seq_length, "seed": seed}
+    run = _resume(checkpoint_dir, meta, st, opt, sched)
+    start = run["step"]
     prep = getattr(st, "preprocess", None) or st.tokenize  # tokenize is deprecated in ST 6
     st.train()
-    out_losses = []
-    t0 = time.perf_counter()
-    for b in batches:
-        qf = prep([queries[i] for i in b.tolist()])
-        df = prep([doc_texts[i] for i in b.tolist()])
-        loss = loss_fn([qf, df], None)
+    t0 = time.perf_counter() - run["seconds"]
+    for b in batches[start:]:
+        loss = loss_fn([prep([queries[i] for i in b.tolist()]),
+                        prep([doc_texts[i] for i in b.tolist()])], None)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        out_losses.append(float(loss.detach()))
+        run["losses"].append(float(loss.detach()))
+        run["step"] += 1
+        if progress is not None:
+            progress(run["step"], run["losses"][-1])
+        halt = run["step"] < steps and stop is not None and bool(stop(run["step"]))
+        if checkpoint_dir is not None and run["step"] < steps and (
+                halt or (checkpoint_every and run["step"] % checkpoint_every == 0)):
+            run["seconds"] = time.perf_counter() - t0
+            _save(checkpoint_dir, meta, st, opt, sched, run)
+        if halt:
+            st.eval()
+            return FinetuneStats(steps, run["step"] * batch_size, time.perf_counter() - t0,
+                                 list(run["losses"]), False, start)
     secs = time.perf_counter() - t0
     st.eval()
     with atomic_dir(out) as tmp:
         st.save(str(tmp))
-    return FinetuneStats(steps, steps * batch_size, secs, out_losses)
+    if checkpoint_dir is not None:
+        (Path(checkpoint_dir) / ck.STATE_FILE).unlink(missing_ok=True)
+    return FinetuneStats(steps, steps * batch_size, secs, list(run["losses"]), True, start)
+
+
+def _resume(checkpoint_dir, meta: dict, st, opt, sched) -> dict:
+    """The run's progress (step, losses, seconds), restored from a checkpoint when there is one
+    (weights, optimizer, scheduler and torch RNG put back; other settings refused)."""
+    import torch
+
+    from limelight import _checkpoint as ck
+
+    run = {"step": 0, "losses": [], "seconds": 0.0}
+    state = ck.load_state(checkpoint_dir)
+    if state is not None:
+        ck.check_meta(checkpoint_dir, state["meta"], meta)
+        st.load_state_dict(state["weights"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        run.update(step=int(state["step"]), losses=list(state["losses"]),
+                   seconds=float(state["seconds"]))
+    return run
+
+
+def _save(checkpoint_dir, meta: dict, st, opt, sched, run: dict) -> None:
+    import torch
+
+    from limelight import _checkpoint as ck
+
+    ck.save_state(checkpoint_dir, {"meta": meta, "weights": st.state_dict(),
+                                   "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                   "torch_rng": torch.get_rng_state(), **run})
 
 
 def finetuned_exists(path: str | os.PathLike) -> bool:

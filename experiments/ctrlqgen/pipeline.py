@@ -1,0 +1,346 @@
+"""Issue 26: the resumable CtrlQGen study (H1 and H2 of Penha et al., WWW 2023) at scale.
+
+    .venv/bin/python experiments/ctrlqgen/pipeline.py --config experiments/ctrlqgen/debian.toml status
+    flock /tmp/heavy.lock .venv/bin/python experiments/ctrlqgen/pipeline.py \
+        --config experiments/ctrlqgen/debian.toml run weaklabels generator --budget-min 20
+
+Stages, in order (PLAN.md pre-registers their settings and analysis):
+
+1. ``weaklabels``: entity-disjoint split (held-out entities for the test sets), the Books-protocol
+   Click log (``click_dataset(heldout=...)``), WeakLabeling-IP intents of Click train pairs plus
+   WeakLabeling-Un pairs (the CtrlQGen training set), the QGen / InPars pairs, E'; the leakage
+   check of everything against the test sets.
+2. ``generator``: CtrlQGen and QGen generators (``QueryGenerator.fit`` with checkpoints).
+3. ``generate``: one query per E' entity for QGen, InPars, CtrlQGen narrow and broad
+   (``generate_queries``, in resumable chunks).
+4. ``finetune``: a bi-encoder per training set and seed (``finetune_biencoder`` with checkpoints),
+   every set the same number of pairs and steps.
+5. ``exposure``: each bi-encoder (and BM25, zero-shot MiniLM) over the whole catalog: top-k for
+   the Click test, broad test and query-log sets; R@100, r(e) and Gini per cutoff.
+6. ``tests``: the pre-registered comparisons (two-level bootstrap of Gini over queries and
+   training seeds, paired t-tests of R@100; Bonferroni).
+7. ``h2``: broad suggestions for the top entities of Click-test queries, accepted at 0-100 %,
+   against a control of as many other log queries.
+8. ``validity``: narrow validity and broad WeakLabeling-IP agreement (Wilson intervals),
+   appendix D overlaps.
+
+Every stage (and every sub-job: one generator, one set, one bi-encoder) writes its output under
+``work/<stage>/<name>-<key>`` where ``key`` hashes its settings and its inputs' keys, and a
+``done.json`` when complete; a rerun skips what is done and continues what is not (training from
+its last checkpoint, generation and encoding from their last chunk). ``--budget-min`` stops
+cleanly (checkpoint written) when the time is up: exit status 3, rerun to continue. Small outputs
+are copied under ``results`` (committed); model weights stay under ``work``. Bad input (a
+catalog without the schema's fields, an empty generation, a generator of another base model, a
+leak of test data into a training set) ends with a one-line error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+VERSION = 1  # bump when a stage's computation changes (every key changes with it)
+STAGES = ("weaklabels", "generator", "generate", "finetune", "exposure", "tests", "h2", "validity")
+SET_SOURCES = {"QGen": "qgen", "InPars": "inpars", "CtrlQGen_narrow": "ctrl_narrow",
+               "CtrlQGen_broad": "ctrl_broad"}
+GEN_OF_SET = {"qgen": "qgen", "ctrl_narrow": "ctrlqgen", "ctrl_broad": "ctrlqgen", "inpars": None}
+
+
+class Stopped(Exception):
+    """The time budget ran out; the stage saved its state and a rerun continues it."""
+
+
+def log(*a) -> None:
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def read_config(path: str | os.PathLike) -> dict:
+    """The study settings: a TOML file such as experiments/ctrlqgen/debian.toml (or the same
+    structure as JSON, ``.json``)."""
+    from limelight.errors import LimelightError
+
+    p = Path(path)
+    if not p.exists():
+        raise LimelightError(f"{path}: no such config file")
+    try:
+        if p.suffix == ".json":
+            return json.loads(p.read_text(encoding="utf-8"))
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise LimelightError(f"{path}: invalid config ({str(e).splitlines()[0]})") from None
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    from limelight._io import atomic_path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False, compression="zstd")
+
+
+def write_json(obj, path: Path) -> None:
+    from limelight._io import atomic_path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
+
+
+def _jsonable(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+class Study:
+    """One configured study: the catalog, the settings and the stage folders."""
+
+    def __init__(self, config: dict, budget_s: float | None = None, root: str | os.PathLike = "."):
+        self.cfg = config
+        self.root = Path(root)
+        self.work = self.root / config.get("work", ".cache/ctrlqgen-study/default")
+        self.results = self.root / config.get("results", "experiments/ctrlqgen/results/default")
+        self.deadline = None if budget_s is None else time.monotonic() + budget_s
+        self.stop_hook = None  # tests: a predicate on (stage, step) that interrupts a stage
+        self._coll = None
+        self._texts = None
+
+    # ---- budget ---------------------------------------------------------------------------
+    def out_of_time(self, stage: str = "", step: int = 0) -> bool:
+        if self.stop_hook is not None and self.stop_hook(stage, step):
+            return True
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def stopper(self, stage: str):
+        return lambda step: self.out_of_time(stage, step)
+
+    # ---- data -----------------------------------------------------------------------------
+    @property
+    def threads(self) -> int:
+        return int(self.cfg.get("threads", 2))
+
+    @property
+    def schema(self):
+        from limelight.querygen.serialize import load_schema
+
+        return load_schema(self.cfg.get("schema", self.cfg["catalog"]))
+
+    @property
+    def collection(self):
+        """The catalog (or its seeded ``catalog_subset``), checked against the schema."""
+        if self._coll is None:
+            from limelight.data import load_catalog
+            from limelight.data.collection import Collection
+            from limelight.data.ids import IdMap
+
+            full = load_catalog(self.cfg["catalog"])
+            self.schema.check_collection(full)
+            n = self.cfg.get("catalog_subset")
+            if n and n < len(full):
+                sel = np.sort(np.random.default_rng(0).choice(len(full), int(n), replace=False))
+                full = Collection(IdMap(full.ids.strings[sel], kind="document"), full.texts[sel],
+                                  {k: v[sel] for k, v in full.fields.items()},
+                                  f"{full.name}-{n}", full.text_fields)
+            self._coll = full
+        return self._coll
+
+    @property
+    def texts(self) -> np.ndarray:
+        """s(e) of every entity: what the generators read and the bi-encoders index."""
+        if self._texts is None:
+            from limelight.querygen.serialize import serialize_collection
+
+            self._texts = serialize_collection(self.collection, self.schema)
+        return self._texts
+
+    def text_collection(self):
+        from limelight.data.collection import Collection
+
+        c = self.collection
+        return Collection(c.ids, self.texts, c.fields, f"{c.name}-serialized", ("serialized",))
+
+    # ---- keys and folders -----------------------------------------------------------------
+    def key(self, stage: str, name: str = "") -> str:
+        """The hash of a sub-job's settings and of its inputs' keys."""
+        c = self.cfg
+        base = {"v": VERSION, "catalog": c["catalog"], "subset": c.get("catalog_subset"),
+                "schema": c.get("schema", c["catalog"])}
+        if stage == "weaklabels":
+            return digest({**base, "split": c["split"], "click": c["click"], "wl": c["weaklabels"]})
+        wl = self.key("weaklabels")
+        if stage == "generator":
+            return digest({"wl": wl, "gen": c["generator"], "name": name})
+        if stage == "generate":
+            g = GEN_OF_SET[name]
+            up = self.key("generator", g) if g else digest({"wl": wl, "backbone": c["generator"]})
+            return digest({"up": up, "gen": {k: v for k, v in c["generate"].items() if k != "sets"},
+                           "name": name, "max_in": c["generator"]["max_input_tokens"],
+                           "max_new": c["generator"]["max_new_tokens"]})
+        if stage == "finetune":
+            set_name, seed = name.rsplit("-s", 1)
+            return digest({"inputs": self.set_inputs(set_name), "bi": self._bi_settings(),
+                           "set": set_name, "seed": int(seed)})
+        if stage == "exposure":
+            up = wl if name in ("BM25", "zero-shot") else self.key("finetune", name)
+            return digest({"up": up, "wl": wl, "exp": c["exposure"], "name": name})
+        if stage == "tests":
+            return digest({"exp": [self.key("exposure", m) for m in self.all_models()],
+                           "tests": c["tests"]})
+        if stage == "h2":
+            return digest({"exp": [self.key("exposure", f"{m}-s{s}") for m in c["h2"]["models"]
+                                   for s in self.seeds], "gen": self.key("generator", "ctrlqgen"),
+                           "h2": c["h2"], "tests": c["tests"]})
+        if stage == "validity":
+            return digest({"n": self.key("generate", "ctrl_narrow"),
+                           "b": self.key("generate", "ctrl_broad")})
+        raise ValueError(stage)
+
+    def _bi_settings(self) -> dict:
+        return {k: v for k, v in self.cfg["biencoder"].items() if k not in ("sets", "seeds")}
+
+    def set_inputs(self, set_name: str) -> list[str]:
+        if set_name == "Click":
+            return [self.key("weaklabels")]
+        if set_name == "CtrlQGen_both":
+            return [self.key("generate", "ctrl_narrow"), self.key("generate", "ctrl_broad")]
+        return [self.key("generate", SET_SOURCES[set_name])]
+
+    def dir(self, stage: str, name: str = "") -> Path:
+        label = f"{name}-{self.key(stage, name)}" if name else self.key(stage, name)
+        return self.work / stage / label
+
+    def done(self, stage: str, name: str = "") -> dict | None:
+        p = self.dir(stage, name) / "done.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def mark_done(self, stage: str, name: str, info: dict, t0: float) -> dict:
+        d = self.dir(stage, name)
+        spent = self._spent(d) + time.perf_counter() - t0
+        info = {"stage": stage, "name": name, "key": self.key(stage, name),
+                "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(spent, 1),
+                "load_end": load_avg(), **info}
+        write_json(info, d / "done.json")
+        man_p = self.results / "manifest.json"
+        man = json.loads(man_p.read_text()) if man_p.exists() else {}
+        man[f"{stage}/{name}" if name else stage] = {k: info[k] for k in
+                                                     ("key", "finished", "seconds", "load_end")}
+        write_json(dict(sorted(man.items())), man_p)
+        return info
+
+    def _spent(self, d: Path) -> float:
+        p = d / "spent.json"
+        return json.loads(p.read_text())["seconds"] if p.exists() else 0.0
+
+    def add_spent(self, d: Path, t0: float) -> None:
+        write_json({"seconds": self._spent(d) + time.perf_counter() - t0}, d / "spent.json")
+
+    # ---- models ---------------------------------------------------------------------------
+    @property
+    def seeds(self) -> list[int]:
+        return [int(s) for s in self.cfg["biencoder"]["seeds"]]
+
+    def trained_models(self) -> list[str]:
+        return [f"{s}-s{seed}" for s in self.cfg["biencoder"]["sets"] for seed in self.seeds]
+
+    def all_models(self) -> list[str]:
+        return list(self.cfg["exposure"].get("baselines", [])) + self.trained_models()
+
+
+# ---- stage runners (imported lazily so `status` stays fast) -------------------------------------
+
+
+def run_stages(study: Study, stages: list[str], only: str | None = None) -> None:
+    from stages import STAGE_FUNCS  # experiments/ctrlqgen/stages.py
+
+    for st in stages:
+        t = time.perf_counter()
+        log(f"stage {st}: start (load {load_avg()})")
+        STAGE_FUNCS[st](study, only)
+        log(f"stage {st}: complete in {time.perf_counter() - t:.0f}s (load {load_avg()})")
+
+
+def status(study: Study) -> list[str]:
+    """One line per sub-job: done (with its time) or pending."""
+    c = study.cfg
+    jobs = [("weaklabels", "")]
+    jobs += [("generator", g) for g in ("ctrlqgen", "qgen")]
+    jobs += [("generate", s) for s in c["generate"]["sets"]]
+    jobs += [("finetune", m) for m in study.trained_models()]
+    jobs += [("exposure", m) for m in study.all_models()]
+    jobs += [("tests", ""), ("h2", ""), ("validity", "")]
+    out = []
+    for stage, name in jobs:
+        d = study.done(stage, name)
+        where = study.dir(stage, name)
+        if d:
+            out.append(f"done     {stage:10s} {name:22s} {d['seconds']:8.0f}s  {d['finished']}")
+        elif where.exists():
+            out.append(f"started  {stage:10s} {name:22s} {study._spent(where):8.0f}s  {where}")
+        else:
+            out.append(f"pending  {stage:10s} {name}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from limelight.errors import LimelightError
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--budget-min", type=float, default=None,
+                    help="stop cleanly (checkpoint) after this many minutes; rerun to continue")
+    ap.add_argument("--only", default=None,
+                    help="run only the sub-jobs of the stage whose name contains this")
+    ap.add_argument("command", choices=("run", "status"))
+    ap.add_argument("stages", nargs="*", help=f"stages to run (default: all): {', '.join(STAGES)}")
+    args = ap.parse_args(argv)
+    try:
+        study = Study(read_config(args.config),
+                      None if args.budget_min is None else args.budget_min * 60)
+        if args.command == "status":
+            print("\n".join(status(study)))
+            return 0
+        bad = [s for s in args.stages if s not in STAGES]
+        if bad:
+            raise LimelightError(f"unknown stage {bad[0]!r} (stages: {', '.join(STAGES)})")
+        import torch
+
+        torch.set_num_threads(study.threads)
+        run_stages(study, args.stages or list(STAGES), args.only)
+    except Stopped as e:
+        print(f"stopped (budget): {e}; rerun the same command to continue", file=sys.stderr)
+        return 3
+    except LimelightError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+if __name__ == "__main__":
+    import pipeline  # one module object, so stages raise the Stopped this main catches
+
+    sys.exit(pipeline.main())

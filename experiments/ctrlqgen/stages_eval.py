@@ -1,0 +1,425 @@
+"""Evaluation stages of the issue-26 pipeline: exposure over the whole catalog, the
+pre-registered H1 tests, the H2 suggestion simulation and the validity figures."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import stats
+from pipeline import Stopped, Study, load_avg, log, write_json, write_parquet
+
+from limelight.errors import LimelightError
+
+H1_PAIRS = [("Click", "QGen"), ("Click", "InPars"), ("Click", "CtrlQGen_narrow"),
+            ("Click", "CtrlQGen_broad"), ("Click", "CtrlQGen_both"),
+            ("CtrlQGen_narrow", "QGen"), ("CtrlQGen_broad", "QGen"), ("CtrlQGen_both", "QGen")]
+PRIMARY_SETS = ("test", "broad_test")
+
+
+def _want(only: str | None, name: str) -> bool:
+    return only is None or only in name
+
+
+def query_sets(study: Study) -> dict[str, dict]:
+    """Held-out query sets (texts, relevant entity, weights o_q) and the real query-log sample."""
+    from limelight.data import load_query_log
+
+    out = {}
+    for s in PRIMARY_SETS:
+        df = pd.read_parquet(study.dir("weaklabels") / f"click_{s}.parquet")
+        out[s] = {"texts": df["text"].tolist(), "rel": df["entity"].to_numpy(),
+                  "w": np.ones(len(df))}
+    n_log = study.cfg["exposure"].get("n_log", 0)
+    if n_log:
+        ql = load_query_log()
+        ql = ql.sample(min(n_log, len(ql)), seed=0)
+        out["log"] = {"texts": ql.texts.tolist(), "rel": None, "w": np.asarray(ql.weights)}
+    return out
+
+
+# ---- 5. exposure -------------------------------------------------------------------------------
+
+
+def encoder_for(study: Study, model: str):
+    from limelight.retrieval.dense import Encoder
+
+    ec = study.cfg["exposure"]
+    path = None
+    if model != "zero-shot":
+        done = study.done("finetune", model)
+        if not done:
+            raise LimelightError(f"exposure of {model} needs its bi-encoder: run the finetune stage")
+        path = done["model"]
+    return Encoder(path, max_seq_length=ec["max_seq_length"], variant=ec["variant"],
+                   threads=study.threads, model_cache=study.work / "onnx")
+
+
+def catalog_embeddings(study: Study, model: str, enc) -> np.ndarray:
+    """s(e) of every entity under ``enc``, encoded in fixed chunks saved as they finish."""
+    ec = study.cfg["exposure"]
+    d = study.dir("exposure", model)
+    full = d / "emb.npy"
+    if full.exists():
+        return np.load(full)
+    texts = study.texts
+    n_chunks = math.ceil(len(texts) / ec["chunk"])
+    made = 0
+    for i in range(n_chunks):
+        p = d / f"emb-{i:04d}.npy"
+        if p.exists():
+            continue
+        if made and study.out_of_time(f"exposure:{model}", i):
+            raise Stopped(f"encoding for {model} stopped before chunk {i + 1}/{n_chunks}")
+        t = time.perf_counter()
+        emb = enc.encode(texts[i * ec["chunk"]:(i + 1) * ec["chunk"]].tolist())
+        np.save(p, emb)
+        made += 1
+        log(f"exposure {model}: chunk {i + 1}/{n_chunks}, "
+            f"{len(emb) / (time.perf_counter() - t):.0f} entities/s, load {load_avg()[0]}")
+    emb = np.concatenate([np.load(d / f"emb-{i:04d}.npy") for i in range(n_chunks)])
+    np.save(full, emb)
+    for i in range(n_chunks):
+        (d / f"emb-{i:04d}.npy").unlink()
+    return emb
+
+
+def topk_for(study: Study, model: str, qsets: dict) -> dict[str, np.ndarray]:
+    k = study.cfg["exposure"]["k"]
+    if model == "BM25":
+        from limelight.retrieval.bm25 import BM25, BM25Index
+
+        bm = BM25(BM25Index.build(study.text_collection()))
+        return {s: bm.search_batch(q["texts"], k)[0] for s, q in qsets.items()}
+    from limelight.retrieval.dense import DenseIndex
+
+    enc = encoder_for(study, model)
+    emb = catalog_embeddings(study, model, enc)
+    idx = DenseIndex.from_embeddings(study.collection.ids, emb, {"encoder": enc.identity()})
+    return {s: idx.search(enc.encode(q["texts"]), k)[0] for s, q in qsets.items()}
+
+
+def model_summary(study: Study, top: dict[str, np.ndarray], qsets: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """R@100, Gini and retrievable fraction per query set and cutoff; per-entity r (rows with a
+    non-zero value) and per-query recall tables."""
+    from limelight.exposure.retrievability import gini, retrievable_fraction
+
+    n = len(study.collection)
+    summ, rcols, rec = {}, {}, {}
+    for s, q in qsets.items():
+        row = {"n_queries": len(q["texts"])}
+        if q["rel"] is not None:
+            rec[s] = stats.recall_at(top[s], q["rel"], 100)
+            row["R@100"] = float(rec[s].mean())
+        for c in study.cfg["tests"]["cutoffs"]:
+            r = np.asarray(stats.f_from_topk(top[s], n, c) @ q["w"]).ravel()
+            row[f"gini_c{c}"] = gini(r)
+            row[f"retrievable_c{c}"] = retrievable_fraction(r)
+            rcols[f"r_{s}_c{c}"] = r
+        summ[s] = row
+    r_df = pd.DataFrame({"entity": np.arange(n), **rcols})
+    r_df = r_df[(r_df.drop(columns="entity") > 0).any(axis=1)].reset_index(drop=True)
+    rec_df = pd.DataFrame({"set": np.concatenate([[s] * len(v) for s, v in rec.items()]),
+                           "query": np.concatenate([np.arange(len(v)) for v in rec.values()]),
+                           "hit": np.concatenate(list(rec.values())).astype(np.int8)})
+    return summ, r_df, rec_df
+
+
+def exposure_model(study: Study, model: str) -> None:
+    if study.done("exposure", model):
+        return
+    t0 = time.perf_counter()
+    d = study.dir("exposure", model)
+    d.mkdir(parents=True, exist_ok=True)
+    qsets = query_sets(study)
+    try:
+        top = topk_for(study, model, qsets)
+    except Stopped:
+        study.add_spent(d, t0)
+        raise
+    np.savez_compressed(d / "topk.npz", **top)
+    summ, r_df, rec_df = model_summary(study, top, qsets)
+    out = study.results / "exposure"
+    write_parquet(r_df, out / f"{model}.r.parquet")
+    write_parquet(rec_df, out / f"{model}.recall.parquet")
+    info = study.mark_done("exposure", model, {"summary": summ}, t0)
+    write_json(info, out / f"{model}.json")
+    log(f"exposure {model}: " + ", ".join(f"{s} R@100 {v.get('R@100', float('nan')):.3f} "
+                                          f"Gini@100 {v.get('gini_c100', float('nan')):.3f}"
+                                          for s, v in summ.items()))
+
+
+def stage_exposure(study: Study, only: str | None = None) -> None:
+    for m in study.all_models():
+        if _want(only, m):
+            exposure_model(study, m)
+
+
+# ---- 6. H1 tests -------------------------------------------------------------------------------
+
+
+def load_topk(study: Study, model: str) -> dict[str, np.ndarray]:
+    done = study.done("exposure", model)
+    if not done:
+        raise LimelightError(f"the tests need the exposure of {model}: run the exposure stage")
+    z = np.load(study.dir("exposure", model) / "topk.npz")
+    return {k: z[k] for k in z.files}
+
+
+def systems_of(study: Study) -> dict[str, list[str]]:
+    """Each system and its models (the seeds of a trained set; one model for a baseline)."""
+    out = {b: [b] for b in study.cfg["exposure"].get("baselines", [])}
+    for s in study.cfg["biencoder"]["sets"]:
+        out[s] = [f"{s}-s{seed}" for seed in study.seeds]
+    return out
+
+
+def stage_tests(study: Study, only: str | None = None) -> None:
+    """The pre-registered H1 family (PLAN.md): 8 pairs × 6 metrics, Bonferroni over the 8 pairs
+    of each metric; secondary rows (baselines, union and log sets) reported uncorrected."""
+    if study.done("tests"):
+        return
+    t0 = time.perf_counter()
+    tc = study.cfg["tests"]
+    qsets = query_sets(study)
+    systems = systems_of(study)
+    tops = {m: load_topk(study, m) for ms in systems.values() for m in ms}
+    n = len(study.collection)
+    pairs = [p for p in H1_PAIRS if p[0] in systems and p[1] in systems]
+    res: dict = {"pairs": [f"{a} vs {b}" for a, b in pairs], "bonferroni_m": len(pairs)}
+    for s in PRIMARY_SETS:
+        rec = {sy: np.stack([stats.recall_at(tops[m][s], qsets[s]["rel"]) for m in ms])
+               for sy, ms in systems.items()}
+        r = stats.recall_tests(rec, pairs, tc["n_boot"], tc["seed"], tc["alpha"])
+        stats.bonferroni(r["tests"], len(pairs))
+        res[f"R@100 {s}"] = r
+    for s in list(qsets):
+        for c in tc["cutoffs"]:
+            t = time.perf_counter()
+            fs = {sy: [stats.f_from_topk(tops[m][s], n, c) for m in ms] for sy, ms in systems.items()}
+            g = stats.gini_tests(fs, pairs, tc["n_boot"], tc["seed"], tc["alpha"], qsets[s]["w"])
+            if s in PRIMARY_SETS:
+                stats.bonferroni(g["tests"], len(pairs))
+            res[f"Gini {s} c{c}"] = g
+            log(f"tests: Gini {s} c={c} in {time.perf_counter() - t:.0f}s")
+    info = study.mark_done("tests", "", {"n_boot": tc["n_boot"]}, t0)
+    write_json({**info, **res}, study.results / "tests.json")
+
+
+# ---- 7. H2 -------------------------------------------------------------------------------------
+
+
+def suggestions(study: Study, ents: np.ndarray) -> dict[int, list[str]]:
+    """``n_suggestions`` broad CtrlQGen queries per entity, generated in resumable chunks."""
+    from limelight.querygen.generator import QueryGenerator, generate_queries
+
+    h = study.cfg["h2"]
+    d = study.dir("h2")
+    chunk = study.cfg["generate"]["chunk"]
+    ids = study.collection.ids.strings[ents]
+    n_chunks = math.ceil(len(ids) / chunk)
+    g, made = None, 0
+    for i in range(n_chunks):
+        p = d / f"sugg-{i:04d}.parquet"
+        if p.exists():
+            continue
+        if made and study.out_of_time("h2", i):
+            raise Stopped(f"H2 suggestions stopped before chunk {i + 1}/{n_chunks}")
+        if g is None:
+            done = study.done("generator", "ctrlqgen")
+            if not done:
+                raise LimelightError("H2 needs the CtrlQGen generator: run the generator stage")
+            g = QueryGenerator.load(done["model"])
+            g.check_base(done["base_model"], "the H2 generator")
+        qs = generate_queries(study.collection, study.schema, "broad", n=h["n_suggestions"],
+                              generator=g, entity_ids=ids[i * chunk:(i + 1) * chunk].tolist(),
+                              seed=h["seed"] + i, batch_size=study.cfg["generate"]["batch_size"])
+        write_parquet(pd.DataFrame({"entity_id": qs.fields["entity_id"].astype(str),
+                                    "text": qs.texts.astype(str)}), p)
+        made += 1
+        log(f"h2 suggestions chunk {i + 1}/{n_chunks}, load {load_avg()[0]}")
+    df = pd.concat([pd.read_parquet(d / f"sugg-{i:04d}.parquet") for i in range(n_chunks)])
+    out: dict[int, list[str]] = {}
+    for e, t in zip(df["entity_id"].tolist(), df["text"].tolist(), strict=True):
+        out.setdefault(study.collection.ids.lookup(e), []).append(t)
+    return out
+
+
+def h2_added_sets(study: Study, sample: np.ndarray) -> tuple[dict, dict]:
+    """Per H2 system: the suggestion texts (3 per top-5 entity of each sampled query, under its
+    seed-0 model) and as many control queries (other log queries: the Click val split)."""
+    h = study.cfg["h2"]
+    top5 = {sy: load_topk(study, f"{sy}-s{study.seeds[0]}")["test"][sample, :h["top_k"]]
+            for sy in h["models"]}
+    ents = np.unique(np.concatenate([t[t >= 0] for t in top5.values()]))
+    sugg = suggestions(study, ents)
+    val = pd.read_parquet(study.dir("weaklabels") / "click_val.parquet")["text"].tolist()
+    order = np.random.default_rng(h["seed"] + 1).permutation(len(val))
+    added, control = {}, {}
+    for sy, t in top5.items():
+        added[sy] = [q for row in t for e in row[row >= 0].tolist() for q in sugg.get(e, [])]
+        if len(added[sy]) > len(val):
+            raise LimelightError(f"H2 control needs {len(added[sy])} other log queries, the Click "
+                                 f"val split has {len(val)}: raise click.n_queries")
+        control[sy] = [val[i] for i in order[:len(added[sy])].tolist()]
+    return added, control
+
+
+def stage_h2(study: Study, only: str | None = None) -> None:
+    """Figure 4 analog with a control (PLAN.md, H2)."""
+    if study.done("h2"):
+        return
+    t0 = time.perf_counter()
+    h, tc = study.cfg["h2"], study.cfg["tests"]
+    d = study.dir("h2")
+    d.mkdir(parents=True, exist_ok=True)
+    n = len(study.collection)
+    base_q = pd.read_parquet(study.dir("weaklabels") / "click_test.parquet")
+    sample = np.sort(np.random.default_rng(h["seed"]).choice(len(base_q), h["n_queries"], replace=False))
+    try:
+        added, control = h2_added_sets(study, sample)
+    except Stopped:
+        study.add_spent(d, t0)
+        raise
+    out: dict = {"n_sampled_queries": len(sample), "curves": {}, "tests": {}}
+    fs_s, fs_c = {}, {}
+    for sy in h["models"]:
+        u = np.random.default_rng(h["seed"] + 2).random(len(added[sy]))
+        mats = {c: {"S": [], "C": []} for c in tc["cutoffs"]}
+        for seed in study.seeds:
+            m = f"{sy}-s{seed}"
+            base_top = load_topk(study, m)["test"]
+            top_s, top_c = h2_search(study, m, added[sy], control[sy])
+            for c in tc["cutoffs"]:
+                mats[c]["S"].append(stats.f_from_topk(np.vstack([base_top, top_s]), n, c))
+                mats[c]["C"].append(stats.f_from_topk(np.vstack([base_top, top_c]), n, c))
+        out["curves"][sy] = h2_curves(mats, len(base_q), u, h["acceptance"])
+        out["curves"][sy]["n_added"] = len(added[sy])
+        for c in tc["cutoffs"]:
+            fs_s[(sy, c)], fs_c[(sy, c)] = mats[c]["S"], mats[c]["C"]
+    out["tests"] = h2_tests(fs_s, fs_c, len(base_q), h["models"], tc)
+    info = study.mark_done("h2", "", {}, t0)
+    write_json({**info, **out}, study.results / "h2.json")
+
+
+def h2_search(study: Study, model: str, added: list[str], control: list[str]):
+    from limelight.retrieval.dense import DenseIndex
+
+    enc = encoder_for(study, model)
+    emb = np.load(study.dir("exposure", model) / "emb.npy")
+    idx = DenseIndex.from_embeddings(study.collection.ids, emb, {"encoder": enc.identity()})
+    k = study.cfg["exposure"]["k"]
+    return idx.search(enc.encode(added), k)[0], idx.search(enc.encode(control), k)[0]
+
+
+def h2_curves(mats: dict, n_base: int, u: np.ndarray, acceptance: list[float]) -> dict:
+    """Seed-averaged Gini and retrievable fraction with the accepted suggestions (S) and with as
+    many control queries (C), per cutoff and acceptance rate (the same accepted positions)."""
+    from limelight.exposure.retrievability import gini, retrievable_fraction
+
+    out = {}
+    for c, m in mats.items():
+        rows = []
+        for a in acceptance:
+            w = np.concatenate([np.ones(n_base), (u < a).astype(np.float64)])
+            row = {"acceptance": a, "n_accepted": int((u < a).sum())}
+            for kind in ("S", "C"):
+                rs = [np.asarray(f @ w).ravel() for f in m[kind]]
+                row[f"gini_{kind}"] = float(np.mean([gini(r) for r in rs]))
+                row[f"retrievable_{kind}"] = float(np.mean([retrievable_fraction(r) for r in rs]))
+            rows.append(row)
+        out[f"c{c}"] = rows
+    return out
+
+
+def h2_tests(fs_s: dict, fs_c: dict, n_base: int, models: list[str], tc: dict) -> dict:
+    """At 100 % acceptance: Gini(Q ∪ S) − Gini(Q ∪ C) per system and cutoff, and the
+    difference of that effect between the systems at c = 100 (two-level bootstrap;
+    Bonferroni over these tests)."""
+    rows = {}
+    fs = {}
+    for (sy, c), mats in fs_s.items():
+        fs[f"{sy}|S|c{c}"] = mats
+        fs[f"{sy}|C|c{c}"] = fs_c[(sy, c)]
+    rng = np.random.default_rng(tc["seed"] + 11)
+    by_c = {}
+    for c in tc["cutoffs"]:
+        sub = {k: v for k, v in fs.items() if k.endswith(f"|c{c}")}
+        g = stats.gini_tests(sub, [(f"{sy}|S|c{c}", f"{sy}|C|c{c}") for sy in models],
+                             tc["n_boot"], tc["seed"], tc["alpha"])
+        by_c[c] = g
+        for sy in models:
+            rows[f"{sy}: suggestions vs control, c={c}"] = g["tests"][f"{sy}|S|c{c} vs {sy}|C|c{c}"]
+    c = max(tc["cutoffs"])
+    if len(models) == 2:
+        reps = stats.boot_gini({k: v for k, v in fs.items() if k.endswith(f"|c{c}")},
+                               tc["n_boot"], tc["seed"] + 5)
+        eff = {sy: stats.seed_average(reps[f"{sy}|S|c{c}"], rng) -
+               stats.seed_average(reps[f"{sy}|C|c{c}"], rng) for sy in models}
+        sy_a, sy_b = models[1], models[0]
+        g = by_c[c]["systems"]
+        obs = (g[f"{sy_a}|S|c{c}"]["gini"] - g[f"{sy_a}|C|c{c}"]["gini"]) - \
+              (g[f"{sy_b}|S|c{c}"]["gini"] - g[f"{sy_b}|C|c{c}"]["gini"])
+        rows[f"interaction ({sy_a} effect − {sy_b} effect), c={c}"] = stats.diff_summary(
+            obs, eff[sy_a] - eff[sy_b], tc["alpha"])
+    stats.bonferroni(rows, len(rows))
+    return rows
+
+
+# ---- 8. validity -------------------------------------------------------------------------------
+
+
+def stage_validity(study: Study, only: str | None = None) -> None:
+    """Narrow validity (a term shared with a narrow field), broad WeakLabeling-IP agreement, with
+    Wilson intervals; WeakLabeling-Un on the same entities; appendix D overlaps."""
+    from limelight.analysis import Analyzer
+    from limelight.querygen.weaklabel import (
+        WeakLabelingUn,
+        normalize_query,
+        role_texts,
+        weaklabel_ip,
+    )
+    from limelight.retrieval.dense import Encoder
+
+    if study.done("validity"):
+        return
+    t0 = time.perf_counter()
+    coll, schema = study.collection, study.schema
+    an = Analyzer()
+    enc = Encoder(max_seq_length=study.cfg["weaklabels"]["ip_max_seq_length"], variant="torch-fp32")
+    lab = WeakLabelingUn(schema).fit(coll)
+    click = set()
+    for s in ("train", "val", "test", "broad_test"):
+        click |= {normalize_query(q) for q in
+                  pd.read_parquet(study.dir("weaklabels") / f"click_{s}.parquet")["text"].tolist()}
+    gen_train = {normalize_query(q) for q in
+                 pd.read_parquet(study.dir("weaklabels") / "gen_ctrlqgen.parquet")["text"].tolist()}
+    sources = {}
+    for it in ("narrow", "broad"):
+        df = pd.read_parquet(study.dir("generate", f"ctrl_{it}") / "queries.parquet")
+        sources[f"CtrlQGen {it}"] = (it, df["text"].tolist(), df["entity"].to_numpy())
+        ei, _, q = lab.generate(df["entity"].to_numpy(), it, seed=0)
+        sources[f"WeakLabeling-Un {it}"] = (it, q.tolist(), ei)
+    out = {}
+    for name, (it, qs, ents) in sources.items():
+        narrow_t, _ = role_texts(coll, schema, ents)
+        share = np.asarray([bool(set(an.tokenize(q)) & set(an.tokenize(t)))
+                            for q, t in zip(qs, narrow_t, strict=True)])
+        ip = weaklabel_ip(qs, coll, schema, ents, enc)
+        k_share, k_ip = int(share.sum()), int((ip == it).sum())
+        ser = study.texts
+        out[name] = {
+            "n": len(qs), "n_entities": int(len(np.unique(ents))),
+            "share_term_with_narrow_field": k_share / len(qs),
+            "share_ci95": stats.wilson(k_share, len(qs)),
+            f"ip_predicts_{it}": k_ip / len(qs), "ip_ci95": stats.wilson(k_ip, len(qs)),
+            "exact_in_click_log": float(np.mean([normalize_query(q) in click for q in qs])),
+            "not_substring_of_entity": float(np.mean([q.lower() not in ser[e].lower()
+                                                      for q, e in zip(qs, ents.tolist(), strict=True)])),
+            "differs_from_generator_training_queries": float(np.mean(
+                [normalize_query(q) not in gen_train for q in qs]))}
+        log(f"validity {name}: {out[name]}")
+    info = study.mark_done("validity", "", {}, t0)
+    write_json({**info, "sources": out}, study.results / "validity.json")
