@@ -33,7 +33,7 @@ def audit_cmd(
     config: Path = typer.Argument(..., help="audit configuration (TOML), e.g. configs/debian.toml, "
                                   "or the name of one shipped with limelight: debian (make demo), quick"),
     out: Path = typer.Option(..., "--out", "-o", help="audit directory to create or resume"),
-    quick: bool = typer.Option(False, "--quick", help="a sample of the queries ([quick] in the config)"),
+    quick: bool = typer.Option(False, "--quick", help="a sample of the queries (the config's \\[quick] table)"),
     check: bool = typer.Option(False, "--check", help="validate the configuration and exit"),
     screenshot: Path = typer.Option(None, "--screenshot",
                                     help="also render DIR/report.html in headless Chromium and save a PNG here"),
