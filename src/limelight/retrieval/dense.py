@@ -293,7 +293,10 @@ class Encoder:
     # ---- encoding ----------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], batch_size: int | None = None,
                show_progress: bool | None = None, description: str = "encoding") -> np.ndarray:
-        """Embeddings of ``texts`` as a float32 ``(n, dim)`` array, in input order."""
+        """Embeddings of ``texts`` as a float32 ``(n, dim)`` array, in input order.
+
+        The texts are encoded longest first (the first batch fails fast) by ``encode_ordered``,
+        which subclasses (``limelight.scale.RayEncoder``) override to run elsewhere."""
         texts = ["" if t is None else str(t) for t in texts]
         n = len(texts)
         out = np.zeros((n, self.dim), dtype=np.float32)
@@ -302,8 +305,18 @@ class Encoder:
         bs = int(batch_size or self.batch_size)
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         order = np.argsort(-lengths, kind="stable")  # longest first: the first batch fails fast
-        chunk = bs * 8
         show = self.show_progress if show_progress is None else show_progress
+        for rows, emb in self.encode_ordered(texts, order, bs, show, description):
+            out[rows] = emb
+        self.n_encoded += n
+        return out
+
+    def encode_ordered(self, texts: list[str], order: np.ndarray, batch_size: int, show: bool,
+                       description: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rows, vectors)`` pairs that cover ``texts`` taken in ``order`` (longest first):
+        the torch back-end in chunks of ``8 × batch_size`` texts, the ONNX variants in one pass
+        (they run every text alone). ``encode`` writes each pair's vectors at its rows."""
+        n = len(texts)
         if self._backend is not None:
             from limelight.retrieval.encoders import encode_onnx
 
@@ -314,19 +327,17 @@ class Encoder:
                 emb = emb[:, :self.truncate_dim]
             if self.normalize:
                 emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-            out[order] = emb
-            self.n_encoded += n
-            return out
+            yield order, emb
+            return
+        chunk = batch_size * 8
         with _progress(show, n, description) as advance:
             for s in range(0, n, chunk):
                 idx = order[s:s + chunk]
-                emb = self._model.encode([texts[i] for i in idx.tolist()], batch_size=bs,
+                emb = self._model.encode([texts[i] for i in idx.tolist()], batch_size=batch_size,
                                          normalize_embeddings=self.normalize,
                                          convert_to_numpy=True, show_progress_bar=False)
-                out[idx] = np.asarray(emb, dtype=np.float32)
+                yield idx, np.asarray(emb, dtype=np.float32)
                 advance(len(idx))
-        self.n_encoded += n
-        return out
 
     def encode_collection(self, collection: Collection, cache_dir: str | os.PathLike | None = None,
                           cache_dtype: Dtype = "float32",

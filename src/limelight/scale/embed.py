@@ -1,14 +1,14 @@
 """Embeddings as Ray Data batch inference.
 
 ``RayEncoder`` is an ``Encoder`` (same model, same identity, so its vectors, caches and indexes
-are interchangeable with a local encoder's) whose ``encode`` runs on a Ray cluster: the texts
-are ordered longest first exactly as ``Encoder.encode`` orders them, cut into chunks of
-``8 × batch_size`` texts (256 for the ONNX variants, which run every text alone), and each chunk
-is encoded by a pool of actors that each load the model once. torch-fp32 chunks are padded and
-batched as the local encoder batches them; ONNX vectors do not depend on the batch at all. The
-vectors come back in input order. ``DenseIndex.build(collection, RayEncoder(...))`` embeds the
-documents this way (through the embedding cache when given ``cache_dir``), and
-``DenseRetriever(index, RayEncoder(...))`` the queries.
+are interchangeable with a local encoder's) whose ``encode`` is ``Encoder.encode`` itself, with
+its encoding step (``encode_ordered``) run on a Ray cluster: the texts, ordered longest first by
+``Encoder.encode``, are cut into chunks of ``8 × batch_size`` texts (256 for the ONNX variants,
+which run every text alone), and each chunk is encoded by a pool of actors that each load the
+model once. torch-fp32 chunks are padded and batched as the local encoder batches them; ONNX
+vectors do not depend on the batch at all. The vectors come back in input order.
+``DenseIndex.build(collection, RayEncoder(...))`` embeds the documents this way (through the
+embedding cache when given ``cache_dir``), and ``DenseRetriever(index, RayEncoder(...))`` the queries.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -59,21 +59,17 @@ class RayEncoder(Encoder):
             args["variant"] = self.variant
         self._args = args
 
-    def encode(self, texts: Sequence[str], batch_size: int | None = None,
-               show_progress: bool | None = None, description: str = "encoding") -> np.ndarray:
-        """Embeddings of ``texts`` as a float32 ``(n, dim)`` array, in input order."""
+    def encode_ordered(self, texts: list[str], order: np.ndarray, batch_size: int, show: bool,
+                       description: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``Encoder.encode``'s step that embeds the texts taken in ``order`` (longest first), run
+        as Ray Data batch inference: chunks of ``8 × batch_size`` texts (256 for the ONNX
+        variants, ``batch_size`` 1), each encoded by an actor's own ``Encoder.encode``; yields
+        ``(rows, vectors)`` per chunk as they come back (``show`` is ignored: Ray reports)."""
         import pyarrow as pa
 
-        texts = ["" if t is None else str(t) for t in texts]
         n = len(texts)
-        out = np.zeros((n, self.dim), dtype=np.float32)
-        if n == 0:
-            return out
-        bs = int(batch_size or self.batch_size)
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-        order = np.argsort(-lengths, kind="stable")  # as Encoder.encode: longest first
-        chunk = (bs if bs > 1 else 32) * 8  # the ONNX variants run texts alone (batch_size 1)
-        spec = {**self._args, "batch_size": bs, "threads": self.cpus_per_worker}
+        chunk = (batch_size if batch_size > 1 else 32) * 8  # ONNX runs texts alone (batch_size 1)
+        spec = {**self._args, "batch_size": batch_size, "threads": self.cpus_per_worker}
         with ray_session(self.address) as ray:
             logging.getLogger("ray.data").setLevel(logging.WARNING)
             ctx = ray.data.DataContext.get_current()
@@ -89,6 +85,4 @@ class RayEncoder(Encoder):
                 batch_format="numpy", concurrency=min(workers, len(blocks)),
                 num_cpus=self.cpus_per_worker)
             for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-                out[batch["i"]] = batch["embedding"]
-        self.n_encoded += n
-        return out
+                yield batch["i"], batch["embedding"]
