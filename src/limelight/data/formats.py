@@ -12,7 +12,6 @@ error naming the file and line. Every writer writes a temporary file, then renam
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import warnings
@@ -678,7 +677,3 @@ def load_run(path: PathLike, name: str | None = None) -> Run:
     if str(path).endswith(".parquet"):
         return read_run_parquet(path, name)
     return read_trec_run(path, name)
-
-
-def isfinite_or_none(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

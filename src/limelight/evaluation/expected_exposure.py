@@ -51,11 +51,6 @@ from limelight.evaluation.measures import Measure, parse_measures
 from limelight.evaluation.relpos import QrelsIndex, RelPositions, relevance_positions
 
 
-def position_exposure(k: int, gamma: float = 0.5) -> np.ndarray:
-    """Exposure γ^(i−1) of the 1-based ranks ``i = 1..k`` (float64)."""
-    return GeometricDiscount(_check_gamma(gamma)).weights(np.arange(1, int(k) + 1))
-
-
 def _check_exposure_run(run: Run) -> None:
     s = run.score
     if len(s) and (not np.isfinite(s).all() or float(s.min()) < 0):

@@ -4,6 +4,7 @@ that reproduces Tables 2, 3 and 4 of the lexirecall paper.
 A random ranking of ``n`` items with ``m`` relevant ones is, for every measure here, fully
 described by its relevance-position vector: a uniformly random ``m``-subset of ``1..n``. With a
 retrieval depth ``ñ < n`` the positions below ``ñ`` are re-imputed pessimistically.
+``experiments/lexirecall/simulate.py`` prints the paper's tables beside these values.
 """
 
 from __future__ import annotations
@@ -168,39 +169,4 @@ def table_ties(n: int, m: int, pairs: int = 20000, seed: int = 0) -> dict[str, t
     }
 
 
-def main() -> None:
-    """Print Tables 2, 3 and 4 (closed forms, simulation, the paper's values) as Markdown."""
-    import argparse
-
-    ap = argparse.ArgumentParser(description="Reproduce Tables 2-4 of the lexirecall paper")
-    ap.add_argument("--pairs", type=int, default=20000, help="simulated pairs per cell (Tables 3-4)")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    fmt = "{:.3f}".format
-    print(f"### Table 3 (m = 10): closed form / simulated ({args.pairs} pairs) / paper\n")
-    print("| n | " + " | ".join(COLS) + " |\n|---|" + "---|" * len(COLS))
-    for n, paper in TABLE3_PAPER.items():
-        row = table_ties(n, 10, args.pairs, args.seed)
-        cells = [f"{'–' if row[c][0] is None else fmt(row[c][0])} / {fmt(row[c][1])} / {fmt(p)}"
-                 for c, p in zip(COLS, paper, strict=True)]
-        print(f"| 10^{len(str(n)) - 1} | " + " | ".join(cells) + " |")
-    print(f"\n### Table 4 (n = 10^6): closed form / simulated ({args.pairs} pairs) / paper\n")
-    print("| m | " + " | ".join(COLS) + " |\n|---|" + "---|" * len(COLS))
-    for m, paper in TABLE4_PAPER.items():
-        row = table_ties(10 ** 6, m, args.pairs, args.seed)
-        cells = [f"{'–' if row[c][0] is None else fmt(row[c][0])} / {fmt(row[c][1])} / {fmt(p)}"
-                 for c, p in zip(COLS, paper, strict=True)]
-        print(f"| {m} | " + " | ".join(cells) + " |")
-    print("\n### Table 2 (10,000 pairs, m ~ U(5, 50)): simulated / paper\n")
-    keys = ("tied", "TSE", "R@1000", "Rprec", "AP", "nDCG", "random")
-    print("| n | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
-    for n, paper in TABLE2_PAPER.items():
-        got = simulate_worst_case_agreement(n, 10000, seed=args.seed)
-        print(f"| 10^{len(str(n)) - 1} | " + " | ".join(f"{fmt(got[k])} / {fmt(p)}" for k, p in
-                                                       zip(keys, paper, strict=True)) + " |")
-
-
 COLS = ("TSE", "R1000", "RP", "AP", "LR")
-
-if __name__ == "__main__":
-    main()

@@ -11,8 +11,10 @@
   a pipeline stage).
 - ``retrievability``, ``gini``, ``lorenz``, ``bootstrap_gini``, ``paired_bootstrap_gini``,
   ``group_retrievability``: retrievability over every document of the collection.
-- ``expected_weights``, ``policy_expectations``, ``stochastic_store_exposure``: Plackett-Luce
-  policies over a ranker's top-k (expected exposure and r(d) without keeping the rankings).
+- ``expected_weights``, ``policy_expectations``, ``stochastic_store_exposure``,
+  ``stochastic_topk_exposure``: Plackett-Luce policies over a ranker's top-k (expected exposure
+  and r(d) without keeping the rankings); ``sample_rankings`` draws a few, to inspect them.
+- ``plot_lorenz``, ``plot_rank_size``, ``plot_histogram``: figures of r(d) (PNG and SVG).
 - ``diff_stores``: what changes between two stores over the same documents and queries.
 """
 
@@ -27,12 +29,12 @@ _EXPORTS = {
     "analyse_pairs": "limelight.exposure.retrievability",
     "bootstrap_gini": "limelight.exposure.retrievability",
     "BrowsingModel": "limelight.exposure.browsing",
-    "ConstantDiscount": "limelight.evaluation.discounts",
     "compute_exposure": "limelight.exposure.compute",
+    "ConstantDiscount": "limelight.evaluation.discounts",
     "Cutoff": "limelight.exposure.browsing",
     "DCG": "limelight.exposure.browsing",
-    "Exhaustive": "limelight.exposure.browsing",
     "diff_stores": "limelight.exposure.diff",
+    "Exhaustive": "limelight.exposure.browsing",
     "expected_weights": "limelight.exposure.stochastic",
     "exposure_from_run": "limelight.exposure.compute",
     "ExposureOptions": "limelight.exposure.compute",
@@ -45,6 +47,9 @@ _EXPORTS = {
     "lorenz": "limelight.exposure.retrievability",
     "paired_bootstrap_gini": "limelight.exposure.retrievability",
     "parse_browsing_model": "limelight.exposure.browsing",
+    "plot_histogram": "limelight.exposure.plots",
+    "plot_lorenz": "limelight.exposure.plots",
+    "plot_rank_size": "limelight.exposure.plots",
     "policy_expectations": "limelight.exposure.stochastic",
     "queries_fingerprint": "limelight.exposure.fingerprints",
     "rank_matrix": "limelight.exposure.retrievability",
@@ -56,8 +61,10 @@ _EXPORTS = {
     "retrievability_from_pairs": "limelight.exposure.retrievability",
     "retrievable_fraction": "limelight.exposure.retrievability",
     "retriever_fingerprint": "limelight.exposure.fingerprints",
+    "sample_rankings": "limelight.exposure.stochastic",
     "ShardEngine": "limelight.exposure.engine",
     "stochastic_store_exposure": "limelight.exposure.stochastic",
+    "stochastic_topk_exposure": "limelight.exposure.stochastic",
     "to_rho": "limelight.exposure.browsing",
     "TruncatedDiscount": "limelight.evaluation.discounts",
 }
@@ -88,6 +95,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         queries_fingerprint,
         retriever_fingerprint,
     )
+    from limelight.exposure.plots import plot_histogram, plot_lorenz, plot_rank_size  # noqa: F401
     from limelight.exposure.retrievability import (  # noqa: F401
         Retrievability,
         analyse,
@@ -107,6 +115,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from limelight.exposure.stochastic import (  # noqa: F401
         expected_weights,
         policy_expectations,
+        sample_rankings,
         stochastic_store_exposure,
+        stochastic_topk_exposure,
     )
     from limelight.exposure.store import ExposureStore  # noqa: F401

@@ -15,6 +15,7 @@ Usage::
     ex.query(docid="1234", k=100)      # [{"qid", "query", "score", "rank"}] read from the store
     ex.query(text="a new abstract …")  # computed: no query re-run, exact (frozen BM25 stats)
     ex.add_documents(texts, docids)    # 1,000 new documents at once → NewExposure (CSR lists)
+    recompute_new_exposure(retriever, store.queries, 100, texts, docids)  # brute force: equal
 
     rev = BM25Reverse(store.queries, analyzer)             # query log indexed with BM25
     codes, scores = rev.search(texts=["..."], k=100)
@@ -40,7 +41,7 @@ from limelight.exposure.eqi.evaluate import (
     one_tailed_t,
     summarize,
 )
-from limelight.exposure.eqi.exact import ExactReverse, NewExposure
+from limelight.exposure.eqi.exact import ExactReverse, NewExposure, recompute_new_exposure
 from limelight.exposure.eqi.learned import (
     METHODS,
     EQIModel,
@@ -55,6 +56,7 @@ from limelight.exposure.eqi.reverse import BM25Reverse, BruteForce, DenseReverse
 __all__ = [
     "METHODS", "BM25Reverse", "BruteForce", "DenseReverse", "EQIModel", "ExactReverse",
     "NewExposure", "TrainingData", "encode_queries_cached", "evaluate_eqi", "evaluate_lists",
-    "method_lists", "one_tailed_t", "rows", "sample_triples", "store_fingerprint", "summarize",
+    "method_lists", "one_tailed_t", "recompute_new_exposure", "rows", "sample_triples",
+    "store_fingerprint", "summarize",
     "train_eqi", "training_data", "tune_bm25_reverse", "validation_docs",
 ]
