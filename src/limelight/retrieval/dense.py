@@ -165,7 +165,7 @@ class Encoder:
                  show_progress: bool = False, variant: str = "auto",
                  model_cache: str | os.PathLike | None = None, threads: int | None = None,
                  sort_by_length: bool = True):
-        from limelight.retrieval import encoders as _enc
+        import limelight.retrieval.encoders as _enc
 
         name = DEFAULT_MODEL if model is None or str(model) in _DEFAULT_ALIASES else str(model)
         if name == DEFAULT_MODEL:
