@@ -13,7 +13,8 @@ import pytest
 
 from limelight.audit.config import OPTIONAL_STAGES, load_config, parse_config
 from limelight.audit.layout import AuditDir
-from limelight.audit.runner import AuditRunner, run_audit
+from limelight.report import ReportingAuditRunner as AuditRunner
+from limelight.report import run_audit
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "configs" / "quick.toml"

@@ -8,8 +8,8 @@ import pytest
 
 from limelight.audit.config import parse_config
 from limelight.audit.layout import AuditDir
-from limelight.audit.runner import run_audit
 from limelight.errors import LimelightError
+from limelight.report import run_audit
 
 CONFIG = """
 [audit]

@@ -14,7 +14,10 @@ Example (``configs/debian.toml``)::
 
     [queries]
     source = "log"              # "log" (shared query log), "dataset" (the collection's own
-                                # queries), or a TSV / query-log file path
+                                # queries), "generated" (CtrlQGen queries generated from the
+                                # collection; [ctrlqgen] schema, intents, n, n_entities,
+                                # generator: see limelight.audit.inputs), or a TSV / query-log
+                                # file path
     # sample = 2000             # a seeded sample of n ≥ 1 queries (leave out: every distinct query)
 
     [quick]                     # what --quick changes
@@ -204,28 +207,9 @@ class _Checker:
         return data
 
 
-def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfig:
-    """Parse and validate an audit configuration from TOML text."""
-    p = None if path is None else str(path)
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"line (\d+)", str(e))
-        raise FormatError(p or "<config>", int(m.group(1)) if m else None,
-                          f"invalid TOML ({str(e).split(' (at')[0]})") from None
-    ck = _Checker(p, text)
-    for k in raw:
-        if k not in _TOP_KEYS:
-            ck.fail(k, f"unknown table [{k}] (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    audit = ck.table(raw.get("audit", {}), "audit", _AUDIT_KEYS)
-    coll = ck.table(raw.get("collection", {}), "collection", _COLLECTION_KEYS)
-    qs = ck.table(raw.get("queries", {}), "queries", _QUERY_KEYS)
-    quick = ck.table(raw.get("quick", {}), "quick", _QUICK_KEYS)
-    ev = ck.table(raw.get("evaluation", {}), "evaluation", _EVAL_KEYS)
-    stages = raw.get("stages", {})
-    ck.table(stages, "stages", dict.fromkeys(OPTIONAL_STAGES, bool))
-    if "source" not in coll:
-        ck.fail("collection", "[collection] needs source = \"<shared collection, catalog, path or irds:id>\"")
+def _depth_and_cutoffs(ck: _Checker, audit: dict) -> tuple[int, list[int]]:
+    """``audit.depth`` and ``audit.cutoffs`` (c = 100 added when the depth allows: results.json
+    always reports gini_c100); ``audit.seed`` and ``audit.shard_size`` checked."""
     depth = audit.get("depth", 100)
     if depth < 1 or depth > 10000:
         ck.fail("depth", f"audit.depth must be between 1 and 10000, got {depth}")
@@ -238,6 +222,11 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     for key in ("seed", "shard_size"):
         if audit.get(key, 1) < (0 if key == "seed" else 1):
             ck.fail(key, f"audit.{key} must be ≥ {0 if key == 'seed' else 1}")
+    return depth, cutoffs
+
+
+def _check_queries(ck: _Checker, qs: dict, quick: dict, text: str) -> str:
+    """``[queries]`` and ``[quick]``; returns ``queries.source``."""
     qsrc = qs.get("source", "log")
     if qsrc not in ("log", "dataset", "generated") and not Path(qsrc).expanduser().is_file():
         ck.fail("source", f"queries.source must be \"log\", \"dataset\", \"generated\" or an existing "
@@ -249,6 +238,12 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     for key, table in (("queries", quick), ("eval_queries", quick)):
         if table.get(key, 0) < 0:
             ck.fail(key, f"quick.{key} must be ≥ 0", _line_of(text, "quick") or 0)
+    return qsrc
+
+
+def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None) -> list[SystemSpec]:
+    """The ``[[systems]]`` tables: kinds, unique names, settings; reranked systems resolved
+    (:func:`_check_reranked`); dense and hybrid systems share one encoder."""
     raw_systems = raw.get("systems")
     if not raw_systems:
         ck.fail("audit", "no systems: add at least one [[systems]] table (name, kind)")
@@ -279,6 +274,34 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     if len(enc) > 1:
         ck.fail("model", "dense and hybrid systems of one audit must share model and max_seq_length "
                          f"(found {sorted(map(str, enc))})")
+    return systems
+
+
+def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfig:
+    """Parse and validate an audit configuration from TOML text."""
+    p = None if path is None else str(path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        raise FormatError(p or "<config>", int(m.group(1)) if m else None,
+                          f"invalid TOML ({str(e).split(' (at')[0]})") from None
+    ck = _Checker(p, text)
+    for k in raw:
+        if k not in _TOP_KEYS:
+            ck.fail(k, f"unknown table [{k}] (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    audit = ck.table(raw.get("audit", {}), "audit", _AUDIT_KEYS)
+    coll = ck.table(raw.get("collection", {}), "collection", _COLLECTION_KEYS)
+    qs = ck.table(raw.get("queries", {}), "queries", _QUERY_KEYS)
+    quick = ck.table(raw.get("quick", {}), "quick", _QUICK_KEYS)
+    ev = ck.table(raw.get("evaluation", {}), "evaluation", _EVAL_KEYS)
+    stages = raw.get("stages", {})
+    ck.table(stages, "stages", dict.fromkeys(OPTIONAL_STAGES, bool))
+    if "source" not in coll:
+        ck.fail("collection", "[collection] needs source = \"<shared collection, catalog, path or irds:id>\"")
+    depth, cutoffs = _depth_and_cutoffs(ck, audit)
+    qsrc = _check_queries(ck, qs, quick, text)
+    systems = _parse_systems(ck, raw, text, depth, p)
     measures = ev.get("measures", ["nDCG@10", "AP", "R@100"])
     if measures:
         from limelight.evaluation.measures import parse_measure

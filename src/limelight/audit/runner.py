@@ -1,7 +1,11 @@
-"""Run an audit: load the inputs, run every stage through the stage cache, write ``results.json``,
-the Parquet tables, the figures and the HTML report.
+"""Run an audit: load the inputs, run every stage of :func:`limelight.audit.stages.audit_stages`
+through the stage cache, write ``results.json`` and ``audit.json`` (the stages write the Parquet
+tables and the figures).
 
-The library entry point is :func:`run_audit`; ``limelight audit CONFIG.toml --out DIR`` calls it.
+The runner iterates the stages as data (:class:`limelight.audit.stage.Stage`) and owns the
+caching, progress display and records; it does not write the HTML report, which belongs to the
+layer above: ``limelight audit CONFIG.toml --out DIR`` (and :func:`limelight.report.run_audit`,
+the same as a library call) runs the audit, then writes ``DIR/report.html``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,42 +24,15 @@ import numpy as np
 from limelight._io import atomic_path
 from limelight.audit.cache import StageCache, _jsonable, stable_hash
 from limelight.audit.config import AuditConfig
+from limelight.audit.inputs import AuditInputs, load_inputs
 from limelight.audit.layout import FORMAT, AuditDir
+from limelight.audit.stage import Stage, StageSkipped, StageStatus
+from limelight.audit.stages import audit_stages
 from limelight.errors import LimelightError
 
+__all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus", "run_audit"]
+
 ProgressFn = Callable[[str, int, int], None]
-
-
-@dataclass
-class StageStatus:
-    """What happened to one stage in this run."""
-
-    name: str
-    title: str
-    status: str  # "done" (ran now) | "cached" (finished earlier, same key) | "skipped"
-    reason: str = ""
-    seconds: float = 0.0
-    key: str | None = None
-    result: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def present(self) -> bool:
-        return self.status in ("done", "cached")
-
-
-class StageSkipped(Exception):  # noqa: N818 - a control-flow signal, not an error
-    """Raised inside a stage body to skip it with a reason shown in the report."""
-
-
-@dataclass
-class AuditInputs:
-    """What the stages work on (loaded once)."""
-
-    dataset: Any  # limelight.data.loaders.Dataset
-    queries: Any  # Queries (the exposure query set)
-    collection_fp: str
-    queries_fp: str
-    eval_queries: Any = None  # Queries with qrels, or None
 
 
 class _Bars:
@@ -128,7 +105,10 @@ class LookupEncoder:
 
 
 class AuditRunner:
-    """Runs the stages of one audit into one directory."""
+    """Runs the stages of one audit into one directory: iterates
+    :func:`~limelight.audit.stages.audit_stages` through the stage cache (:meth:`run_stage`) and
+    is the :class:`~limelight.audit.stage.Audit` the stage bodies see (configuration, directory,
+    inputs, statuses and keys of earlier stages, the encoder and each system's retriever)."""
 
     def __init__(self, config: AuditConfig, out: str | os.PathLike, quick: bool = False,
                  progress: ProgressFn | None = None, show_progress: bool = False,
@@ -149,108 +129,72 @@ class AuditRunner:
         return " ".join(["limelight", "audit", shlex.quote(cfg), "--out", shlex.quote(str(self.dir.path))]
                         + (["--quick"] if self.quick else []))
 
-    # ---- plumbing -----------------------------------------------------------------------------
-    def _stage(self, name: str, title: str, key_parts: tuple, body: Callable[[Any], dict],
-               outputs: tuple[Path, ...] = (), requires: tuple[str, ...] = ()) -> StageStatus:
-        """Run ``body(bar)`` unless a finished record with the same key exists."""
-        for r in requires:
+    # ---- the stages ---------------------------------------------------------------------------
+    @property
+    def inputs(self) -> AuditInputs:
+        """The collection and query sets the stages work on (loaded by :meth:`run`)."""
+        return self._inputs
+
+    def run_stage(self, stage: Stage) -> StageStatus:
+        """Run ``stage`` unless it does not apply (``stage.skip``), a stage it reads did not run,
+        or a finished record with the same key exists; record and return its status."""
+        reason = stage.skip(self)
+        if reason:
+            s = StageStatus(stage.name, stage.title, "skipped", reason)
+            self.log(f"  {stage.name}: skipped ({reason})")
+            return self._record(s)
+        for r in stage.inputs:
             st = self.status(r)
             if st is None or not st.present:
-                s = StageStatus(name, title, "skipped", f"needs stage {r!r}, which did not run")
-                self.statuses.append(s)
-                return s
-        key = stable_hash(name, *key_parts)
+                return self._record(StageStatus(stage.name, stage.title, "skipped",
+                                                f"needs stage {r!r}, which did not run"))
+        s = self._run_body(stage, stable_hash(stage.name, *stage.key(self)))
+        if s.present and stage.note is not None and (note := stage.note(self)):
+            s.reason = note
+        return s
+
+    def _run_body(self, stage: Stage, key: str) -> StageStatus:
+        name, title = stage.name, stage.title
         rec = self.cache.lookup(name, key)
         if rec is not None:
-            s = StageStatus(name, title, "cached", seconds=rec.get("seconds", 0.0), key=key,
-                            result=rec.get("result", {}))
             self.log(f"  {name}: cached")
-            self.statuses.append(s)
-            return s
-        resuming = self.cache.begin(name, key, outputs)
+            return self._record(StageStatus(name, title, "cached", seconds=rec.get("seconds", 0.0),
+                                            key=key, result=rec.get("result", {})))
+        resuming = self.cache.begin(name, key, stage.outputs(self))
         self.log(f"  {name}: {'resuming' if resuming else 'running'} ({title})")
         t0 = time.perf_counter()
         try:
             with self.bars.stage(name, title) as bar:
-                result = body(bar)
+                result = stage.body(self, bar)
         except StageSkipped as e:
-            rec = self.cache.finish(name, key, {"skipped": str(e)}, time.perf_counter() - t0)
-            s = StageStatus(name, title, "skipped", str(e), key=key)
+            self.cache.finish(name, key, {"skipped": str(e)}, time.perf_counter() - t0)
             self.log(f"  {name}: skipped ({e})")
-            self.statuses.append(s)
-            return s
+            return self._record(StageStatus(name, title, "skipped", str(e), key=key))
         secs = time.perf_counter() - t0
         self.cache.finish(name, key, result, secs)
-        s = StageStatus(name, title, "done", seconds=secs, key=key, result=_jsonable(result))
-        self.statuses.append(s)
-        return s
+        return self._record(StageStatus(name, title, "done", seconds=secs, key=key,
+                                        result=_jsonable(result)))
 
-    def _skip(self, name: str, title: str, reason: str) -> StageStatus:
-        s = StageStatus(name, title, "skipped", reason)
-        self.log(f"  {name}: skipped ({reason})")
-        self.statuses.append(s)
-        return s
+    def _record(self, status: StageStatus) -> StageStatus:
+        self.statuses.append(status)
+        return status
 
     def status(self, name: str) -> StageStatus | None:
+        """The status of stage ``name`` in this run (``None`` before it is reached)."""
         for s in self.statuses:
             if s.name == name:
                 return s
         return None
 
-    def _cached_skip(self, name: str) -> bool:
+    def key(self, name: str) -> str | None:
+        """The cache key of stage ``name`` in this run (``None``: not reached, or skipped before
+        its key was formed)."""
         st = self.status(name)
-        return st is not None and st.status == "skipped"
+        return st.key if st is not None else None
 
-    # ---- inputs -------------------------------------------------------------------------------
     def load_inputs(self) -> AuditInputs:
-        from limelight.data.loaders import load_dataset, load_query_log
-        from limelight.exposure.exact import ids_fingerprint, queries_fingerprint, validate_queries
-
-        cfg = self.cfg
-        where = cfg.path or "<config>"
-        ds = load_dataset(cfg.collection)
-        coll = ds.collection
-        if cfg.depth >= len(coll):
-            from limelight.audit.config import _line_of
-            from limelight.errors import FormatError
-
-            raise FormatError(where, _line_of(cfg.text, "depth") if cfg.text else None,
-                              f"audit.depth ({cfg.depth}) is not below the {len(coll)} documents of "
-                              f"{ds.name}: every query would retrieve (nearly) every document, so r(d) "
-                              f"is flat and Gini meaningless (0 under dense retrieval); audit a larger "
-                              f"collection or set audit.depth and cutoffs below {len(coll)}")
-        if cfg.group_field and cfg.group_field not in coll.fields:
-            raise LimelightError(f"{where}: audit.group_field {cfg.group_field!r} is not a field of "
-                                 f"{ds.name} (fields: {', '.join(sorted(coll.fields)) or 'none'})")
-        src = cfg.query_source
-        if src == "log":
-            queries = load_query_log()
-        elif src == "dataset":
-            if ds.queries is None:
-                raise LimelightError(f"{where}: queries.source = \"dataset\" but {ds.name} has no queries")
-            queries = ds.queries
-        elif src == "generated":
-            import limelight.querygen as qg
-
-            if not hasattr(qg, "generate_queries"):
-                raise LimelightError(f"{where}: queries.source = \"generated\" needs "
-                                     "limelight.querygen.generate_queries (CtrlQGen), not available yet")
-            queries = qg.generate_queries(coll, **cfg.options.get("ctrlqgen", {}))
-        else:
-            from limelight.data.loaders import load_queries_file
-
-            queries = load_queries_file(src)
-        n = cfg.quick_queries if self.quick else cfg.query_sample
-        if n:
-            queries = queries.sample(n, seed=cfg.seed)
-        validate_queries(queries)
-        eval_q = None
-        if ds.qrels is not None and ds.queries is not None:
-            eval_q = ds.queries
-            if self.quick and cfg.quick_eval_queries:
-                eval_q = eval_q.sample(cfg.quick_eval_queries, seed=cfg.seed)
-        text_h = stable_hash(ids_fingerprint(coll.ids), _text_digest(coll.texts))
-        return AuditInputs(ds, queries, text_h, queries_fingerprint(queries), eval_q)
+        """Load the audit's inputs (:func:`limelight.audit.inputs.load_inputs`)."""
+        return load_inputs(self.cfg, self.quick)
 
     # ---- retrievers ---------------------------------------------------------------------------
     def encoder(self):
@@ -316,8 +260,9 @@ class AuditRunner:
 
     # ---- the audit ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        from limelight.audit import stages
-
+        """Run (or resume) every stage, then write ``results.json`` and mark ``audit.json``
+        complete; returns ``results.json``. The HTML report is the caller's to write
+        (``limelight.report.write_report(runner.dir, command=runner.command)``)."""
         cfg = self.cfg
         self.log(f"audit {cfg.name}: loading {cfg.collection} and the queries")
         # the inputs first: an audit that cannot load them leaves no (empty) output directory
@@ -328,26 +273,12 @@ class AuditRunner:
         with atomic_path(self.dir.config_toml) as tmp:
             tmp.write_text(cfg.text, encoding="utf-8")
         t0 = time.perf_counter()
-        stages.index(self, inp)
-        stages.query_vectors(self, inp)
-        for spec in cfg.systems:
-            stages.exposure(self, inp, spec)
-        for spec in cfg.systems:
-            stages.retrievability(self, inp, spec)
-        stages.figures(self, inp)
-        stages.compare(self, inp)
-        stages.rerank(self, inp)
-        stages.eqi(self, inp)
-        stages.robustness(self, inp)
-        stages.ctrlqgen(self, inp)
-        stages.intervention(self, inp)
+        for stage in audit_stages(cfg):
+            self.run_stage(stage)
         results = self.results(inp)
         with atomic_path(self.dir.results_json) as tmp:
             tmp.write_text(json.dumps(_jsonable(results), indent=1, allow_nan=False), encoding="utf-8")
         self._write_manifest(inp, running=False, seconds=time.perf_counter() - t0)
-        from limelight.report import write_report
-
-        write_report(self.dir, command=self.command)
         return results
 
     def _write_manifest(self, inp: AuditInputs, running: bool, seconds: float | None = None) -> None:
@@ -416,15 +347,6 @@ class AuditRunner:
         return out
 
 
-def _text_digest(texts: np.ndarray) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for i in range(0, len(texts), 4096):
-        h.update("\x1e".join(map(str, texts[i:i + 4096].tolist())).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()[:32]
-
-
 def run_audit(config: AuditConfig | str | os.PathLike, out: str | os.PathLike, quick: bool = False,
               progress: ProgressFn | None = None, show_progress: bool = False,
               log: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -432,6 +354,8 @@ def run_audit(config: AuditConfig | str | os.PathLike, out: str | os.PathLike, q
 
     ``progress(stage, done, total)`` is called as stages advance. Finished stages whose inputs
     and settings did not change are skipped; an interrupted stage resumes from its partial output.
+    It writes every table, figure and ``results.json``, not ``report.html``:
+    :func:`limelight.report.run_audit` (what ``limelight audit`` runs) also writes the report.
     """
     from limelight.audit.config import load_config
 

@@ -1,5 +1,7 @@
-"""The stages of an audit. Each one calls the library capability that owns the computation and
-records what it produced; a stage whose capability or input is missing is skipped with a reason.
+"""The stages of an audit, as data (:class:`limelight.audit.stage.Stage`): each one calls the
+library capability that owns the computation and records what it produced; a stage whose input
+is missing, or that does not apply to the audit's collection or configuration, is skipped with a
+reason. :func:`audit_stages` lists them in the order the runner runs them.
 
 Stage keys chain: a stage's key includes the keys of the stages it reads, so a changed setting
 reruns exactly the stages that depend on it.
@@ -7,33 +9,41 @@ reruns exactly the stages that depend on it.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from limelight._io import atomic_path
-from limelight.audit.runner import AuditInputs, StageSkipped
+from limelight.audit.cache import stable_hash
+from limelight.audit.config import AuditConfig, SystemSpec
+from limelight.audit.stage import Audit, Progress, Stage, StageSkipped
 
 if TYPE_CHECKING:  # pragma: no cover
-    from limelight.audit.runner import AuditRunner
+    from limelight.audit.inputs import AuditInputs
 
 
-def _key(runner: AuditRunner, name: str) -> str | None:
-    st = runner.status(name)
-    return st.key if st is not None else None
+def audit_stages(cfg: AuditConfig) -> list[Stage]:
+    """The stages of an audit of ``cfg``, in the order they run: the index, the shared dense
+    query encoding (only when a system is dense or hybrid), exact exposure then retrievability
+    per system, the figures, and the optional stages (``[stages]`` switches them off)."""
+    out = [INDEX]
+    if _dense_settings(cfg) is not None:
+        out.append(QUERY_VECTORS)
+    out += [exposure_stage(spec, cfg.depth) for spec in cfg.systems]
+    out += [retrievability_stage(spec) for spec in cfg.systems]
+    return [*out, FIGURES, COMPARE, RERANK, EQI, ROBUSTNESS, CTRLQGEN, INTERVENTION]
 
 
-def _write_table(runner: AuditRunner, name: str, df: pd.DataFrame) -> str:
-    path = runner.dir.table(name)
+def _write_table(audit: Audit, name: str, df: pd.DataFrame) -> str:
+    path = audit.dir.table(name)
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
     return path.name
 
 
-def _dense_settings(runner: AuditRunner) -> dict | None:
-    specs = [s for s in runner.cfg.systems if s.uses_dense]
+def _dense_settings(cfg: AuditConfig) -> dict | None:
+    specs = [s for s in cfg.systems if s.uses_dense]
     if not specs:
         return None
     from limelight.retrieval.encoders import ONNX_RUN
@@ -44,40 +54,52 @@ def _dense_settings(runner: AuditRunner) -> dict | None:
             "onnx_run": ONNX_RUN}
 
 
+def _switched_off(audit: Audit, name: str) -> str | None:
+    return None if audit.cfg.stages.get(name, True) else "switched off in [stages]"
+
+
+def _no_qrels(audit: Audit, what: str = "relevance judgments") -> str | None:
+    inp = audit.inputs
+    return f"{inp.dataset.name} has no qrels ({what})" if inp.eval_queries is None else None
+
+
+def _present(audit: Audit, name: str) -> bool:
+    st = audit.status(name)
+    return st is not None and st.present
+
+
 # ---- indexing ---------------------------------------------------------------------------------
-def index(runner: AuditRunner, inp: AuditInputs) -> None:
+def _index(audit: Audit, bar: Progress) -> dict:
     """A ``limelight index`` directory: BM25, plus the dense (FAISS) index when a system needs it;
     document embeddings go through the shared embedding cache."""
-    dense = _dense_settings(runner)
+    import json
 
-    def body(bar) -> dict:
-        import json
+    from limelight.retrieval.index_dir import build_index
 
-        from limelight.retrieval.index_dir import build_index
+    coll = audit.inputs.dataset.collection
+    build_index(coll, audit.dir.index_dir)
+    out = {"n_docs": len(coll), "built": ["bm25"]}
+    if _dense_settings(audit.cfg):
+        di = _dense_index(audit, coll, bar)
+        di.save(audit.dir.index_dir / "dense")
+        meta_p = audit.dir.index_dir / "meta.json"
+        meta = json.loads(meta_p.read_text())
+        meta["built"] = ["bm25", "dense"]
+        with atomic_path(meta_p) as tmp:
+            tmp.write_text(json.dumps(meta, indent=1))
+        out["built"].append("dense")
+        out["dense_dim"] = di.dim
+    return out
 
-        coll = inp.dataset.collection
-        build_index(coll, runner.dir.index_dir)
-        out = {"n_docs": len(coll), "built": ["bm25"]}
-        if dense:
-            di = _dense_index(runner, coll, bar)
-            di.save(runner.dir.index_dir / "dense")
-            meta_p = runner.dir.index_dir / "meta.json"
-            meta = json.loads(meta_p.read_text())
-            meta["built"] = ["bm25", "dense"]
-            with atomic_path(meta_p) as tmp:
-                tmp.write_text(json.dumps(meta, indent=1))
-            out["built"].append("dense")
-            out["dense_dim"] = di.dim
-        return out
 
-    runner._stage("index", "BM25 (and dense) index of the collection",
-                  (inp.collection_fp, dense), body, outputs=(runner.dir.index_dir,))
-
+INDEX = Stage("index", "BM25 (and dense) index of the collection", _index,
+              key=lambda a: (a.inputs.collection_fp, _dense_settings(a.cfg)),
+              outputs=lambda a: (a.dir.index_dir,))
 
 CHUNK_DOCS = 8192
 
 
-def _dense_index(runner: AuditRunner, coll, bar):
+def _dense_index(audit: Audit, coll, bar: Progress):
     """The dense index of ``coll``. Large collections are encoded in chunks of ``CHUNK_DOCS``
     documents, each through the embedding cache, so that an interrupted encoding (the demo's
     dominant cost) resumes at the last finished chunk."""
@@ -85,7 +107,7 @@ def _dense_index(runner: AuditRunner, coll, bar):
     from limelight.data.ids import IdMap
     from limelight.retrieval.dense import DenseIndex, collection_fingerprint
 
-    enc, cache = runner.encoder(), runner.cfg.embedding_cache
+    enc, cache = audit.encoder(), audit.cfg.embedding_cache
     n = len(coll)
     if n <= 2 * CHUNK_DOCS:
         return DenseIndex.build(coll, enc, cache_dir=cache)
@@ -103,68 +125,67 @@ def _dense_index(runner: AuditRunner, coll, bar):
     return DenseIndex.from_embeddings(coll.ids, emb, meta)
 
 
-def query_vectors(runner: AuditRunner, inp: AuditInputs) -> None:
+def _query_vectors(audit: Audit, bar: Progress) -> dict:
     """Encode the audit's queries once for every dense and hybrid system."""
-    dense = _dense_settings(runner)
-    if dense is None:
-        return
+    texts = audit.inputs.queries.texts.tolist()
+    enc = audit.encoder()
+    n = len(texts)
+    vec = np.zeros((n, enc.dim), dtype=np.float32)
+    step = 4096
+    for s in range(0, n, step):
+        vec[s:s + step] = enc.encode(texts[s:s + step], show_progress=False)
+        bar.update(min(n, s + step), n)
+    with atomic_path(audit.dir.query_vectors) as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, vec)
+    return {"n_queries": n, "dim": int(enc.dim)}
 
-    def body(bar) -> dict:
-        texts = inp.queries.texts.tolist()
-        enc = runner.encoder()
-        n = len(texts)
-        vec = np.zeros((n, enc.dim), dtype=np.float32)
-        step = 4096
-        for s in range(0, n, step):
-            vec[s:s + step] = enc.encode(texts[s:s + step], show_progress=False)
-            bar.update(min(n, s + step), n)
-        with atomic_path(runner.dir.query_vectors) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, vec)
-        return {"n_queries": n, "dim": int(enc.dim)}
 
-    runner._stage("query-vectors", "dense query encoding (shared by dense and hybrid)",
-                  (inp.queries_fp, dense), body, outputs=(runner.dir.query_vectors,))
+QUERY_VECTORS = Stage("query-vectors", "dense query encoding (shared by dense and hybrid)",
+                      _query_vectors,
+                      key=lambda a: (a.inputs.queries_fp, _dense_settings(a.cfg)),
+                      outputs=lambda a: (a.dir.query_vectors,))
 
 
 # ---- exposure and retrievability --------------------------------------------------------------
-def exposure(runner: AuditRunner, inp: AuditInputs, spec) -> None:
-    """Exact exposure of every query's top ``depth`` under one system (resumable)."""
-    cfg = runner.cfg
-    name = f"exposure-{spec.name}"
-    deps = [_key(runner, "index")] + ([_key(runner, "query-vectors")] if spec.needs_dense else [])
+def _exposure_deps(audit: Audit, spec: SystemSpec) -> list:
+    return [audit.key("index")] + ([audit.key("query-vectors")] if spec.needs_dense else [])
 
-    def body(bar) -> dict:
+
+def exposure_stage(spec: SystemSpec, depth: int) -> Stage:
+    """Exact exposure of every query's top ``depth`` under one system (resumable)."""
+
+    def body(audit: Audit, bar: Progress) -> dict:
         from limelight.exposure.exact import compute_exposure
 
-        retr = runner.retriever(spec)
-        st = compute_exposure(retr, inp.queries, runner.dir.store_dir(spec.name), depth=cfg.depth,
-                              shard_size=cfg.shard_size, fingerprint=stable_key(deps, spec),
+        cfg = audit.cfg
+        retr = audit.retriever(spec)
+        st = compute_exposure(retr, audit.inputs.queries, audit.dir.store_dir(spec.name),
+                              depth=cfg.depth, shard_size=cfg.shard_size,
+                              fingerprint=stable_key(_exposure_deps(audit, spec), spec),
                               settings=spec.settings(), progress=bar.update)
         q, _, _, _ = st.pair_arrays()
         return {"n_pairs": int(len(q)), "n_queries": len(st.queries), "n_docs": len(st.doc_ids),
                 "timings": st.manifest.get("timings", {})}
 
-    runner._stage(name, f"exact exposure under {spec.name} (top {cfg.depth})",
-                  (deps, spec.settings(), inp.queries_fp, cfg.depth, cfg.shard_size), body,
-                  outputs=(runner.dir.store_dir(spec.name),), requires=("index",))
+    return Stage(f"exposure-{spec.name}", f"exact exposure under {spec.name} (top {depth})", body,
+                 key=lambda a: (_exposure_deps(a, spec), spec.settings(), a.inputs.queries_fp,
+                                a.cfg.depth, a.cfg.shard_size),
+                 inputs=("index",), outputs=lambda a: (a.dir.store_dir(spec.name),))
 
 
 def stable_key(deps: list, spec) -> str:
-    from limelight.audit.cache import stable_hash
-
     return stable_hash("retriever", deps, spec.settings())
 
 
-def retrievability(runner: AuditRunner, inp: AuditInputs, spec) -> None:
+def retrievability_stage(spec: SystemSpec) -> Stage:
     """r(d) at each cutoff over every document, Gini (overall and per group), Lorenz data."""
-    cfg = runner.cfg
-    name = f"retrievability-{spec.name}"
 
-    def body(bar) -> dict:
+    def body(audit: Audit, bar: Progress) -> dict:
         from limelight.exposure.retrievability import gini, group_retrievability
 
-        st = runner.dir.store(spec.name)
+        cfg, coll = audit.cfg, audit.inputs.dataset.collection
+        st = audit.dir.store(spec.name)
         cols: dict[str, Any] = {"doc_id": st.doc_ids.strings.astype(str)}
         cutoffs = {}
         for i, c in enumerate(cfg.cutoffs):
@@ -176,102 +197,101 @@ def retrievability(runner: AuditRunner, inp: AuditInputs, spec) -> None:
         cols["n_exposing"] = n_exp
         g = cfg.group_field
         if g:
-            cols[g] = [str(v) for v in inp.dataset.collection.fields[g].tolist()]
+            cols[g] = [str(v) for v in coll.fields[g].tolist()]
         df = pd.DataFrame(cols)
-        with atomic_path(runner.dir.retrievability_path(spec.name)) as tmp:
+        with atomic_path(audit.dir.retrievability_path(spec.name)) as tmp:
             df.to_parquet(tmp, index=False)
         c_main = 100 if 100 in cfg.cutoffs else max(cfg.cutoffs)
         r = cols[f"r_c{c_main}"]
         out: dict[str, Any] = {"cutoffs": cutoffs, "c_main": c_main,
                                "mean_exposing_queries": float(n_exp.mean())}
         if g:
-            grp = group_retrievability(r, inp.dataset.collection.fields[g])
+            grp = group_retrievability(r, coll.fields[g])
             # Gini within each group (documents counted in each of their groups)
             from limelight.exposure.retrievability import _as_labels
 
-            labels = [_as_labels(v) for v in inp.dataset.collection.fields[g].tolist()]
+            labels = [_as_labels(v) for v in coll.fields[g].tolist()]
             lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
             doc = np.repeat(np.arange(len(r)), lens)
             flat = pd.DataFrame({"group": [x for lab in labels for x in lab], "r": r[doc]})
             ginis = {k: gini(v.to_numpy()) for k, v in flat.groupby("group", sort=False)["r"]}
             grp["gini"] = grp["group"].map(ginis)
             grp.insert(0, "system", spec.name)
-            out["groups_table"] = _write_table(runner, f"groups_{spec.name}", grp)
+            out["groups_table"] = _write_table(audit, f"groups_{spec.name}", grp)
             out["n_groups"] = int(len(grp))
         bar.update(len(cfg.cutoffs) + 1, len(cfg.cutoffs) + 1)
         return out
 
-    runner._stage(name, f"retrievability, Gini and Lorenz under {spec.name}",
-                  (_key(runner, f"exposure-{spec.name}"), cfg.cutoffs, cfg.group_field), body,
-                  outputs=(runner.dir.retrievability_path(spec.name),),
-                  requires=(f"exposure-{spec.name}",))
+    exposure = f"exposure-{spec.name}"
+    return Stage(f"retrievability-{spec.name}", f"retrievability, Gini and Lorenz under {spec.name}",
+                 body, key=lambda a: (a.key(exposure), a.cfg.cutoffs, a.cfg.group_field),
+                 inputs=(exposure,), outputs=lambda a: (a.dir.retrievability_path(spec.name),))
 
 
-def figures(runner: AuditRunner, inp: AuditInputs) -> None:
+def _with_retrievability(audit: Audit) -> list[str]:
+    return [s.name for s in audit.cfg.systems if _present(audit, f"retrievability-{s.name}")]
+
+
+def _figures(audit: Audit, bar: Progress) -> dict:
     """Lorenz curves, rank-size plot, per-group bars, and the systems summary table."""
-    cfg = runner.cfg
-    names = [s.name for s in cfg.systems if (st := runner.status(f"retrievability-{s.name}")) and st.present]
-    if not names:
-        runner._skip("figures", "figures and summary tables", "no system has retrievability figures")
-        return
-    deps = [_key(runner, f"retrievability-{n}") for n in names]
+    from limelight.exposure.plots import plot_lorenz, plot_rank_size
 
-    def body(bar) -> dict:
-        from limelight.exposure.plots import plot_lorenz, plot_rank_size
-
-        figs = runner.dir.figures_dir
-        frames = {n: pd.read_parquet(runner.dir.retrievability_path(n)) for n in names}
-        c = 100 if 100 in cfg.cutoffs else max(cfg.cutoffs)
-        made = []
-        for cc in cfg.cutoffs:
-            plot_lorenz({n: f[f"r_c{cc}"].to_numpy() for n, f in frames.items()}, figs / f"lorenz_c{cc}",
-                        title=f"Lorenz curves of r(d), c={cc}")
-            made.append(f"lorenz_c{cc}.png")
-        plot_rank_size({n: f["n_exposing"].to_numpy() for n, f in frames.items()}, figs / "rank_size",
-                       )
-        made.append("rank_size.png")
-        bar.update(1, 2)
-        rows = []
-        for n in names:
-            res = runner.status(f"retrievability-{n}").result
-            for cc, d in res["cutoffs"].items():
-                rows.append({"system": n, "c": int(cc), "gini": d["gini"],
-                             "gini_retrieved_only": d["gini_retrieved_only"],
-                             "retrievable_fraction": d["retrievable_fraction"],
-                             "mean_exposing_queries": res["mean_exposing_queries"]})
-        _write_table(runner, "systems", pd.DataFrame(rows))
-        if cfg.group_field:
-            grp = pd.concat([pd.read_parquet(runner.dir.table(f"groups_{n}")) for n in names])
-            _write_table(runner, "groups", grp)
-            made.append(_group_figure(grp, figs / "groups.png", cfg.group_field, c))
-        made += _system_diffs(runner, names, max(cfg.cutoffs))
-        bar.update(2, 2)
-        return {"figures": made}
-
-    runner._stage("figures", "figures and summary tables", (deps,), body)
+    cfg, names = audit.cfg, _with_retrievability(audit)
+    figs = audit.dir.figures_dir
+    frames = {n: pd.read_parquet(audit.dir.retrievability_path(n)) for n in names}
+    c = 100 if 100 in cfg.cutoffs else max(cfg.cutoffs)
+    made = []
+    for cc in cfg.cutoffs:
+        plot_lorenz({n: f[f"r_c{cc}"].to_numpy() for n, f in frames.items()}, figs / f"lorenz_c{cc}",
+                    title=f"Lorenz curves of r(d), c={cc}")
+        made.append(f"lorenz_c{cc}.png")
+    plot_rank_size({n: f["n_exposing"].to_numpy() for n, f in frames.items()}, figs / "rank_size")
+    made.append("rank_size.png")
+    bar.update(1, 2)
+    rows = []
+    for n in names:
+        res = audit.status(f"retrievability-{n}").result
+        for cc, d in res["cutoffs"].items():
+            rows.append({"system": n, "c": int(cc), "gini": d["gini"],
+                         "gini_retrieved_only": d["gini_retrieved_only"],
+                         "retrievable_fraction": d["retrievable_fraction"],
+                         "mean_exposing_queries": res["mean_exposing_queries"]})
+    _write_table(audit, "systems", pd.DataFrame(rows))
+    if cfg.group_field:
+        grp = pd.concat([pd.read_parquet(audit.dir.table(f"groups_{n}")) for n in names])
+        _write_table(audit, "groups", grp)
+        made.append(_group_figure(grp, figs / "groups.png", cfg.group_field, c))
+    made += _system_diffs(audit, names, max(cfg.cutoffs))
+    bar.update(2, 2)
+    return {"figures": made}
 
 
-def _system_diffs(runner: AuditRunner, names: list[str], c: int) -> list[str]:
+FIGURES = Stage("figures", "figures and summary tables", _figures,
+                key=lambda a: ([a.key(f"retrievability-{n}") for n in _with_retrievability(a)],),
+                skip=lambda a: None if _with_retrievability(a) else "no system has retrievability figures")
+
+
+def _system_diffs(audit: Audit, names: list[str], c: int) -> list[str]:
     """``limelight exposure diff`` from the first system to each other one: a summary table
     (``diff``), the biggest winners and losers (``diff_movers``) and one figure per pair."""
     from limelight.exposure.diff import diff_stores, field_values, plot_diff
 
     if len(names) < 2:
         return []
-    first = runner.dir.store(names[0])
-    groups = (field_values(first, runner.cfg.group_field, runner.dir.index_dir)
-              if runner.cfg.group_field else None)
+    first = audit.dir.store(names[0])
+    groups = (field_values(first, audit.cfg.group_field, audit.dir.index_dir)
+              if audit.cfg.group_field else None)
     rows, movers, made = [], [], []
     for n in names[1:]:
-        d = diff_stores(first, runner.dir.store(n), c=c, group_values=groups, names=(names[0], n))
+        d = diff_stores(first, audit.dir.store(n), c=c, group_values=groups, names=(names[0], n))
         rows.append({"from": names[0], "to": n, **d.summary})
         for kind, df in (("winner", d.winners(10)), ("loser", d.losers(10))):
             movers.append(df[["docid", "r_a", "r_b", "delta_r", "n_a", "n_b"]]
                           .assign(**{"from": names[0], "to": n, "kind": kind}))
-        made += [p.name for p in plot_diff(d, runner.dir.figures_dir / f"diff_{names[0]}_{n}")
+        made += [p.name for p in plot_diff(d, audit.dir.figures_dir / f"diff_{names[0]}_{n}")
                  if p.suffix == ".png"]
-    _write_table(runner, "diff", pd.DataFrame(rows))
-    _write_table(runner, "diff_movers", pd.concat(movers, ignore_index=True))
+    _write_table(audit, "diff", pd.DataFrame(rows))
+    _write_table(audit, "diff_movers", pd.concat(movers, ignore_index=True))
     return made
 
 
@@ -299,240 +319,235 @@ def _group_figure(grp: pd.DataFrame, path, field: str, c: int) -> str:
     return path.name
 
 
+
 # ---- stages that need qrels -------------------------------------------------------------------
-def _eval_runs(runner: AuditRunner, inp: AuditInputs, k: int = 1000) -> dict:
+def _eval_runs(audit: Audit, k: int = 1000) -> dict:
     out = {}
-    for spec in runner.cfg.systems:
-        retr = runner.retriever(spec, query_vectors=False)
-        out[spec.name] = retr.retrieve(inp.eval_queries, k).rename(spec.name)
+    for spec in audit.cfg.systems:
+        retr = audit.retriever(spec, query_vectors=False)
+        out[spec.name] = retr.retrieve(audit.inputs.eval_queries, k).rename(spec.name)
     return out
 
 
-def compare(runner: AuditRunner, inp: AuditInputs) -> None:
+def _eval_qids(audit: Audit) -> list[str]:
+    return audit.inputs.eval_queries.ids.strings.tolist()
+
+
+def _compare(audit: Audit, bar: Progress) -> dict:
     """System comparison: standard measures (tests against the first system) and all-pairs
     LexiRecall preferences with sign tests and the MC4 order."""
-    title = "system comparison: standard measures and lexirecall"
-    if not runner.cfg.stages["compare"]:
-        runner._skip("compare", title, "switched off in [stages]")
-        return
-    if inp.eval_queries is None:
-        runner._skip("compare", title, f"{inp.dataset.name} has no qrels (relevance judgments)")
-        return
+    from limelight.evaluation.compare import compare_runs, evaluate_runs
 
-    def body(bar) -> dict:
-        from limelight.evaluation.compare import compare_runs, evaluate_runs
-
-        runs = _eval_runs(runner, inp)
-        bar.update(1, 3)
-        table = evaluate_runs(list(runs.values()), inp.dataset.qrels, runner.cfg.measures)
-        agg = table.aggregate()
-        rows = []
-        for i, n in enumerate(table.names):
-            row = {"system": n, **agg[n]}
-            for m in table.measures:
-                p = table.p_vs_first[m][i]
-                row[f"p_{m}"] = None if np.isnan(p) else float(p)
-            rows.append(row)
-        _write_table(runner, "evaluation", pd.DataFrame(rows))
-        bar.update(2, 3)
-        summary: dict[str, Any] = {"n_queries": len(inp.eval_queries), "measures": agg}
-        if len(runs) > 1:
-            cmp = compare_runs(list(runs.values()), inp.dataset.qrels, runner.cfg.preference)
-            d = cmp.to_dict()
-            _write_table(runner, "preferences", pd.DataFrame(d["pairs"]))
-            summary["preference"] = {"measure": d["preference"], "mc4": d["mc4"],
-                                     "discriminative_power": d["discriminative_power"]}
-        bar.update(3, 3)
-        return {"summary": summary}
-
-    deps = [_key(runner, "index")]
-    runner._stage("compare", title, (deps, [s.settings() for s in runner.cfg.systems],
-                                     runner.cfg.measures, runner.cfg.preference,
-                                     inp.eval_queries.ids.strings.tolist()), body, requires=("index",))
+    inp = audit.inputs
+    runs = _eval_runs(audit)
+    bar.update(1, 3)
+    table = evaluate_runs(list(runs.values()), inp.dataset.qrels, audit.cfg.measures)
+    agg = table.aggregate()
+    rows = []
+    for i, n in enumerate(table.names):
+        row = {"system": n, **agg[n]}
+        for m in table.measures:
+            p = table.p_vs_first[m][i]
+            row[f"p_{m}"] = None if np.isnan(p) else float(p)
+        rows.append(row)
+    _write_table(audit, "evaluation", pd.DataFrame(rows))
+    bar.update(2, 3)
+    summary: dict[str, Any] = {"n_queries": len(inp.eval_queries), "measures": agg}
+    if len(runs) > 1:
+        cmp = compare_runs(list(runs.values()), inp.dataset.qrels, audit.cfg.preference)
+        d = cmp.to_dict()
+        _write_table(audit, "preferences", pd.DataFrame(d["pairs"]))
+        summary["preference"] = {"measure": d["preference"], "mc4": d["mc4"],
+                                 "discriminative_power": d["discriminative_power"]}
+    bar.update(3, 3)
+    return {"summary": summary}
 
 
-def rerank(runner: AuditRunner, inp: AuditInputs) -> None:
+COMPARE = Stage("compare", "system comparison: standard measures and lexirecall", _compare,
+                key=lambda a: ([a.key("index")], [s.settings() for s in a.cfg.systems],
+                               a.cfg.measures, a.cfg.preference, _eval_qids(a)),
+                inputs=("index",),
+                skip=lambda a: _switched_off(a, "compare") or _no_qrels(a))
+
+
+def _rerank_opts(audit: Audit) -> dict:
+    return {"epochs": 3, "max_seconds": 20.0 if audit.quick else 300.0, "layers": 2, "depth": 100,
+            **audit.cfg.options.get("rerank", {})}
+
+
+def _rerank_base(audit: Audit) -> SystemSpec:
+    """The first system that is not itself re-ranked (a reranked system always names one)."""
+    return next(s for s in audit.cfg.systems if s.kind != "reranked")
+
+
+def _rerank(audit: Audit, bar: Progress) -> dict:
     """TK re-ranking of the first (not re-ranked) system's top 100: trained on half of the judged
     queries (seeded split), evaluated against the first stage on the other half."""
-    title = "TK re-ranking (trained on half the judged queries, tested on the rest)"
-    if not runner.cfg.stages["rerank"]:
-        runner._skip("rerank", title, "switched off in [stages]")
-        return
-    if inp.eval_queries is None:
-        runner._skip("rerank", title, f"{inp.dataset.name} has no qrels (TK needs relevance judgments)")
-        return
-    opts = {"epochs": 3, "max_seconds": 20.0 if runner.quick else 300.0, "layers": 2, "depth": 100,
-            **runner.cfg.options.get("rerank", {})}
-    # the first system that is not itself re-ranked (a reranked system always names one)
-    base_spec = next(s for s in runner.cfg.systems if s.kind != "reranked")
+    from limelight.evaluation.compare import evaluate_runs
+    from limelight.rerank.models import TKConfig
+    from limelight.rerank.ranker import KernelReranker, NeuralRanker
+    from limelight.rerank.train import QrelsTriples, TrainConfig, train
+    from limelight.rerank.vocab import Vocabulary
 
-    def body(bar) -> dict:
-        from limelight.evaluation.compare import evaluate_runs
-        from limelight.rerank.models import TKConfig
-        from limelight.rerank.ranker import KernelReranker, NeuralRanker
-        from limelight.rerank.train import QrelsTriples, TrainConfig, train
-        from limelight.rerank.vocab import Vocabulary
+    inp, opts = audit.inputs, _rerank_opts(audit)
+    ds, seed = inp.dataset, audit.cfg.seed
+    base = _rerank_base(audit)
+    first = audit.retriever(base, query_vectors=False).retrieve(inp.eval_queries, int(opts["depth"]))
+    first = first.rename(base.name)
+    judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+    qids = [q for q in inp.eval_queries.ids.strings.tolist() if q in judged]
+    if len(qids) < 4:
+        raise StageSkipped(f"only {len(qids)} judged queries (need ≥ 4 for a train/test split)")
+    perm = np.random.default_rng(seed).permutation(len(qids))
+    half = len(qids) // 2
+    tr, te = [qids[i] for i in perm[:half]], [qids[i] for i in perm[half:]]
+    vocab = Vocabulary.build(ds.collection.texts.tolist(), 2)
+    ranker = NeuralRanker.create(TKConfig(n_layers=int(opts["layers"])), vocab, seed)
+    triples = QrelsTriples.build(inp.eval_queries, ds.qrels, first, ds.collection, tr)
+    bar.update(1, 3)
+    import torch
 
-        ds, seed = inp.dataset, runner.cfg.seed
-        base = base_spec
-        first = runner.retriever(base, query_vectors=False).retrieve(inp.eval_queries, int(opts["depth"]))
-        first = first.rename(base.name)
-        judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
-        qids = [q for q in inp.eval_queries.ids.strings.tolist() if q in judged]
-        if len(qids) < 4:
-            raise StageSkipped(f"only {len(qids)} judged queries (need ≥ 4 for a train/test split)")
-        perm = np.random.default_rng(seed).permutation(len(qids))
-        half = len(qids) // 2
-        tr, te = [qids[i] for i in perm[:half]], [qids[i] for i in perm[half:]]
-        vocab = Vocabulary.build(ds.collection.texts.tolist(), 2)
-        ranker = NeuralRanker.create(TKConfig(n_layers=int(opts["layers"])), vocab, seed)
-        triples = QrelsTriples.build(inp.eval_queries, ds.qrels, first, ds.collection, tr)
-        bar.update(1, 3)
-        import torch
-
-        n_threads = torch.get_num_threads()  # training sets its own; later stages keep theirs
-        try:
-            res = train(ranker, ds.collection, inp.eval_queries, triples,
-                        TrainConfig(epochs=int(opts["epochs"]), seed=seed, threads=1,
-                                    max_seconds=float(opts["max_seconds"])))
-        finally:
-            torch.set_num_threads(n_threads)
-        bar.update(2, 3)
-        test_q = inp.eval_queries.take(inp.eval_queries.ids.encode(np.asarray(te, dtype=object)))
-        first_te = runner.retriever(base, query_vectors=False).retrieve(test_q, int(opts["depth"])).rename(base.name)
-        rr = KernelReranker(ranker, ds.collection).transform(test_q, first_te).rename(f"TK({base.name})")
-        # evaluated over the test queries' judgments only: qrels of the training half would count
-        # as queries with no results (zeros), halving every figure
-        from limelight.data.qrels import Qrels
-
-        qdf = ds.qrels.to_pandas()
-        test_qrels = Qrels.from_pandas(qdf[qdf["query_id"].isin(te)], name=getattr(ds.qrels, "name", "qrels"))
-        table = evaluate_runs([first_te, rr], test_qrels, runner.cfg.measures)
-        agg = table.aggregate()
-        rows = [{"system": n, **agg[n], **{f"p_{m}": (None if np.isnan(table.p_vs_first[m][i])
-                                                       else float(table.p_vs_first[m][i]))
-                                           for m in table.measures}}
-                for i, n in enumerate(table.names)]
-        _write_table(runner, "rerank", pd.DataFrame(rows))
-        bar.update(3, 3)
-        return {"summary": {"base": base.name, "train_queries": len(tr), "test_queries": len(te),
-                            "steps": res.steps, "stopped": res.stopped, "measures": agg},
-                "seconds_training": res.seconds}
-
-    runner._stage("rerank", title, (_key(runner, "index"), base_spec.settings(), opts,
-                                    runner.cfg.measures, runner.cfg.seed,
-                                    inp.eval_queries.ids.strings.tolist(), "test-half qrels"), body,
-                  requires=("index",))
-
-
-# ---- capabilities from other issues (wired in as they land) -----------------------------------
-def _capability(module: str, attr: str) -> Any | None:
+    n_threads = torch.get_num_threads()  # training sets its own; later stages keep theirs
     try:
-        mod = importlib.import_module(module)
-    except ImportError:
+        res = train(ranker, ds.collection, inp.eval_queries, triples,
+                    TrainConfig(epochs=int(opts["epochs"]), seed=seed, threads=1,
+                                max_seconds=float(opts["max_seconds"])))
+    finally:
+        torch.set_num_threads(n_threads)
+    bar.update(2, 3)
+    test_q = inp.eval_queries.take(inp.eval_queries.ids.encode(np.asarray(te, dtype=object)))
+    first_te = audit.retriever(base, query_vectors=False).retrieve(test_q, int(opts["depth"])).rename(base.name)
+    rr = KernelReranker(ranker, ds.collection).transform(test_q, first_te).rename(f"TK({base.name})")
+    # evaluated over the test queries' judgments only: qrels of the training half would count
+    # as queries with no results (zeros), halving every figure
+    from limelight.data.qrels import Qrels
+
+    qdf = ds.qrels.to_pandas()
+    test_qrels = Qrels.from_pandas(qdf[qdf["query_id"].isin(te)], name=getattr(ds.qrels, "name", "qrels"))
+    table = evaluate_runs([first_te, rr], test_qrels, audit.cfg.measures)
+    agg = table.aggregate()
+    rows = [{"system": n, **agg[n], **{f"p_{m}": (None if np.isnan(table.p_vs_first[m][i])
+                                                   else float(table.p_vs_first[m][i]))
+                                       for m in table.measures}}
+            for i, n in enumerate(table.names)]
+    _write_table(audit, "rerank", pd.DataFrame(rows))
+    bar.update(3, 3)
+    return {"summary": {"base": base.name, "train_queries": len(tr), "test_queries": len(te),
+                        "steps": res.steps, "stopped": res.stopped, "measures": agg},
+            "seconds_training": res.seconds}
+
+
+RERANK = Stage("rerank", "TK re-ranking (trained on half the judged queries, tested on the rest)",
+               _rerank,
+               key=lambda a: (a.key("index"), _rerank_base(a).settings(), _rerank_opts(a),
+                              a.cfg.measures, a.cfg.seed, _eval_qids(a), "test-half qrels"),
+               inputs=("index",),
+               skip=lambda a: _switched_off(a, "rerank") or _no_qrels(a, "TK needs relevance judgments"))
+
+
+# ---- EQI ----------------------------------------------------------------------------------------
+def _eqi_specs(audit: Audit) -> list[SystemSpec]:
+    """The BM25 and dense systems with an exposure store: those EQI covers."""
+    return [s for s in audit.cfg.systems if s.kind in ("bm25", "dense")
+            and _present(audit, f"exposure-{s.name}")]
+
+
+def _eqi_opts(audit: Audit) -> dict:
+    return {"docs": 50 if audit.quick else 300, "steps": 30 if audit.quick else 300,
+            "methods": ["residual"], "k": 100, **audit.cfg.options.get("eqi", {})}
+
+
+def _eqi_skip(audit: Audit) -> str | None:
+    if off := _switched_off(audit, "eqi"):
+        return off
+    if _eqi_specs(audit):
         return None
-    return getattr(mod, attr, None)
+    not_covered = _eqi_not_covered(audit)
+    return ("no BM25 or dense system with an exposure store (EQI has no exact reverse search for "
+            "fused or re-ranked systems)" + (f"; {not_covered}" if not_covered else ""))
 
 
-def eqi(runner: AuditRunner, inp: AuditInputs) -> None:
+def _eqi_model_dirs(audit: Audit) -> tuple:
+    """Where the stage saves its learned models: ``DIR/eqi/<method>/`` for the first dense
+    system, ``<method>-<system>/`` for the others (``limelight serve --audit DIR`` finds them
+    there); only these are the stage's outputs (eqi/ may hold other models)."""
+    dense = [s for s in _eqi_specs(audit) if s.kind == "dense"]
+    return tuple(audit.dir.eqi_dir(m if s is dense[0] else f"{m}-{s.name}")
+                 for s in dense for m in _eqi_opts(audit)["methods"])
+
+
+def _eqi(audit: Audit, bar: Progress) -> dict:
     """EQI (Li et al., WWW 2022) per BM25 / dense system: reverse baselines (BM25-reverse,
     dense-reverse) and a trained Residual model evaluated with RELQ against the exposure store on
     a seeded sample of exposed documents; exact reverse search for the most exposed document."""
-    title = "exposing-query identification (RELQ) and exact reverse search"
-    if not runner.cfg.stages["eqi"]:
-        runner._skip("eqi", title, "switched off in [stages]")
-        return
-    if _capability("limelight.exposure.eqi", "evaluate_eqi") is None:
-        runner._skip("eqi", title, "capability not available yet: limelight.exposure.eqi (issue 5)")
-        return
-    specs = [s for s in runner.cfg.systems if s.kind in ("bm25", "dense")
-             and (st := runner.status(f"exposure-{s.name}")) is not None and st.present]
-    not_covered = _eqi_not_covered(runner, specs)
-    if not specs:
-        runner._skip("eqi", title, "no BM25 or dense system with an exposure store (EQI has no "
-                                   "exact reverse search for fused or re-ranked systems)"
-                                   + (f"; {not_covered}" if not_covered else ""))
-        return
-    opts = {"docs": 50 if runner.quick else 300, "steps": 30 if runner.quick else 300,
-            "methods": ["residual"], "k": 100, **runner.cfg.options.get("eqi", {})}
+    from limelight.exposure.eqi import ExactReverse, evaluate_eqi
 
-    def body(bar) -> dict:
-        from limelight.exposure.eqi import (
-            BM25Reverse,
-            DenseReverse,
-            ExactReverse,
-            evaluate_eqi,
-            train_eqi,
-            validation_docs,
-        )
-
-        rows, reverse_rows, summary, models = [], [], {}, {}
-        first_dense = next((s for s in specs if s.kind == "dense"), None)
-        rng = np.random.default_rng(runner.cfg.seed)
-        coll = inp.dataset.collection
-        for i, spec in enumerate(specs):
-            store = runner.dir.store(spec.name)
-            n_exp = store.n_exposing()
-            exposed = np.flatnonzero(n_exp > 0)
-            docs = np.sort(rng.choice(exposed, size=min(int(opts["docs"]), len(exposed)), replace=False))
-            retr = runner.retriever(spec)
-            if spec.kind == "bm25":
-                methods = {"bm25-reverse": BM25Reverse(store.queries, retr.index.analyzer)}
-                texts, emb = coll.texts[docs].tolist(), None
-            else:
-                qv = np.load(runner.dir.query_vectors)
-                doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
-                methods = {"dense-reverse": DenseReverse(store.queries, qv)}
-                # early-stopping documents, leaving at least half the rest for training
-                n_val = min(50 if runner.quick else 300, (len(exposed) - len(docs)) // 2)
-                val = validation_docs(store, n_val, exclude=docs, seed=runner.cfg.seed + 1) \
-                    if n_val > 0 else None
-                for m in opts["methods"]:
-                    methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
-                                           n_queries=min(50_000, len(store.queries)),
-                                           n_docs=min(20_000, len(exposed)), exclude_docs=docs,
-                                           seed=runner.cfg.seed, validation_docs=val,
-                                           eval_every=10, patience=10, encoder=runner.encoder())
-                    methods[m].meta["system"] = spec.name  # what `limelight serve` offers it for
-                texts, emb = None, doc_emb[docs]
-            res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
-            for m in opts["methods"] if spec.kind == "dense" else ():
-                # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
-                # `limelight serve --audit DIR` finds the learned models it shows
-                name = m if spec is first_dense else f"{m}-{spec.name}"
-                methods[m].save(runner.dir.eqi_dir(name))
-                models[name] = {"method": m, "system": spec.name}
-            for m, vals in res.items():
-                rows.append({"system": spec.name, "method": m, **vals})
-            summary[spec.name] = res
-            if spec.kind == "bm25" or spec.kind == "dense":
-                top = int(np.argmax(n_exp))
-                ex = ExactReverse.build(store, retr, np.load(runner.dir.query_vectors)
-                                        if spec.kind == "dense" else None, cache_dir=None)
-                docid = store.doc_ids.strings[top]
-                for r in ex.query(docid=docid, k=10):
-                    reverse_rows.append({"system": spec.name, "docid": docid, **r})
-            bar.update(i + 1, len(specs))
-        _write_table(runner, "relq", pd.DataFrame(rows))
-        if reverse_rows:
-            _write_table(runner, "reverse", pd.DataFrame(reverse_rows))
-        return {"summary": summary, "models": models}
-
-    deps = [_key(runner, f"exposure-{s.name}") for s in specs]
-    # "models saved": audits whose EQI stage ran before the models were saved run it again
-    dense = [s for s in specs if s.kind == "dense"]
-    saved = tuple(runner.dir.eqi_dir(m if s is dense[0] else f"{m}-{s.name}") for s in dense for m in opts["methods"])
-    st = runner._stage("eqi", title, (deps, opts, runner.cfg.seed, _key(runner, "query-vectors"),
-                                      "models saved"), body,
-                       outputs=saved, requires=("index",))  # only its own models (eqi/ may hold others)
-    if st.present and not_covered:  # shown in the stage table and under the EQI section
-        st.reason = not_covered
+    specs, opts, seed = _eqi_specs(audit), _eqi_opts(audit), audit.cfg.seed
+    rows, reverse_rows, summary, models = [], [], {}, {}
+    first_dense = next((s for s in specs if s.kind == "dense"), None)
+    rng = np.random.default_rng(seed)
+    for i, spec in enumerate(specs):
+        store = audit.dir.store(spec.name)
+        n_exp = store.n_exposing()
+        exposed = np.flatnonzero(n_exp > 0)
+        docs = np.sort(rng.choice(exposed, size=min(int(opts["docs"]), len(exposed)), replace=False))
+        retr = audit.retriever(spec)
+        methods, texts, emb = _eqi_methods(audit, spec, store, retr, exposed, docs, opts)
+        res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
+        for m in opts["methods"] if spec.kind == "dense" else ():
+            # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
+            # `limelight serve --audit DIR` finds the learned models it shows
+            name = m if spec is first_dense else f"{m}-{spec.name}"
+            methods[m].save(audit.dir.eqi_dir(name))
+            models[name] = {"method": m, "system": spec.name}
+        for m, vals in res.items():
+            rows.append({"system": spec.name, "method": m, **vals})
+        summary[spec.name] = res
+        if spec.kind == "bm25" or spec.kind == "dense":
+            top = int(np.argmax(n_exp))
+            ex = ExactReverse.build(store, retr, np.load(audit.dir.query_vectors)
+                                    if spec.kind == "dense" else None, cache_dir=None)
+            docid = store.doc_ids.strings[top]
+            for r in ex.query(docid=docid, k=10):
+                reverse_rows.append({"system": spec.name, "docid": docid, **r})
+        bar.update(i + 1, len(specs))
+    _write_table(audit, "relq", pd.DataFrame(rows))
+    if reverse_rows:
+        _write_table(audit, "reverse", pd.DataFrame(reverse_rows))
+    return {"summary": summary, "models": models}
 
 
-def _eqi_not_covered(runner: AuditRunner, specs: list) -> str:
+def _eqi_methods(audit: Audit, spec: SystemSpec, store, retr, exposed: np.ndarray,
+                 docs: np.ndarray, opts: dict) -> tuple[dict, list | None, np.ndarray | None]:
+    """The EQI methods evaluated for one system (BM25: BM25-reverse; dense: dense-reverse and the
+    trained ``opts["methods"]``) and the document texts or embeddings they are evaluated on."""
+    from limelight.exposure.eqi import BM25Reverse, DenseReverse, train_eqi, validation_docs
+
+    if spec.kind == "bm25":
+        return ({"bm25-reverse": BM25Reverse(store.queries, retr.index.analyzer)},
+                audit.inputs.dataset.collection.texts[docs].tolist(), None)
+    qv = np.load(audit.dir.query_vectors)
+    doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
+    methods = {"dense-reverse": DenseReverse(store.queries, qv)}
+    # early-stopping documents, leaving at least half the rest for training
+    seed = audit.cfg.seed
+    n_val = min(50 if audit.quick else 300, (len(exposed) - len(docs)) // 2)
+    val = validation_docs(store, n_val, exclude=docs, seed=seed + 1) if n_val > 0 else None
+    for m in opts["methods"]:
+        methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
+                               n_queries=min(50_000, len(store.queries)),
+                               n_docs=min(20_000, len(exposed)), exclude_docs=docs,
+                               seed=seed, validation_docs=val,
+                               eval_every=10, patience=10, encoder=audit.encoder())
+        methods[m].meta["system"] = spec.name  # what `limelight serve` offers it for
+    return methods, None, doc_emb[docs]
+
+
+def _eqi_not_covered(audit: Audit) -> str:
     """Why EQI leaves out the systems it leaves out (one line), or ``""``."""
+    specs = _eqi_specs(audit)
     why = []
-    for s in runner.cfg.systems:
+    for s in audit.cfg.systems:
         if s in specs:
             continue
         if s.kind == "reranked":
@@ -545,167 +560,183 @@ def _eqi_not_covered(runner: AuditRunner, specs: list) -> str:
     return ("not run for " + "; ".join(why)) if why else ""
 
 
-def robustness(runner: AuditRunner, inp: AuditInputs) -> None:
+EQI = Stage("eqi", "exposing-query identification (RELQ) and exact reverse search", _eqi,
+            # "models saved": audits whose EQI stage ran before the models were saved run it again
+            key=lambda a: ([a.key(f"exposure-{s.name}") for s in _eqi_specs(a)], _eqi_opts(a),
+                           a.cfg.seed, a.key("query-vectors"), "models saved"),
+            inputs=("index",), outputs=_eqi_model_dirs, skip=_eqi_skip,
+            note=_eqi_not_covered)  # shown in the stage table and under the EQI section
+
+
+# ---- query variations and generated queries ---------------------------------------------------
+def _robustness_opts(audit: Audit) -> dict:
+    cfg = audit.cfg
+    return {"methods": "all", "measure": cfg.measures[0] if cfg.measures else "nDCG@10",
+            "mode": "full", **cfg.options.get("robustness", {})}
+
+
+def _robustness(audit: Audit, bar: Progress) -> dict:
     """Query-variation robustness (where qrels exist)."""
-    title = "query-variation robustness"
-    if not runner.cfg.stages["robustness"]:
-        runner._skip("robustness", title, "switched off in [stages]")
-        return
-    fn = _capability("limelight.querygen.robustness", "robustness_report")
-    if fn is None:
-        runner._skip("robustness", title, "capability not available yet: "
-                                          "limelight.querygen.robustness.robustness_report (issue 7)")
-        return
-    if inp.eval_queries is None:
-        runner._skip("robustness", title, f"{inp.dataset.name} has no qrels (relevance judgments)")
-        return
+    from limelight.querygen.robustness import robustness_report
 
-    opts = {"methods": "all", "measure": runner.cfg.measures[0] if runner.cfg.measures else "nDCG@10",
-            "mode": "full", **runner.cfg.options.get("robustness", {})}
-
-    def body(bar) -> dict:
-        pipes = {s.name: runner.retriever(s, query_vectors=False) % 1000 for s in runner.cfg.systems}
-        rep = fn(pipes, inp.eval_queries, inp.dataset.qrels, opts["methods"], opts["measure"],
-                 mode=opts["mode"], seed=runner.cfg.seed, dataset=inp.dataset.name)
-        _write_table(runner, "robustness", rep.to_pandas())
-        figs = []
-        if len(rep.rows):
-            rep.plot(runner.dir.figures_dir / "robustness.png")
-            figs.append("robustness.png")
-        bar.update(1, 1)
-        return {"summary": {"measure": rep.measure, "methods": rep.methods, "skipped_methods": rep.skipped,
-                            "n_queries": len(rep.qids), "notes": rep.notes}, "figures": figs}
-
-    runner._stage("robustness", title, (_key(runner, "index"), [s.settings() for s in runner.cfg.systems],
-                                        opts, runner.cfg.seed, inp.eval_queries.ids.strings.tolist()),
-                  body, requires=("index",))
+    cfg, inp, opts = audit.cfg, audit.inputs, _robustness_opts(audit)
+    pipes = {s.name: audit.retriever(s, query_vectors=False) % 1000 for s in cfg.systems}
+    rep = robustness_report(pipes, inp.eval_queries, inp.dataset.qrels, opts["methods"],
+                            opts["measure"], mode=opts["mode"], seed=cfg.seed,
+                            dataset=inp.dataset.name)
+    _write_table(audit, "robustness", rep.to_pandas())
+    figs = []
+    if len(rep.rows):
+        rep.plot(audit.dir.figures_dir / "robustness.png")
+        figs.append("robustness.png")
+    bar.update(1, 1)
+    return {"summary": {"measure": rep.measure, "methods": rep.methods, "skipped_methods": rep.skipped,
+                        "n_queries": len(rep.qids), "notes": rep.notes}, "figures": figs}
 
 
-def ctrlqgen(runner: AuditRunner, inp: AuditInputs) -> None:
+ROBUSTNESS = Stage("robustness", "query-variation robustness", _robustness,
+                   key=lambda a: (a.key("index"), [s.settings() for s in a.cfg.systems],
+                                  _robustness_opts(a), a.cfg.seed, _eval_qids(a)),
+                   inputs=("index",),
+                   skip=lambda a: _switched_off(a, "robustness") or _no_qrels(a))
+
+
+def _ctrlqgen_opts(audit: Audit) -> dict:
+    return {"schema": audit.inputs.dataset.name, "intents": ["narrow", "broad"], "n": 1,
+            "n_entities": 500 if audit.quick else 5000, "generator": None,
+            **audit.cfg.options.get("ctrlqgen", {})}
+
+
+def _ctrlqgen_skip(audit: Audit) -> str | None:
+    from limelight.errors import LimelightError
+    from limelight.querygen.serialize import load_schema
+
+    if off := _switched_off(audit, "ctrlqgen"):
+        return off
+    if audit.cfg.query_source == "generated":
+        return ("the audit's own queries are generated (queries.source = \"generated\"): the "
+                "systems' retrievability above is already under CtrlQGen queries")
+    spec, inp = audit.cfg.systems[0], audit.inputs
+    if not _present(audit, f"retrievability-{spec.name}"):
+        return f"needs the retrievability of {spec.name}"
+    try:
+        load_schema(_ctrlqgen_opts(audit)["schema"]).check_collection(inp.dataset.collection)
+    except LimelightError as e:
+        return f"{inp.dataset.name} has no CtrlQGen entity schema (narrow/broad fields): {e}"
+    return None
+
+
+def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
     """CtrlQGen (Penha et al., WWW 2023) synthetic queries of each intent (WeakLabeling-Un unless
     ``[ctrlqgen] generator`` names a trained model) for a seeded sample of entities, their exact
     exposure under the first system, and the effect on retrievability: r(d) and Gini under the
     log, under the generated queries, and under both (r is additive over queries)."""
-    title = "CtrlQGen synthetic queries and their retrievability effect"
-    if not runner.cfg.stages["ctrlqgen"]:
-        runner._skip("ctrlqgen", title, "switched off in [stages]")
-        return
-    fn = _capability("limelight.querygen.generator", "generate_queries")
-    if fn is None:
-        runner._skip("ctrlqgen", title, "capability not available yet: "
-                                        "limelight.querygen.generate_queries (issue 6)")
-        return
-    spec = runner.cfg.systems[0]
-    if not (st := runner.status(f"retrievability-{spec.name}")) or not st.present:
-        runner._skip("ctrlqgen", title, f"needs the retrievability of {spec.name}")
-        return
-    from limelight.errors import LimelightError
+    from limelight.exposure.exact import compute_exposure
+    from limelight.exposure.retrievability import gini, retrievable_fraction
+    from limelight.querygen.generator import generate_queries
     from limelight.querygen.serialize import load_schema
 
-    opts = {"schema": inp.dataset.name, "intents": ["narrow", "broad"], "n": 1,
-            "n_entities": 500 if runner.quick else 5000, "generator": None,
-            **runner.cfg.options.get("ctrlqgen", {})}
-    try:
-        schema = load_schema(opts["schema"])
-        schema.check_collection(inp.dataset.collection)
-    except LimelightError as e:
-        runner._skip("ctrlqgen", title, f"{inp.dataset.name} has no CtrlQGen entity schema "
-                                        f"(narrow/broad fields): {e}")
-        return
+    cfg, coll, opts = audit.cfg, audit.inputs.dataset.collection, _ctrlqgen_opts(audit)
+    spec = cfg.systems[0]
+    schema = load_schema(opts["schema"])
+    base = pd.read_parquet(audit.dir.retrievability_path(spec.name))
+    rows, n_gen = [], {}
+    intents = list(opts["intents"])
+    for i, intent in enumerate(intents):
+        gen = generate_queries(coll, schema, intent, n=int(opts["n"]), generator=opts["generator"],
+                               n_entities=min(int(opts["n_entities"]), len(coll)), seed=cfg.seed)
+        n_gen[intent] = len(gen)
+        st = compute_exposure(audit.retriever(spec, query_vectors=False), gen,
+                              audit.dir.path / "ctrlqgen" / intent, depth=cfg.depth,
+                              shard_size=cfg.shard_size)
+        sample = pd.DataFrame({"intent": intent, "entity_id": gen.fields["entity_id"][:20],
+                               "query": gen.texts[:20]})
+        _write_table(audit, f"ctrlqgen_sample_{intent}", sample)
+        for c in cfg.cutoffs:
+            r_log = base[f"r_c{c}"].to_numpy()
+            r_gen = st.retrievability(c=c).r
+            for label, r in (("log", r_log), (f"generated ({intent})", r_gen),
+                             (f"log + generated ({intent})", r_log + r_gen)):
+                if label == "log" and i > 0:
+                    continue
+                rows.append({"system": spec.name, "queries": label, "c": c, "gini": gini(r),
+                             "retrievable_fraction": retrievable_fraction(r)})
+        bar.update(i + 1, len(intents))
+    df = pd.DataFrame(rows).sort_values(["c", "queries"], kind="stable", ignore_index=True)
+    _write_table(audit, "ctrlqgen", df)
+    return {"summary": {"system": spec.name, "n_generated": n_gen,
+                        "generator": opts["generator"] or "WeakLabeling-Un"}}
 
-    def body(bar) -> dict:
-        from limelight.exposure.exact import compute_exposure
 
-        coll = inp.dataset.collection
-        base = pd.read_parquet(runner.dir.retrievability_path(spec.name))
-        rows, n_gen = [], {}
-        intents = list(opts["intents"])
-        for i, intent in enumerate(intents):
-            gen = fn(coll, schema, intent, n=int(opts["n"]), generator=opts["generator"],
-                     n_entities=min(int(opts["n_entities"]), len(coll)), seed=runner.cfg.seed)
-            n_gen[intent] = len(gen)
-            st = compute_exposure(runner.retriever(spec, query_vectors=False), gen,
-                                  runner.dir.path / "ctrlqgen" / intent, depth=runner.cfg.depth,
-                                  shard_size=runner.cfg.shard_size)
-            sample = pd.DataFrame({"intent": intent, "entity_id": gen.fields["entity_id"][:20],
-                                   "query": gen.texts[:20]})
-            _write_table(runner, f"ctrlqgen_sample_{intent}", sample)
-            for c in runner.cfg.cutoffs:
-                from limelight.exposure.retrievability import gini, retrievable_fraction
-
-                r_log = base[f"r_c{c}"].to_numpy()
-                r_gen = st.retrievability(c=c).r
-                for label, r in (("log", r_log), (f"generated ({intent})", r_gen),
-                                 (f"log + generated ({intent})", r_log + r_gen)):
-                    if label == "log" and i > 0:
-                        continue
-                    rows.append({"system": spec.name, "queries": label, "c": c, "gini": gini(r),
-                                 "retrievable_fraction": retrievable_fraction(r)})
-            bar.update(i + 1, len(intents))
-        df = pd.DataFrame(rows).sort_values(["c", "queries"], kind="stable", ignore_index=True)
-        _write_table(runner, "ctrlqgen", df)
-        return {"summary": {"system": spec.name, "n_generated": n_gen,
-                            "generator": opts["generator"] or "WeakLabeling-Un"}}
-
-    runner._stage("ctrlqgen", title, (st.key, {k: v for k, v in opts.items()}, runner.cfg.seed),
-                  body, outputs=(runner.dir.path / "ctrlqgen",))
+CTRLQGEN = Stage("ctrlqgen", "CtrlQGen synthetic queries and their retrievability effect", _ctrlqgen,
+                 key=lambda a: (a.key(f"retrievability-{a.cfg.systems[0].name}"),
+                                dict(_ctrlqgen_opts(a)), a.cfg.seed),
+                 outputs=lambda a: (a.dir.path / "ctrlqgen",), skip=_ctrlqgen_skip)
 
 
 # ---- intervention: stochastic (Plackett-Luce) policies over each system ------------------------
-def intervention(runner: AuditRunner, inp: AuditInputs) -> None:
-    """Expected r(d), its Gini and retrievable fraction under a Plackett-Luce policy over each
-    system's stored top-n, for the temperatures of ``[intervention]`` (issue 21)."""
-    cfg = runner.cfg
-    title = "stochastic rankings: expected retrievability per temperature"
-    if not cfg.stages.get("intervention", True):
-        runner._skip("intervention", title, "switched off in [stages]")
-        return
-    opts = cfg.options.get("intervention")
-    if opts is None:
-        runner._skip("intervention", title, "no [intervention] table in the configuration")
-        return
-    names = [s.name for s in cfg.systems if (st := runner.status(f"exposure-{s.name}")) and st.present]
-    if not names:
-        runner._skip("intervention", title, "no system has an exposure store")
-        return
+def _with_exposure(audit: Audit) -> list[str]:
+    return [s.name for s in audit.cfg.systems if _present(audit, f"exposure-{s.name}")]
+
+
+def _intervention_opts(audit: Audit) -> tuple[list[float], int, int]:
+    """The temperatures (T = 0 always among them), samples per query and cutoff c."""
+    cfg = audit.cfg
+    opts = cfg.options.get("intervention", {})
     temps = [float(t) for t in opts.get("temperatures", [0, 0.1, 0.2, 0.5, 1, 2])]
     if 0.0 not in temps:
         temps = [0.0, *temps]
-    samples = int(opts.get("samples", 16))
     c = int(opts.get("c", 10 if 10 in cfg.cutoffs else min(cfg.cutoffs)))
-    deps = [_key(runner, f"exposure-{n}") for n in names]
+    return temps, int(opts.get("samples", 16)), c
 
+
+def _intervention_skip(audit: Audit) -> str | None:
+    if off := _switched_off(audit, "intervention"):
+        return off
+    if audit.cfg.options.get("intervention") is None:
+        return "no [intervention] table in the configuration"
+    return None if _with_exposure(audit) else "no system has an exposure store"
+
+
+def _intervention(audit: Audit, bar: Progress) -> dict:
+    """Expected r(d), its Gini and retrievable fraction under a Plackett-Luce policy over each
+    system's stored top-n, for the temperatures of ``[intervention]`` (issue 21)."""
+    from limelight.exposure.stochastic import stochastic_store_exposure
+
+    cfg, inp, names = audit.cfg, audit.inputs, _with_exposure(audit)
+    temps, samples, c = _intervention_opts(audit)
     judged = inp.eval_queries is not None
     specs = {s.name: s for s in cfg.systems}
+    rows = []
+    total = len(names) * len(temps)
+    for i, n in enumerate(names):
+        st = audit.dir.store(n)
+        # with judgments, the same policy over the judged queries' top-n: its relevance price
+        run = (audit.retriever(specs[n], query_vectors=False).retrieve(inp.eval_queries, cfg.depth)
+               if judged else None)
+        for j, t in enumerate(sorted(temps)):
+            sx = stochastic_store_exposure(st, t, c=c, n_samples=samples, seed=cfg.seed)
+            d = sx.to_dict()
+            rows.append({"system": n, "temperature": t, "c": c, "samples": samples,
+                         "gini": d["gini"], "retrievable_fraction": d["retrievable_fraction"],
+                         **(_policy_relevance(run, inp, t, samples, cfg.seed) if judged else {})})
+            bar.update(i * len(temps) + j + 1, total)
+    df = pd.DataFrame(rows)
+    base = df[df["temperature"] == 0].set_index("system")["gini"]
+    df["gini_change"] = df["gini"] / df["system"].map(base) - 1.0
+    table = _write_table(audit, "intervention", df)
+    fig = _intervention_figure(df, audit.dir.figures_dir / "intervention.png", c)
+    summary = {n: {f"T={t:g}": g for t, g in zip(df[df.system == n]["temperature"],
+                                                 df[df.system == n]["gini"], strict=True)}
+               for n in names}
+    return {"table": table, "figure": fig, "summary": summary}
 
-    def body(bar) -> dict:
-        from limelight.exposure.stochastic import stochastic_store_exposure
 
-        rows = []
-        total = len(names) * len(temps)
-        for i, n in enumerate(names):
-            st = runner.dir.store(n)
-            # with judgments, the same policy over the judged queries' top-n: its relevance price
-            run = (runner.retriever(specs[n], query_vectors=False).retrieve(inp.eval_queries, cfg.depth)
-                   if judged else None)
-            for j, t in enumerate(sorted(temps)):
-                sx = stochastic_store_exposure(st, t, c=c, n_samples=samples, seed=cfg.seed)
-                d = sx.to_dict()
-                rows.append({"system": n, "temperature": t, "c": c, "samples": samples,
-                             "gini": d["gini"], "retrievable_fraction": d["retrievable_fraction"],
-                             **(_policy_relevance(run, inp, t, samples, cfg.seed) if judged else {})})
-                bar.update(i * len(temps) + j + 1, total)
-        df = pd.DataFrame(rows)
-        base = df[df["temperature"] == 0].set_index("system")["gini"]
-        df["gini_change"] = df["gini"] / df["system"].map(base) - 1.0
-        table = _write_table(runner, "intervention", df)
-        fig = _intervention_figure(df, runner.dir.figures_dir / "intervention.png", c)
-        summary = {n: {f"T={t:g}": g for t, g in zip(df[df.system == n]["temperature"],
-                                                     df[df.system == n]["gini"], strict=True)}
-                   for n in names}
-        return {"table": table, "figure": fig, "summary": summary}
-
-    runner._stage("intervention", title, (deps, temps, samples, c, cfg.seed), body)
+INTERVENTION = Stage("intervention", "stochastic rankings: expected retrievability per temperature",
+                     _intervention,
+                     key=lambda a: ([a.key(f"exposure-{n}") for n in _with_exposure(a)],
+                                    *_intervention_opts(a), a.cfg.seed),
+                     skip=_intervention_skip)
 
 
 def _policy_relevance(run, inp: AuditInputs, t: float, samples: int, seed: int,

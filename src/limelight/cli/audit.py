@@ -45,7 +45,7 @@ def audit_cmd(
     import shlex
 
     from limelight.audit.config import load_config
-    from limelight.audit.runner import AuditRunner
+    from limelight.report import ReportingAuditRunner
 
     cfg = load_config(resolve_config(config))
     if check:
@@ -53,8 +53,10 @@ def audit_cmd(
         return
     cmd = "limelight audit " + " ".join(shlex.quote(a) for a in [str(config), "--out", str(out)]
                                         + (["--quick"] if quick else []))
-    runner = AuditRunner(cfg, out, quick=quick, show_progress=True,
-                         log=lambda s: typer.echo(s, err=True), command=cmd)
+    # the audit computes and records its stages; the runner of the report layer also writes
+    # DIR/report.html (limelight.report.run_audit as a library call)
+    runner = ReportingAuditRunner(cfg, out, quick=quick, show_progress=True,
+                                  log=lambda s: typer.echo(s, err=True), command=cmd)
     res = runner.run()
     for name, s in res["systems"].items():
         if "gini_c100" in s:
