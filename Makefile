@@ -37,6 +37,10 @@ browser:
 wordnet:
 	@test -d /usr/share/wordnet || apt-get install -y -q wordnet-base || (apt-get update -q && apt-get install -y -q wordnet-base) || echo "warning: wordnet-base not installed; WNetSynSwap will be skipped"
 
+# every benchmark under benchmarks/, one at a time (about two hours), then docs/benchmarks.md
+bench: install browser
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/run_all.py
+
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 

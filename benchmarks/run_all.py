@@ -1,0 +1,112 @@
+"""``make bench``: every benchmark under benchmarks/, one at a time, then one summary table.
+
+    .venv/bin/python benchmarks/run_all.py [--only NAME,...] [--skip NAME,...] [--out docs/benchmarks.md]
+
+Each benchmark runs in its own process with its default (acceptance) settings, one after the
+other, never two at once (the machine has two cores); its output goes to
+``.cache/bench/<name>.log``. Every figure a benchmark records with ``_summary.record`` becomes a
+row of the table written atomically to ``--out``: figure, value, anchor, ratio, target,
+met / not met, the load average when it was measured, and the benchmark's wall time. A benchmark
+that fails or records nothing is listed as such, never dropped. The rows of the benchmarks not
+run this time (``--only``/``--skip``) are kept from the previous table's JSON sidecar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# the order: cheap first; each entry is (script, extra arguments)
+BENCHMARKS: list[tuple[str, list[str]]] = [
+    ("evaluation.py", []),
+    ("evaluate_end_to_end.py", []),
+    ("bm25_batch.py", []),
+    ("bm25_effectiveness.py", []),
+    ("dense.py", []),
+    ("dense_effectiveness.py", []),
+    ("exact_exposure.py", []),
+    ("expected_exposure.py", []),
+    ("retrievability_debian.py", ["bm25"]),
+    ("eqi.py", []),
+    ("rerank.py", ["--threads", "1"]),
+    ("querygen.py", []),
+    ("variations.py", []),
+    ("scale.py", []),
+    ("serve.py", []),
+]
+
+
+def _table(rows: list[dict], runs: dict[str, dict]) -> str:
+    out = ["# Benchmarks", "",
+           "Written by `make bench` (`benchmarks/run_all.py`): every benchmark under `benchmarks/`, "
+           "one at a time, each figure beside its anchor measured in the same run. `load` is the "
+           "1/5/15-minute load average when the figure was recorded (2-core machine).", "",
+           "| benchmark | figure | value | anchor | ratio | target | met | load | when |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        met = "" if r["met"] is None else ("met" if r["met"] else "**not met**")
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        val = f"{r['value']:.4g}{(' ' + r['unit']) if r['unit'] else ''}"
+        load = "/".join(f"{x:.1f}" for x in r["load"])
+        fig = r["figure"] + (f" ({r['note']})" if r.get("note") else "")
+        out.append(f"| {r['benchmark']} | {fig} | {val} | {r['anchor']} | {ratio} | {r['target']} | "
+                   f"{met} | {load} | {r['when']} |")
+    out += ["", "| benchmark | status | wall time |", "|---|---|---|"]
+    for name, run in runs.items():
+        out.append(f"| {name} | {run['status']} | {run['seconds'] / 60:.1f} min |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated benchmark names (e.g. eqi,serve)")
+    ap.add_argument("--skip", default="", help="comma-separated benchmark names to leave out")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = ap.parse_args(argv)
+    only = {n.removesuffix(".py") for n in args.only.split(",") if n}
+    skip = {n.removesuffix(".py") for n in args.skip.split(",") if n}
+    out = Path(args.out)
+    sidecar = out.with_suffix(".json")
+    state = json.loads(sidecar.read_text()) if sidecar.exists() else {"rows": [], "runs": {}}
+    logs = ROOT / ".cache" / "bench"
+    logs.mkdir(parents=True, exist_ok=True)
+    order = {s: i for i, (s, _) in enumerate(BENCHMARKS)}
+    for script, extra in BENCHMARKS:
+        name = script.removesuffix(".py")
+        if (only and name not in only) or name in skip:
+            continue
+        summary = logs / f"{name}.summary.jsonl"
+        summary.unlink(missing_ok=True)
+        env = {**os.environ, "LIMELIGHT_BENCH_SUMMARY": str(summary), "HF_HUB_OFFLINE": "1"}
+        print(f"== {script} {' '.join(extra)}", flush=True)
+        t0 = time.perf_counter()
+        with open(logs / f"{name}.log", "w") as log:
+            rc = subprocess.call([sys.executable, str(HERE / script), *extra], cwd=ROOT, env=env,
+                                 stdout=log, stderr=subprocess.STDOUT)
+        seconds = time.perf_counter() - t0
+        rows = [json.loads(line) for line in summary.read_text().splitlines()] if summary.exists() else []
+        status = "ok" if rc == 0 and rows else (f"failed (exit {rc}; .cache/bench/{name}.log)" if rc
+                                               else "ran, recorded no figure")
+        print(f"   {status}, {len(rows)} figures, {seconds / 60:.1f} min", flush=True)
+        state["rows"] = sorted([r for r in state["rows"] if r["benchmark"] != script] + rows,
+                               key=lambda r: order.get(r["benchmark"], len(order)))
+        state["runs"][script] = {"status": status, "seconds": seconds}
+        # written after every benchmark, atomically, so an interrupted `make bench` keeps what ran
+        for path, text in ((sidecar, json.dumps(state, indent=1)), (out, _table(state["rows"], state["runs"]))):
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+    bad = [s for s, r in state["runs"].items() if r["status"] != "ok"]
+    print(f"wrote {out}" + (f"; not ok: {', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
