@@ -10,8 +10,14 @@ Reported: index build times; queries/second of
   * bm25s 0.3.16, numba backend, 1 thread (``retrieve`` on pre-computed token ids),
   * rank_bm25 BM25Okapi (``get_scores`` + top-100) on a sample of queries,
   * limelight with 2 threads (both figures);
+  * the query analysis alone: the compiled encoder (``QueryLexicon.encode``, numba, off the
+    GIL) on 1 and 2 threads, and the Python reference it replaces (``_encode_reference``);
 each a median over ``--repeats`` interleaved repeats (the machine is shared: the load average
-is printed). A sanity check compares limelight's and bm25s's top-100 scores.
+is printed). A sanity check compares limelight's and bm25s's top-100 scores, and the compiled
+analysis's term ids with the reference's.
+
+Acceptance (issue 20): end to end, 2 threads ≥ 1.7× 1 thread, and 1 thread still ≥ 2.5×
+bm25s numba on 1 thread; both printed as ratios at the end, with met / not met.
 
     .venv/bin/python benchmarks/bm25_batch.py [--repeats 3] [--rank-bm25-sample 500]
 """
@@ -52,8 +58,9 @@ def main() -> None:
     import numba
     import rank_bm25
 
+    from limelight.analysis import word_char_table
     from limelight.data import load_catalog, load_query_log
-    from limelight.retrieval.bm25 import BM25, BM25Index
+    from limelight.retrieval.bm25 import BM25, BM25Index, QueryLexicon
 
     k = args.k
     print(f"# BM25 batch benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
@@ -87,26 +94,51 @@ def main() -> None:
     n_known = int((np.diff(vectors.indptr) > 0).sum())
     print(f"queries with at least one known term: {n_known}")
 
-    # warm up (JIT compilation / cache load) on a few queries
-    one.search_batch(texts[:200], k)
-    many.search_batch(texts[:200], k)
+    # one-time costs of the compiled query analysis: the \w table (per process) and the index's
+    # lexicon (per index; vocabulary → hash table); then warm up (JIT compilation / cache load)
+    lex = index.lexicon()  # loads the compiled kernels
+    word_char_table.cache_clear()
+    t_table, _ = _timed(word_char_table)
+    t_lex, lex = _timed(lambda: QueryLexicon(index.analyzer, index.vocabulary))
+    index._lexicon = lex
+    print(f"compiled query analysis, one-time costs: \\w table {t_table * 1e3:.0f} ms (per "
+          f"process), lexicon of the index {t_lex * 1e3:.0f} ms ({len(lex)} words; per index)")
+    warm = texts[:2000]
+    one.search_batch(warm, k)
+    many.search_batch(warm, k)
     bm.retrieve(q_ids[:200], k=k, n_threads=1, show_progress=False)
+    ref = one._encode_reference(texts)
+    got = lex.encode(texts, args.threads)
+    same_ids = np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])
+    assert same_ids, "compiled query analysis differs from the reference"
 
-    times: dict[str, list[float]] = {n: [] for n in ("ll1", "ll1k", "bm", f"ll{args.threads}",
-                                                     f"ll{args.threads}k")}
-    res_ll = res_bm = None
-    for _ in range(args.repeats):
-        t, res_ll = _timed(lambda: one.search_batch(texts, k), "ll1")
-        times["ll1"].append(t)
-        t, _ = _timed(lambda: one.search_vectors(vectors, k), "ll1k")
-        times["ll1k"].append(t)
-        t, res_bm = _timed(lambda: bm.retrieve(q_ids, k=k, n_threads=1, show_progress=False), "bm")
-        times["bm"].append(t)
-        t, res_llm = _timed(lambda: many.search_batch(texts, k), f"ll{args.threads}")
-        times[f"ll{args.threads}"].append(t)
-        t, _ = _timed(lambda: many.search_vectors(vectors, k), f"ll{args.threads}k")
-        times[f"ll{args.threads}k"].append(t)
+    p = args.threads
+    times: dict[str, list[float]] = {n: [] for n in ("ll1", "ll1k", "bm", f"ll{p}", f"ll{p}k",
+                                                     "an1", f"an{p}", "anref")}
+    results: dict[str, object] = {}
+    jobs = {
+        "ll1": lambda: one.search_batch(texts, k),
+        f"ll{p}": lambda: many.search_batch(texts, k),
+        "ll1k": lambda: one.search_vectors(vectors, k),
+        f"ll{p}k": lambda: many.search_vectors(vectors, k),
+        "an1": lambda: lex.encode(texts, 1),
+        f"an{p}": lambda: lex.encode(texts, p),
+        "bm": lambda: bm.retrieve(q_ids, k=k, n_threads=1, show_progress=False),
+        "anref": lambda: one._encode_reference(texts),
+    }
+    # the 1- and p-thread runs of a figure are adjacent, in alternating order (ABBA), so that a
+    # change in the machine's load biases neither
+    pairs = [("ll1", f"ll{p}"), ("ll1k", f"ll{p}k"), ("an1", f"an{p}"), ("bm", "anref")]
+    loads = []
+    for r in range(args.repeats):
+        for pair in pairs:
+            for name in (pair if r % 2 == 0 else pair[::-1]):
+                t, results[name] = _timed(jobs[name], name)
+                times[name].append(t)
+        loads.append(os.getloadavg()[0])
+        res_llm, res_ll = results[f"ll{p}"], results["ll1"]
         assert np.array_equal(res_llm[0], res_ll[0]) and np.array_equal(res_llm[1], res_ll[1])
+    res_bm = results["bm"]
 
     qps = {n: nq / statistics.median(v) for n, v in times.items()}
 
@@ -142,7 +174,6 @@ def main() -> None:
         same_sets += a == b
     same_sets /= nq
 
-    p = args.threads
     print()
     print("| engine | queries/s | ratio to bm25s (numba, 1 thread) |")
     print("|---|---|---|")
@@ -153,10 +184,26 @@ def main() -> None:
         (f"rank_bm25 BM25Okapi ({len(sample)}-query sample)", qps["okapi"]),
         (f"limelight, {p} threads, end to end", qps[f"ll{p}"]),
         (f"limelight, {p} threads, kernel only", qps[f"ll{p}k"]),
+        ("query analysis alone, compiled (numba), 1 thread", qps["an1"]),
+        (f"query analysis alone, compiled (numba), {p} threads", qps[f"an{p}"]),
+        ("query analysis alone, Python reference (before issue 20)", qps["anref"]),
     ]
     for name, v in rows:
         print(f"| {name} | {v:,.0f} | {v / qps['bm']:.2f}× |")
     print()
+    a_end = qps[f"ll{p}"] / qps["ll1"]
+    a_bm = qps["ll1"] / qps["bm"]
+    print(f"ACCEPTANCE end to end, {p} threads / 1 thread: {a_end:.2f}× (target ≥ 1.7×: "
+          f"{'met' if a_end >= 1.7 else 'NOT met'}); scoring alone (kernel) {p} threads / "
+          f"1 thread: {qps[f'll{p}k'] / qps['ll1k']:.2f}×; analysis alone "
+          f"{qps[f'an{p}'] / qps['an1']:.2f}×")
+    print(f"ACCEPTANCE end to end, 1 thread / bm25s numba 1 thread: {a_bm:.2f}× (target ≥ 2.5×: "
+          f"{'met' if a_bm >= 2.5 else 'NOT met'}); {p} threads / bm25s numba 1 thread: "
+          f"{qps[f'll{p}'] / qps['bm']:.2f}×")
+    share = statistics.median(times["an1"]) / statistics.median(times["ll1"])
+    print(f"query analysis share of the 1-thread end-to-end time: {share:.1%} (compiled; the "
+          f"Python reference alone takes {statistics.median(times['anref']):.2f} s, "
+          f"{statistics.median(times['anref']) / statistics.median(times['ll1']):.0%} of it)")
     print(f"limelight {p} threads / 1 thread: end to end {qps[f'll{p}'] / qps['ll1']:.2f}×, "
           f"kernel only {qps[f'll{p}k'] / qps['ll1k']:.2f}×")
     cpu = {n: nq / statistics.median(v) for n, v in CPU.items() if n != "okapi"}
@@ -169,12 +216,20 @@ def main() -> None:
           f"(1.00 = the parallel runs do no extra work; on an idle machine their wall-clock "
           f"speedup is about {p}× divided by this ratio)")
     print(f"limelight / rank_bm25: {qps['ll1'] / qps['okapi']:,.0f}× (1 thread, end to end)")
+    paired = [a / b for a, b in zip(times["ll1"], times[f"ll{p}"], strict=True)]
+    paired_k = [a / b for a, b in zip(times["ll1k"], times[f"ll{p}k"], strict=True)]
+    print(f"{p} threads / 1 thread within each repeat (adjacent runs): end to end " +
+          ", ".join(f"{x:.2f}" for x in paired) + f" (median {statistics.median(paired):.2f}); "
+          f"kernel only " + ", ".join(f"{x:.2f}" for x in paired_k) +
+          f" (median {statistics.median(paired_k):.2f}); 1-minute load average after each "
+          f"repeat: " + ", ".join(f"{x:.2f}" for x in loads))
     print(f"medians of {args.repeats} interleaved repeats; seconds per repeat: " +
           "; ".join(f"{n} " + ", ".join(f"{x:.2f}" for x in v) for n, v in times.items()))
     print(f"check vs bm25s: max |score difference| over the top {k} = {score_diff:.2e}; "
           f"same top-{k} documents (those tied with the last one aside) for {same_sets:.1%} of "
           f"queries; "
-          f"{p}-thread results identical to 1-thread: yes")
+          f"{p}-thread results identical to 1-thread: yes; compiled query analysis term ids "
+          f"identical to the Python reference: {'yes' if same_ids else 'NO'}")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

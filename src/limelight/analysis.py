@@ -3,6 +3,12 @@
 Lowercasing, tokenization with a regular expression (default ``(?u)\\b\\w\\w+\\b``, the
 scikit-learn/bm25s pattern), stopword removal and optional Snowball stemming (PyStemmer). Its
 ``config()`` is stored in every index it builds and checked when the index is loaded.
+
+With the default pattern, tokens are exactly the maximal runs of ``\\w`` characters at least two
+code points long; ``code_points`` and ``word_char_table`` give compiled tokenizers (the BM25
+query encoder, ``limelight.retrieval._bm25_kernels``) what they need to reproduce ``tokenize``
+without Python: the lowercased texts as one UTF-32 code-point array, and ``\\w`` as a table over
+all code points, derived from ``re`` itself (so it follows the running Python's Unicode data).
 """
 
 from __future__ import annotations
@@ -10,10 +16,32 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
 
 from limelight.errors import IndexMismatchError, LimelightError
 
 DEFAULT_PATTERN = r"(?u)\b\w\w+\b"
+N_CODE_POINTS = 0x110000
+
+
+@lru_cache(maxsize=1)
+def word_char_table() -> np.ndarray:
+    """``uint8`` array over every code point (``0x110000``): 1 where the character matches
+    ``\\w`` in a ``str`` pattern of ``re``, else 0. Built once per process (about 0.05 s) by
+    running ``re`` over a string of all code points, so it is exact for the running Python.
+    Read-only."""
+    everything = np.arange(N_CODE_POINTS, dtype=np.uint32).tobytes().decode("utf-32-le",
+                                                                            "surrogatepass")
+    runs = np.array([m.span() for m in re.finditer(r"(?u)\w+", everything)],
+                    dtype=np.int64).reshape(-1, 2)
+    edges = np.zeros(N_CODE_POINTS + 1, dtype=np.int32)
+    np.add.at(edges, runs[:, 0], 1)
+    np.add.at(edges, runs[:, 1], -1)
+    table = np.cumsum(edges[:-1]).astype(np.uint8)
+    table.flags.writeable = False
+    return table
 
 
 def stopword_list(name: str | Sequence[str] | None) -> frozenset[str]:
@@ -80,6 +108,35 @@ class Analyzer:
             stems = dict(zip(words, self._stem.stemWords(words), strict=True))
             out = [[stems[w] for w in doc] for doc in out]
         return out
+
+    @property
+    def compilable(self) -> bool:
+        """Whether compiled tokenizers can reproduce this analyzer (the default pattern)."""
+        return self.pattern == DEFAULT_PATTERN
+
+    def code_points(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The texts, lowercased if the analyzer lowercases, as one array of code points:
+        ``(buf uint32, starts int64, ends int64)``; text ``i`` is ``buf[starts[i]:ends[i]]``
+        and texts are separated by one NUL (never a word character), so no run of word
+        characters crosses a text boundary. ``None`` counts as an empty text. Lowercasing is
+        Python's ``str.lower`` (final sigma, ``İ`` → two code points); lone surrogates are
+        kept (``surrogatepass``). Runs in C, holding the GIL (a few ms per MB of text)."""
+        texts = ["" if t is None else t for t in texts]
+        n = len(texts)
+        lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        joined = "\x00".join(texts)
+        if self.lowercase:
+            lowered = joined.lower()
+            if len(lowered) != len(joined):  # a character lowercases to several (İ → i̇)
+                texts = [t.lower() for t in texts]
+                lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+                lowered = "\x00".join(texts)
+            joined = lowered
+        buf = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        starts = np.zeros(n, dtype=np.int64)
+        if n > 1:
+            np.cumsum(lens[:-1] + 1, out=starts[1:])
+        return buf, starts, starts + lens
 
     def config(self) -> dict:
         """A JSON-able description, stored in indexes and compared on load."""

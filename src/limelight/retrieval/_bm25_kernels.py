@@ -5,6 +5,15 @@ for compilation. Queries arrive as a CSR matrix over the vocabulary (``qptr``, `
 ``qweights``); the index as a CSC term→document weight matrix (``indptr``, ``pdocs``, ``pw``).
 
 Ranking order everywhere: score descending, ties broken by the lower document code first.
+
+Query analysis (``encode_tokens``, ``compact_tokens``, ``lexicon_*``): queries arrive as one
+array of code points (``Analyzer.code_points``); a token is a maximal run of word characters
+(``word[cp] == 1``) at least two code points long, which is what the default pattern
+``(?u)\\b\\w\\w+\\b`` matches. Tokens are looked up in a *lexicon*, an open-addressing hash
+table from surface words (code-point strings) to term ids (``-1``: a stopword or a word whose
+term is outside the vocabulary). Arrays of a lexicon: ``slots`` (a power of two long; word
+index or ``-1``; int32), ``whash`` (uint64 hash of each word), ``kptr``/``keys`` (word ``w`` is
+``keys[kptr[w]:kptr[w + 1]]``), ``vals`` (int32 term id of each word).
 """
 
 from __future__ import annotations
@@ -172,6 +181,182 @@ def score_pairs(qptr, qterms, qweights, indptr, pdocs, pw, docs):
                         hi = mid
                 if lo < hi0 and pdocs[lo] == d:
                     out[i, c] += w * pw[lo]
+    return out
+
+
+# ---- query analysis ---------------------------------------------------------------------------
+
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_MIX = np.uint64(0xFF51AFD7ED558CCD)
+_S33 = np.uint64(33)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash(buf, s, e):
+    """FNV-1a over code points ``buf[s:e]``, then a MurmurHash3 finalizer step (the table uses
+    the low bits)."""
+    h = _FNV_OFFSET
+    for i in range(s, e):
+        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+    h = (h ^ (h >> _S33)) * _MIX
+    return h ^ (h >> _S33)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(buf, s, e, h, slots, whash, kptr, keys):
+    """Word index of ``buf[s:e]`` (hash ``h``) in the lexicon, or ``-1 - slot`` of the empty
+    slot where it would go."""
+    mask = np.uint64(len(slots) - 1)
+    i = np.int64(h & mask)
+    n = e - s
+    while True:
+        w = slots[i]
+        if w < 0:
+            return -1 - i
+        if whash[w] == h and kptr[w + 1] - kptr[w] == n:
+            k0 = kptr[w]
+            same = True
+            for j in range(n):
+                if keys[k0 + j] != buf[s + j]:
+                    same = False
+                    break
+            if same:
+                return w
+        i = (i + 1) & np.int64(mask)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def encode_tokens(buf, starts, ends, word, slots, whash, kptr, keys, vals, complete, bound,
+                  n_blocks):
+    """Tokenize query ``q`` (``buf[starts[q]:ends[q]]``) and look its tokens up, in parallel.
+
+    Writes into ``out[bound[q]:bound[q] + counts[q]]`` (``bound``: offsets with room for
+    ``(len + 1) // 3`` tokens per query, the most a text can hold) the term id of each token
+    in text order, dropping tokens whose word maps to ``-1``. A token absent from the lexicon
+    is dropped if ``complete`` (the lexicon then holds every word with a term), else written as
+    ``-2 - start`` (its start in ``buf``) for the caller to resolve. The rest of each query's
+    room is filled with ``-1``. Returns ``(out, counts)``.
+    Queries go in chunks of 256, dealt round-robin to ``n_blocks`` parallel blocks (long
+    queries are often together, e.g. at the end of a log)."""
+    nq = len(starts)
+    out = np.empty(bound[nq], dtype=np.int64)
+    counts = np.zeros(nq, dtype=np.int64)
+    chunk = 256
+    n_chunks = (nq + chunk - 1) // chunk
+    nb = max(1, min(n_blocks, n_chunks))
+    for b in prange(nb):
+        for c in range(b, n_chunks, nb):
+            for q in range(c * chunk, min(nq, (c + 1) * chunk)):
+                pos = bound[q]
+                i = starts[q]
+                e = ends[q]
+                while i < e:
+                    if word[buf[i]] == 0:
+                        i += 1
+                        continue
+                    s = i
+                    i += 1
+                    while i < e and word[buf[i]] != 0:
+                        i += 1
+                    if i - s < 2:
+                        continue
+                    w = _find(buf, s, i, _hash(buf, s, i), slots, whash, kptr, keys)
+                    if w >= 0:
+                        v = vals[w]
+                        if v >= 0:
+                            out[pos] = v
+                            pos += 1
+                    elif not complete:
+                        out[pos] = -2 - s
+                        pos += 1
+                counts[q] = pos - bound[q]
+                for j in range(pos, bound[q + 1]):
+                    out[j] = -1
+    return out, counts
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def compact_tokens(out, bound, counts):
+    """The query CSR ``(qptr int64, qterms int32)`` of the non-negative entries of each
+    query's ``out[bound[q]:bound[q] + counts[q]]``, in order."""
+    nq = len(counts)
+    kept = np.zeros(nq + 1, dtype=np.int64)
+    for q in prange(nq):
+        c = 0
+        for j in range(bound[q], bound[q] + counts[q]):
+            if out[j] >= 0:
+                c += 1
+        kept[q + 1] = c
+    qptr = np.cumsum(kept)
+    qterms = np.empty(qptr[nq], dtype=np.int32)
+    for q in prange(nq):
+        p = qptr[q]
+        for j in range(bound[q], bound[q] + counts[q]):
+            if out[j] >= 0:
+                qterms[p] = out[j]
+                p += 1
+    return qptr, qterms
+
+
+@njit(cache=True, nogil=True)
+def token_ends(buf, starts, word):
+    """End of the run of word characters starting at each of ``starts``."""
+    ends = np.empty(len(starts), dtype=np.int64)
+    n = len(buf)
+    for t in range(len(starts)):
+        e = starts[t] + 1
+        while e < n and word[buf[e]] != 0:
+            e += 1
+        ends[t] = e
+    return ends
+
+
+@njit(cache=True, nogil=True)
+def lexicon_insert(buf, starts, ends, slots, whash, kptr, keys, vals, n_words):
+    """Add the words ``buf[starts[t]:ends[t]]`` missing from the lexicon (value ``-2``,
+    pending), in place; the arrays must have room (``slots`` at most half full afterwards).
+    Returns ``(word index of each t, new word count)``."""
+    widx = np.empty(len(starts), dtype=np.int64)
+    for t in range(len(starts)):
+        s = starts[t]
+        e = ends[t]
+        h = _hash(buf, s, e)
+        w = _find(buf, s, e, h, slots, whash, kptr, keys)
+        if w < 0:
+            slots[-1 - w] = n_words
+            w = n_words
+            k0 = kptr[w]
+            for j in range(e - s):
+                keys[k0 + j] = buf[s + j]
+            kptr[w + 1] = k0 + e - s
+            whash[w] = h
+            vals[w] = -2
+            n_words += 1
+        widx[t] = w
+    return widx, n_words
+
+
+@njit(cache=True, nogil=True)
+def lexicon_slots(whash, n_words, n_slots):
+    """A fresh ``slots`` table of ``n_slots`` (a power of two) for the first ``n_words`` words
+    (distinct, with hashes ``whash``)."""
+    slots = np.full(n_slots, -1, dtype=np.int32)
+    mask = np.uint64(n_slots - 1)
+    for w in range(n_words):
+        i = np.int64(whash[w] & mask)
+        while slots[i] >= 0:
+            i = (i + 1) & np.int64(mask)
+        slots[i] = w
+    return slots
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def lexicon_hashes(kptr, keys, n_words):
+    """Hash of each of the first ``n_words`` words."""
+    out = np.empty(n_words, dtype=np.uint64)
+    for w in prange(n_words):
+        out[w] = _hash(keys, kptr[w], kptr[w + 1])
     return out
 
 

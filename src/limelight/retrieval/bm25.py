@@ -23,6 +23,11 @@ Search semantics (``search_batch``, ``search_vectors``): the result rows hold th
 share at least one term with the query, best first (score descending, ties by the lower document
 code), at most ``k``; rows are padded with doc ``-1`` and score ``0``. A query that is empty or has
 no term of the vocabulary retrieves no documents (a row of ``-1``); it never raises.
+
+Query analysis of a batch (``QueryLexicon``): with the default pattern, large batches are
+tokenized and mapped to term ids by numba kernels that run in parallel without the GIL, giving
+the term ids of ``Analyzer`` + vocabulary lookup exactly (``_encode_reference``, kept as the
+reference and for small batches).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from limelight._io import atomic_dir, read_versioned
-from limelight.analysis import DEFAULT_PATTERN, Analyzer
+from limelight.analysis import DEFAULT_PATTERN, Analyzer, word_char_table
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.errors import IndexMismatchError, LimelightError
@@ -85,6 +91,7 @@ class BM25Index:
         self._weights: dict[tuple[float, float], np.ndarray] = {}
         self._impact_order: dict[tuple[float, float], np.ndarray] = {}
         self._idf: np.ndarray | None = None
+        self._lexicon: QueryLexicon | None = None
 
     # ---- construction --------------------------------------------------------------------
     @classmethod
@@ -208,6 +215,14 @@ class BM25Index:
             self._weights[key] = w
         return w
 
+    def lexicon(self) -> QueryLexicon:
+        """The compiled query encoder of this index (built on first use, then shared)."""
+        if self._lexicon is None:
+            with _LEXICON_LOCK:
+                if self._lexicon is None:
+                    self._lexicon = QueryLexicon(self.analyzer, self.vocabulary)
+        return self._lexicon
+
     def kth_weights(self, k1: float, b: float, k: int) -> np.ndarray:
         """For each term, its ``k``-th largest posting weight (0 where df < k), float32: a lower
         bound of the k-th best score of any query containing the term (used for pruning)."""
@@ -266,7 +281,22 @@ class BM25(Retriever):
 
     def _encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Raw query CSR (``qptr``, ``qterms``, weights 1): every known token in query order,
-        repeats kept, as bm25s adds a repeated token's weight once per occurrence."""
+        repeats kept, as bm25s adds a repeated token's weight once per occurrence.
+
+        Batches of ``COMPILED_MIN_QUERIES`` queries or more (or any batch once the index's
+        ``QueryLexicon`` exists) are analyzed by the compiled encoder, in parallel and off the
+        GIL; smaller ones, and analyzers with another pattern, by ``_encode_reference``
+        (the same term ids, tested on the whole query log)."""
+        ix = self.index
+        if ix.analyzer.compilable and (ix._lexicon is not None
+                                       or len(texts) >= COMPILED_MIN_QUERIES):
+            qptr, qterms = ix.lexicon().encode(texts, self._threads())
+            return qptr, qterms, np.ones(len(qterms), dtype=np.float32)
+        return self._encode_reference(texts)
+
+    def _encode_reference(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``_encode`` through the Python analyzer (``analyze_flat`` and a vocabulary lookup):
+        the reference implementation the compiled encoder must equal."""
         rows, codes, terms = analyze_flat(self.index.analyzer, texts)
         get = self.index.vocabulary._index.get
         lut = np.fromiter((get(t, -1) for t in terms), dtype=np.int32, count=len(terms))
@@ -398,6 +428,133 @@ class _numba_threads:
 
     def __exit__(self, *exc) -> None:
         numba.set_num_threads(self.prev)
+
+
+COMPILED_MIN_QUERIES = 1000
+_LEXICON_MAX_WORDS = 1 << 22
+_LEXICON_LOCK = threading.Lock()
+
+
+class QueryLexicon:
+    """Compiled query analysis for one index: texts → query CSR of term ids, equal to the
+    Python ``Analyzer`` followed by a vocabulary lookup, with the default pattern only.
+
+    The texts become one code-point array (``Analyzer.code_points``: lowercasing and UTF-32
+    encoding in C, the only part holding the GIL); numba kernels (``_bm25_kernels``) split it
+    into tokens and look every token up in a hash table of surface words → term ids, in
+    parallel without the GIL. Without stemming the table is *complete*: it holds the vocabulary
+    (stopwords mapped to ``-1``) and a word absent from it has no term. With stemming it is a
+    cache: words not yet seen are stemmed by PyStemmer (once per distinct word, under a lock)
+    and added; it is emptied when it exceeds ``_LEXICON_MAX_WORDS`` words.
+    """
+
+    def __init__(self, analyzer: Analyzer, vocabulary: IdMap):
+        if not analyzer.compilable:
+            raise LimelightError(f"no compiled analysis for pattern {analyzer.pattern!r}")
+        self.analyzer = analyzer
+        self.vocabulary = vocabulary
+        self.complete = analyzer._stem is None
+        self._lock = threading.Lock()
+        terms = vocabulary.strings.tolist() if self.complete else []
+        self._reset(terms)
+        if terms:
+            stop = analyzer._stop
+            self.vals[:len(terms)] = [-1 if t in stop else i for i, t in enumerate(terms)]
+
+    def _reset(self, words: list[str]) -> None:
+        """Hold exactly ``words`` (distinct; values ``-2`` until set)."""
+        n = len(words)
+        lens = np.fromiter(map(len, words), dtype=np.int64, count=n)
+        self.kptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=self.kptr[1:])
+        self.keys = np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"),
+                                  dtype=np.uint32).copy()
+        self.whash = _k.lexicon_hashes(self.kptr, self.keys, n)
+        self.vals = np.full(n, -2, dtype=np.int32)
+        self.n_words = n
+        self.slots = _k.lexicon_slots(self.whash, n, _pow2(2 * n))
+
+    def __len__(self) -> int:
+        return self.n_words
+
+    def encode(self, texts: Sequence[str], threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """``(qptr int64 (n + 1,), qterms int32)``: the term ids of every query's tokens in text
+        order (repeats kept; stopwords and terms outside the vocabulary dropped), using
+        ``threads`` numba threads."""
+        buf, starts, ends = self.analyzer.code_points(texts)
+        bound = np.zeros(len(starts) + 1, dtype=np.int64)
+        np.cumsum((ends - starts + 1) // 3, out=bound[1:])
+        word = word_char_table()
+        if self.complete:
+            return self._encode(buf, starts, ends, bound, word, threads)
+        with self._lock:
+            return self._encode(buf, starts, ends, bound, word, threads)
+
+    def _encode(self, buf, starts, ends, bound, word, threads):
+        with _numba_threads(threads):
+            out, counts = _k.encode_tokens(buf, starts, ends, word, self.slots, self.whash,
+                                           self.kptr, self.keys, self.vals, self.complete,
+                                           bound, threads * 8)
+            if not self.complete:
+                self._resolve(buf, out, word)
+            return _k.compact_tokens(out, bound, counts)
+
+    def _resolve(self, buf: np.ndarray, out: np.ndarray, word: np.ndarray) -> None:
+        """Replace the tokens ``encode_tokens`` left unresolved (``-2 - start``) by their term
+        ids, analyzing the words never seen before in Python."""
+        miss = np.flatnonzero(out <= -2)
+        if not len(miss):
+            return
+        starts = -2 - out[miss]
+        ends = _k.token_ends(buf, starts, word)
+        if self.n_words + len(miss) > _LEXICON_MAX_WORDS:
+            self._reset([])
+        self._reserve(len(miss), int((ends - starts).sum()))
+        widx, n_new = _k.lexicon_insert(buf, starts, ends, self.slots, self.whash, self.kptr,
+                                        self.keys, self.vals, self.n_words)
+        if n_new > self.n_words:
+            self.vals[self.n_words:n_new] = self._analyze(self.n_words, n_new)
+            self.n_words = n_new
+        out[miss] = self.vals[widx]
+
+    def _reserve(self, n_words: int, n_keys: int) -> None:
+        """Room for ``n_words`` more words of ``n_keys`` code points in all."""
+        need = self.n_words + n_words
+        if need + 1 > len(self.kptr):
+            size = max(need + 1, 2 * len(self.kptr))
+            self.kptr = _grown(self.kptr, size)
+            self.whash = _grown(self.whash, size - 1)
+            self.vals = _grown(self.vals, size - 1)
+        need_keys = int(self.kptr[self.n_words]) + n_keys
+        if need_keys > len(self.keys):
+            self.keys = _grown(self.keys, max(need_keys, 2 * len(self.keys)))
+        if 2 * need > len(self.slots):
+            self.slots = _k.lexicon_slots(self.whash, self.n_words, _pow2(2 * need))
+
+    def _analyze(self, lo: int, hi: int) -> list[int]:
+        """Term ids of the words ``lo..hi-1`` through the Python analyzer (stopwords, stems,
+        vocabulary)."""
+        kp = self.kptr[lo:hi + 1]
+        text = self.keys[kp[0]:kp[-1]].tobytes().decode("utf-32-le", "surrogatepass")
+        rel = (kp - kp[0]).tolist()
+        words = [text[a:b] for a, b in zip(rel[:-1], rel[1:], strict=True)]
+        stop = self.analyzer._stop
+        kept = [w for w in words if w not in stop]
+        stem = self.analyzer._stem
+        get = self.vocabulary._index.get
+        ids = iter([get(t, -1) for t in (stem.stemWords(kept) if stem is not None else kept)])
+        return [-1 if w in stop else next(ids) for w in words]
+
+
+def _pow2(n: int) -> int:
+    """The least power of two ≥ ``max(n, 1024)``."""
+    return 1 << max(10, (int(n) - 1).bit_length())
+
+
+def _grown(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=a.dtype)
+    out[:len(a)] = a
+    return out
 
 
 def _check_k(k: int) -> int:
