@@ -13,6 +13,7 @@ User errors (``LimelightError``) print one line on stderr and exit with status 2
 
 from __future__ import annotations
 
+from limelight._lazy import lazy_exports
 from limelight.cli.root import app, fail, main
 
-__all__ = ["app", "fail", "main"]
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

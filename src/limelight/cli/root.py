@@ -9,7 +9,17 @@ import sys
 
 import typer
 
-from limelight.cli import audit, core, eqi, evaluate, exposure, generate, rerank, serve, variations
+# the command modules by full name: ``from limelight.cli import ...`` would read the package
+# __init__, which imports this module (an import loop)
+import limelight.cli.audit as audit
+import limelight.cli.core as core
+import limelight.cli.eqi as eqi
+import limelight.cli.evaluate as evaluate
+import limelight.cli.exposure as exposure
+import limelight.cli.generate as generate
+import limelight.cli.rerank as rerank
+import limelight.cli.serve as serve
+import limelight.cli.variations as variations
 from limelight.errors import LimelightError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -1,9 +1,16 @@
 """Query generation: controllable generation (CtrlQGen), query variations and simulated queries.
 
-Exported here, the CtrlQGen pieces a study script calls directly (nothing else in the library
-does): ``serialize_collection`` (s(e) of a catalog's entities, ``serialize``), ``weaklabel_ip``
-(the narrow/broad intent of (query, entity) pairs, ``weaklabel``) and ``assert_no_leakage``
-(train/test leakage check of a split, ``weaklabel``).
+- CtrlQGen (``generator``, ``weaklabel``, ``serialize``): ``QueryGenerator`` (narrow or broad
+  queries for an entity, ``generate_queries``), the weak labeller ``WeakLabelingUn`` and the
+  Click training set (``click_dataset``), entities serialized by a ``Schema`` (``load_schema``,
+  ``serialize_collection``); ``weaklabel_ip`` labels the intent of (query, entity) pairs and
+  ``assert_no_leakage`` checks a train/test split.
+- Query variations (``variations``): ``generate_variations`` with any ``VariationMethod``
+  (``get_method``) into ``Variations``, read back with ``read_variations_tsv``;
+  their effect on systems (``robustness``): ``robustness_report`` → ``RobustnessReport``, over
+  the systems ``build_systems`` names.
+- Simulated queries (``simulation``): ``simulate_queries`` from a ``TermModel``, checked against
+  real ones with ``validate_simulation`` → ``SimulationValidation``.
 """
 
 from __future__ import annotations
@@ -12,15 +19,28 @@ from typing import TYPE_CHECKING
 
 from limelight._lazy import lazy_exports
 
-_EXPORTS = {
-    "assert_no_leakage": "limelight.querygen.weaklabel",
-    "serialize_collection": "limelight.querygen.serialize",
-    "weaklabel_ip": "limelight.querygen.weaklabel",
-}
+if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on first use
+    from limelight.querygen.generator import QueryGenerator, generate_queries
+    from limelight.querygen.robustness import RobustnessReport, build_systems, robustness_report
+    from limelight.querygen.serialize import Schema, load_schema, serialize_collection
+    from limelight.querygen.simulation import (
+        SimulationValidation,
+        TermModel,
+        simulate_queries,
+        validate_simulation,
+    )
+    from limelight.querygen.variations import (
+        VariationMethod,
+        Variations,
+        generate_variations,
+        get_method,
+        read_variations_tsv,
+    )
+    from limelight.querygen.weaklabel import (
+        WeakLabelingUn,
+        assert_no_leakage,
+        click_dataset,
+        weaklabel_ip,
+    )
 
-__all__ = list(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-if TYPE_CHECKING:  # for type checkers and IDEs
-    from limelight.querygen.serialize import serialize_collection  # noqa: F401
-    from limelight.querygen.weaklabel import assert_no_leakage, weaklabel_ip  # noqa: F401
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -315,7 +315,7 @@ class QueryGenerator:
         """
         import torch
 
-        from limelight import _checkpoint as ck
+        import limelight._checkpoint as ck
 
         if self.kind == "inpars":
             raise LimelightError("InPars is few-shot prompting: it is not fine-tuned")
@@ -378,7 +378,7 @@ class QueryGenerator:
         run["step"] += 1
 
     def _checkpoint(self, checkpoint_dir, meta, opt, sched, rng, run) -> None:
-        from limelight import _checkpoint as ck
+        import limelight._checkpoint as ck
 
         weights = {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
         ck.save_state(checkpoint_dir, {"meta": meta, "weights": weights,
@@ -390,7 +390,7 @@ class QueryGenerator:
     def _restore(self, state, opt, sched, rng, run) -> None:
         import torch
 
-        from limelight import _checkpoint as ck
+        import limelight._checkpoint as ck
 
         named = dict(self.model.named_parameters())
         with torch.no_grad():

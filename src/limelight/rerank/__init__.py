@@ -14,46 +14,9 @@ from typing import TYPE_CHECKING
 
 from limelight._lazy import lazy_exports
 
-_EXPORTS = {
-    "EncodedTexts": "limelight.rerank.vocab",
-    "fit": "limelight.rerank.train",
-    "FitConfig": "limelight.rerank.train",
-    "FitResult": "limelight.rerank.train",
-    "fold_split": "limelight.rerank.train",
-    "interpolate": "limelight.rerank.interpolate",
-    "tune_depth": "limelight.rerank.interpolate",
-    "tune_lambda": "limelight.rerank.interpolate",
-    "TripleSet": "limelight.rerank.train",
-    "Validation": "limelight.rerank.train",
-    "glove_matrix": "limelight.rerank.vocab",
-    "KernelRanker": "limelight.rerank.models",
-    "KernelReranker": "limelight.rerank.ranker",
-    "KernelScores": "limelight.rerank.models",
-    "KNRM": "limelight.rerank.models",
-    "KNRMConfig": "limelight.rerank.models",
-    "mrr_at_10": "limelight.rerank.train",
-    "MUS": "limelight.rerank.models",
-    "NeuralRanker": "limelight.rerank.ranker",
-    "PairScorer": "limelight.rerank.ranker",
-    "QrelsTriples": "limelight.rerank.train",
-    "ranker_fingerprint": "limelight.rerank.ranker",
-    "RerankedRetriever": "limelight.rerank.ranker",
-    "TK": "limelight.rerank.models",
-    "TKConfig": "limelight.rerank.models",
-    "train": "limelight.rerank.train",
-    "TrainConfig": "limelight.rerank.train",
-    "TrainResult": "limelight.rerank.train",
-    "TripleSource": "limelight.rerank.train",
-    "Vocabulary": "limelight.rerank.vocab",
-    "VocabularyMismatchError": "limelight.rerank.vocab",
-}
-
-__all__ = list(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-if TYPE_CHECKING:  # for type checkers and IDEs
-    from limelight.rerank.interpolate import interpolate, tune_depth, tune_lambda  # noqa: F401
-    from limelight.rerank.models import (  # noqa: F401
+if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on first use
+    from limelight.rerank.interpolate import interpolate, tune_depth, tune_lambda
+    from limelight.rerank.models import (
         KNRM,
         MUS,
         TK,
@@ -62,14 +25,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         KNRMConfig,
         TKConfig,
     )
-    from limelight.rerank.ranker import (  # noqa: F401
+    from limelight.rerank.ranker import (
         KernelReranker,
         NeuralRanker,
         PairScorer,
         RerankedRetriever,
         ranker_fingerprint,
     )
-    from limelight.rerank.train import (  # noqa: F401
+    from limelight.rerank.train import (
         FitConfig,
         FitResult,
         QrelsTriples,
@@ -83,9 +46,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         mrr_at_10,
         train,
     )
-    from limelight.rerank.vocab import (  # noqa: F401
+    from limelight.rerank.vocab import (
         EncodedTexts,
         Vocabulary,
         VocabularyMismatchError,
         glove_matrix,
     )
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

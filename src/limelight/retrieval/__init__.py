@@ -1,5 +1,14 @@
 """Retrieval: BM25 (``bm25``), dense (``dense``), fusion and composable pipelines (``base``).
 
+- ``Stage`` and its operators (``%`` = ``Cutoff``, ``>>`` = ``Then``, ``|`` = ``RRF``), every
+  retriever a ``Retriever``: ``BM25`` over a ``BM25Index``; ``DenseRetriever`` over a
+  ``DenseIndex`` built with an ``Encoder`` (``DenseRescorer`` re-scores a first stage);
+  ``Hybrid`` fuses the two.
+- Fusion stages ``RRF``, ``CombSUM``, ``CombMNZ``, ``Linear`` (of ``Stage`` outputs) and the same
+  formulas over ``Run`` objects: ``rrf``, ``combsum``, ``combmnz``, ``linear``, ``fuse``.
+- An index directory (``index_dir``): ``build_index`` writes one, ``load_docs`` reads its
+  documents back, ``open_retriever`` opens a retriever over it.
+
 Also public here, though nothing else in the library calls them:
 
 - ``finetune_biencoder`` (with ``FinetuneStats`` and ``finetuned_exists``; ``finetune``): fine-tune a
@@ -15,26 +24,30 @@ from typing import TYPE_CHECKING
 
 from limelight._lazy import lazy_exports
 
-_EXPORTS = {
-    "finetune_biencoder": "limelight.retrieval.finetune",
-    "FinetuneStats": "limelight.retrieval.finetune",
-    "finetuned_exists": "limelight.retrieval.finetune",
-    "queries_from_frame": "limelight.retrieval.pyterrier",
-    "queries_to_frame": "limelight.retrieval.pyterrier",
-    "run_from_frame": "limelight.retrieval.pyterrier",
-    "run_to_frame": "limelight.retrieval.pyterrier",
-    "to_pyterrier": "limelight.retrieval.pyterrier",
-}
-
-__all__ = list(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-if TYPE_CHECKING:  # for type checkers and IDEs
-    from limelight.retrieval.finetune import FinetuneStats, finetune_biencoder, finetuned_exists  # noqa: F401
-    from limelight.retrieval.pyterrier import (  # noqa: F401
+if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on first use
+    from limelight.retrieval.base import (
+        RRF,
+        CombMNZ,
+        CombSUM,
+        Cutoff,
+        Fusion,
+        Linear,
+        Retriever,
+        Stage,
+        Then,
+    )
+    from limelight.retrieval.bm25 import BM25, BM25Index
+    from limelight.retrieval.dense import DenseIndex, DenseRescorer, DenseRetriever, Encoder
+    from limelight.retrieval.finetune import FinetuneStats, finetune_biencoder, finetuned_exists
+    from limelight.retrieval.fusion import Hybrid
+    from limelight.retrieval.index_dir import build_index, load_docs, open_retriever
+    from limelight.retrieval.pyterrier import (
         queries_from_frame,
         queries_to_frame,
         run_from_frame,
         run_to_frame,
         to_pyterrier,
     )
+    from limelight.retrieval.runfusion import combmnz, combsum, fuse, linear, rrf
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -43,12 +43,12 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+import limelight.retrieval._bm25_kernels as _k  # by full name: no edge to the package __init__
 from limelight._io import atomic_dir, read_versioned
 from limelight.analysis import DEFAULT_PATTERN, Analyzer, word_char_table
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.errors import IndexMismatchError, LimelightError
-from limelight.retrieval import _bm25_kernels as _k
 from limelight.retrieval.base import Retriever
 
 FORMAT = "limelight-bm25/1"

@@ -91,7 +91,7 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
     import torch
     from sentence_transformers import losses
 
-    from limelight import _checkpoint as ck
+    import limelight._checkpoint as ck
     from limelight.retrieval.dense import Encoder
 
     if len(queries) != len(doc_texts) or not queries:
@@ -155,7 +155,7 @@ def _resume(checkpoint_dir, meta: dict, st, opt, sched) -> dict:
     (weights, optimizer, scheduler and torch RNG put back; other settings refused)."""
     import torch
 
-    from limelight import _checkpoint as ck
+    import limelight._checkpoint as ck
 
     run = {"step": 0, "losses": [], "seconds": 0.0}
     state = ck.load_state(checkpoint_dir)
@@ -173,7 +173,7 @@ def _resume(checkpoint_dir, meta: dict, st, opt, sched) -> dict:
 def _save(checkpoint_dir, meta: dict, st, opt, sched, run: dict) -> None:
     import torch
 
-    from limelight import _checkpoint as ck
+    import limelight._checkpoint as ck
 
     ck.save_state(checkpoint_dir, {"meta": meta, "weights": st.state_dict(),
                                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),

@@ -9,15 +9,13 @@
 - ``ray_session``: start a local cluster or join one at an address.
 """
 
+from typing import TYPE_CHECKING
+
+from limelight._lazy import lazy_exports
 from limelight.scale.cluster import ray_session
-from limelight.scale.exposure import IndexRetriever, RayEngine, compute_shards
+from limelight.scale.exposure import IndexRetriever, RayEngine, compute_shards  # registers "ray"
 
-__all__ = ["IndexRetriever", "RayEncoder", "RayEngine", "compute_shards", "ray_session"]
+if TYPE_CHECKING:  # lazy: RayEncoder imports sentence-transformers, so only when asked for
+    from limelight.scale.embed import RayEncoder
 
-
-def __getattr__(name: str):
-    if name == "RayEncoder":  # imports sentence-transformers: only when asked for
-        from limelight.scale.embed import RayEncoder
-
-        return RayEncoder
-    raise AttributeError(name)
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

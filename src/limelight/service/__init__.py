@@ -10,15 +10,8 @@ from typing import TYPE_CHECKING
 
 from limelight._lazy import lazy_exports
 
-_EXPORTS = {
-    "AuditService": "limelight.service.core",
-    "open_service": "limelight.service.core",
-    "create_app": "limelight.service.app",
-}
+if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on first use
+    from limelight.service.app import create_app
+    from limelight.service.core import AuditService, open_service
 
-__all__ = list(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from limelight.service.app import create_app  # noqa: F401
-    from limelight.service.core import AuditService, open_service  # noqa: F401
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -24,8 +24,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import limelight.service.schemas as S  # by full name: no edge to the package __init__
 from limelight.errors import LimelightError
-from limelight.service import schemas as S
 from limelight.service.charts import exposure_bars, lorenz_paths
 from limelight.service.core import AuditService, BadRequest, NotFound
 from limelight.service.snippets import segments

@@ -33,30 +33,36 @@ query codes of the store's query set (``-1`` padding) and float32 scores, best f
 ``limelight eqi train|query|evaluate`` wrap these calls.
 """
 
-from limelight.exposure.eqi.base import encode_queries_cached, rows, store_fingerprint
-from limelight.exposure.eqi.evaluate import (
-    evaluate_eqi,
-    evaluate_lists,
-    method_lists,
-    one_tailed_t,
-    summarize,
-)
-from limelight.exposure.eqi.exact import ExactReverse, NewExposure, recompute_new_exposure
-from limelight.exposure.eqi.learned import (
-    METHODS,
-    EQIModel,
-    TrainingData,
-    sample_triples,
-    train_eqi,
-    training_data,
-    validation_docs,
-)
-from limelight.exposure.eqi.reverse import BM25Reverse, BruteForce, DenseReverse, tune_bm25_reverse
+from __future__ import annotations
 
-__all__ = [
-    "METHODS", "BM25Reverse", "BruteForce", "DenseReverse", "EQIModel", "ExactReverse",
-    "NewExposure", "TrainingData", "encode_queries_cached", "evaluate_eqi", "evaluate_lists",
-    "method_lists", "one_tailed_t", "recompute_new_exposure", "rows", "sample_triples",
-    "store_fingerprint", "summarize",
-    "train_eqi", "training_data", "tune_bm25_reverse", "validation_docs",
-]
+from typing import TYPE_CHECKING
+
+from limelight._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on first use
+    from limelight.exposure.eqi.base import encode_queries_cached, rows, store_fingerprint
+    from limelight.exposure.eqi.evaluate import (
+        evaluate_eqi,
+        evaluate_lists,
+        method_lists,
+        one_tailed_t,
+        summarize,
+    )
+    from limelight.exposure.eqi.exact import ExactReverse, NewExposure, recompute_new_exposure
+    from limelight.exposure.eqi.learned import (
+        METHODS,
+        EQIModel,
+        TrainingData,
+        sample_triples,
+        train_eqi,
+        training_data,
+        validation_docs,
+    )
+    from limelight.exposure.eqi.reverse import (
+        BM25Reverse,
+        BruteForce,
+        DenseReverse,
+        tune_bm25_reverse,
+    )
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)
