@@ -27,7 +27,8 @@ def record(figure: str, value: float, *, anchor: str, ratio: float | None = None
            "load": [round(x, 2) for x in os.getloadavg()], "when": time.strftime("%Y-%m-%d %H:%M")}
     verdict = "" if met is None else ("met" if met else "NOT MET")
     ratio_s = "" if ratio is None else f" = {ratio:.2f}× {anchor}"
-    print(f"[summary] {figure}: {value:.4g}{unit}{ratio_s} target {target or '-'} {verdict}", flush=True)
+    unit_s = f" {unit}" if unit else ""
+    print(f"[summary] {figure}: {value:.4g}{unit_s}{ratio_s} target {target or '-'} {verdict}", flush=True)
     path = os.environ.get(ENV)
     if path:
         with open(path, "a", encoding="utf-8") as f:

@@ -44,12 +44,14 @@ def main() -> None:
           "stemmed AP | stemmed R@100 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
+    ndcg10: dict[str, float] = {}
     for name, ds in datasets.items():
         plain = evaluate(ds, Analyzer())
         stem = evaluate(ds, Analyzer(stemmer="english"))
         ref = REFERENCE[name]
         got = (plain[nDCG @ 10], plain[AP], plain[R @ 100], stem[nDCG @ 10])
         worst = max(worst, *(abs(g - r) for g, r in zip(got, ref, strict=True)))
+        ndcg10[name] = got[0]
         print(f"| {name} | {got[0]:.3f} | {ref[0]:.3f} | {got[1]:.3f} | {ref[1]:.3f} | "
               f"{got[2]:.3f} | {ref[2]:.3f} | {got[3]:.3f} | {ref[3]:.3f} | "
               f"{stem[AP]:.3f} | {stem[R @ 100]:.3f} |")
@@ -63,6 +65,22 @@ def main() -> None:
         vals = [evaluate(ds, Analyzer(stopwords=s))[nDCG @ 10] for s in lists]
         print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {REFERENCE[name][0]:.3f} |")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
+    summarize(ndcg10, worst)
+
+
+def summarize(ndcg10: dict[str, float], worst: float) -> None:
+    """``make bench`` rows for issue 2's acceptance: BM25 nDCG@10 within ±0.01 of the data
+    README's reference points (k1 0.9, b 0.4, no stemming), per collection, and the largest
+    difference over every reference figure (nDCG@10, AP, R@100, stemmed nDCG@10)."""
+    from _summary import record
+
+    for name, v in ndcg10.items():
+        ref = REFERENCE[name][0]
+        record(f"BM25 nDCG@10, {name} (k1 0.9, b 0.4)", v, anchor=f"data README {ref:.3f}",
+               target="within ±0.01 of the reference", met=abs(v - ref) <= 0.01)
+    record("largest |difference| from a reference figure (nDCG@10, AP, R@100, stemmed nDCG@10; "
+           f"{len(ndcg10)} collections)", worst, anchor="data README reference points",
+           target="≤ 0.01", met=worst <= 0.01)
 
 
 if __name__ == "__main__":

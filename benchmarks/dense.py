@@ -100,12 +100,14 @@ def make(config: dict):
     return Encoder(**config)
 
 
-def invariance(encs: dict, texts: list[str]) -> None:
+def invariance(encs: dict, texts: list[str]) -> dict[str, float]:
     """Max abs difference between a text's vector encoded in one call and in calls of 1, 7 and
-    32 texts, and in reversed order (issue 27: <= 1e-6 for the default)."""
+    32 texts, and in reversed order (issue 27: <= 1e-6 for the default); returns the largest of
+    the four per configuration."""
     print("\n### Batch invariance (Debian catalog entries): max abs difference vs one call")
     print("| configuration | batches of 1 | batches of 7 | batches of 32 | reversed order |")
     print("|---|---|---|---|---|")
+    worst = {}
     for n, e in encs.items():
         whole = e.encode(texts)
         cells = []
@@ -114,6 +116,8 @@ def invariance(encs: dict, texts: list[str]) -> None:
             cells.append(float(np.abs(parts - whole).max()))
         cells.append(float(np.abs(e.encode(texts[::-1])[::-1] - whole).max()))
         print(f"| {n} | " + " | ".join(f"{c:.1e}" for c in cells) + " |", flush=True)
+        worst[n] = max(cells)
+    return worst
 
 
 def load() -> str:
@@ -180,7 +184,10 @@ def ndcg(name: str, enc: Encoder) -> tuple[float, np.ndarray]:
     return float(res[nDCG @ 10]), idx.embeddings
 
 
-def quality(encs: dict[str, Encoder], names: list[str]) -> dict[str, bool]:
+def quality(encs: dict[str, Encoder], names: list[str],
+            scores: dict | None = None) -> dict[str, bool]:
+    """nDCG@10 of each configuration on scifact and npl against torch-fp32; ``scores`` (if
+    given) receives ``{(configuration, collection): (nDCG@10, torch-fp32's nDCG@10)}``."""
     print("\n### Quality: nDCG@10 (all queries, flat index, top 1000), loss vs torch-fp32, "
           "mean cosine of the document vectors vs torch-fp32")
     print("| configuration | scifact nDCG@10 | loss | mean cos | npl nDCG@10 | loss | mean cos | "
@@ -198,6 +205,8 @@ def quality(encs: dict[str, Encoder], names: list[str]) -> dict[str, bool]:
             base, bemb = ref[coll]
             cos = float(np.einsum("ij,ij->i", emb.astype(np.float32), bemb.astype(np.float32)).mean())
             loss = base - score
+            if scores is not None:
+                scores[(n, coll)] = (score, base)
             good &= loss < BOUND
             cells.append(f"{score:.4f} | {loss:+.4f} | {cos:.4f}")
         ok[n] = good
@@ -237,17 +246,20 @@ def main() -> None:
     thr = {} if args.no_throughput else throughput(encs, sets, args.rounds)
     if thr:
         print(f"(end of throughput: {load()})")
+    inv: dict[str, float] = {}
     if not args.no_invariance:
-        invariance(encs, sets["Debian catalog entries"][:96])
+        inv = invariance(encs, sets["Debian catalog entries"][:96])
 
     ok: dict[str, bool] = {}
+    scores: dict[tuple[str, str], tuple[float, float]] = {}
     if not args.no_quality:
         wanted = set(args.quality_configs.split(";")) | {"torch-fp32"}
-        ok = quality(encs, [n for n in QUALITY if n in encs and n in wanted])
+        ok = quality(encs, [n for n in QUALITY if n in encs and n in wanted], scores)
         print(f"(end of quality: {load()})")
     auto = Encoder(variant="auto")
     print(f"\n`Encoder()` on CPU picks variant {auto.variant!r} "
           f"(preference order {', '.join(encoders.CPU_PREFERENCE)}).")
+    best = None
     if ok and thr:
         cat = "Debian catalog entries"
         meeting = [n for n in ok if ok[n] and CONFIGS[n].get("max_seq_length") is None
@@ -257,8 +269,42 @@ def main() -> None:
         print(f"fastest variant meeting the bound on catalog entries (default settings): {best!r}; "
               f"default {auto.variant!r}: {r:.2f}x torch-fp32 on catalog entries "
               f"(target >= 3x: {'met' if r >= 3 else 'NOT met'}).")
+    summarize(auto.variant, thr, inv, scores, best)
     if args.faiss:
         faiss_tables(encs["torch-fp32"], sets["web queries"])
+
+
+def summarize(default: str, thr: dict, inv: dict[str, float], scores: dict,
+              best: str | None) -> None:
+    """``make bench`` rows for the default encoder (issues 12 and 27): ≥ 3× torch-fp32 on catalog
+    entries, nDCG@10 loss < 0.005 on scifact and npl, batch-invariant vectors (≤ 1e-6), and the
+    default being the fastest variant that meets the quality bound; web queries without target."""
+    from _summary import record
+
+    cat, web, anchor = "Debian catalog entries", "web queries", "torch-fp32"
+    if (default, cat) in thr:
+        rate, ratio = thr[(default, cat)][:2]
+        record(f"encoding Debian catalog entries, default {default}", rate, unit="texts/s",
+               anchor=f"{anchor} {thr[(anchor, cat)][0]:.1f} texts/s", ratio=ratio,
+               target="≥ 3× torch-fp32", met=ratio >= 3)
+        rate, ratio = thr[(default, web)][:2]
+        record(f"encoding web queries, default {default}", rate, unit="texts/s",
+               anchor=f"{anchor} {thr[(anchor, web)][0]:.1f} texts/s", ratio=ratio)
+    for coll in ("scifact", "npl"):
+        if (default, coll) in scores:
+            score, base = scores[(default, coll)]
+            record(f"nDCG@10 loss, {coll}, default {default}", base - score,
+                   anchor=f"{anchor} nDCG@10 {base:.4f} ({default}: {score:.4f})",
+                   target=f"< {BOUND}", met=base - score < BOUND)
+    if default in inv:
+        record(f"batch invariance, default {default}: max abs difference (batches of 1/7/32, "
+               "reversed order)", inv[default], anchor="the same texts encoded in one call",
+               target="≤ 1e-6", met=inv[default] <= 1e-6)
+    if best is not None and (default, cat) in thr:
+        rate, best_rate = thr[(default, cat)][0], thr[(best, cat)][0]
+        record(f"default {default} vs the fastest variant meeting the quality bound",
+               rate, unit="texts/s", anchor=f"{best} {best_rate:.1f} texts/s", ratio=rate / best_rate,
+               target="the default is the fastest variant meeting the bound", met=best == default)
 
 
 def faiss_tables(enc: Encoder, queries: list[str], k: int = 100) -> None:

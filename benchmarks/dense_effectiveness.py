@@ -26,6 +26,8 @@ from limelight.retrieval.fusion import Hybrid, combmnz, combsum, linear, rrf  # 
 
 CACHE = Path(__file__).resolve().parents[1] / ".cache" / "embeddings"
 MEASURES = [nDCG @ 10, R @ 100, AP @ 1000]
+# the public figure of all-MiniLM-L6-v2 on BEIR SciFact (issue 2: "about 0.645")
+MINILM_SCIFACT = 0.645
 
 
 def evaluate(qrels, run) -> dict:
@@ -37,6 +39,7 @@ def main(names: list[str]) -> None:
     enc = Encoder(show_progress=sys.stderr.isatty())
     print(f"model: {enc.name} (dim {enc.dim}, max_seq_length {enc.max_seq_length}); "
           f"torch threads: {__import__('torch').get_num_threads()}")
+    ndcg10: dict[str, dict[str, float]] = {}
     for name in names:
         ds = load_dataset(name)
         coll, queries, qrels = ds.collection, ds.queries, ds.qrels
@@ -74,8 +77,32 @@ def main(names: list[str]) -> None:
         print("| run | nDCG@10 | R@100 | AP@1000 |\n|---|---|---|---|")
         for label, run in runs.items():
             m = evaluate(qrels, run)
+            ndcg10.setdefault(name, {})[label] = m["nDCG@10"]
             print(f"| {label} | {m['nDCG@10']:.4f} | {m['R@100']:.4f} | {m['AP@1000']:.4f} |")
         sys.stdout.flush()
+    summarize(ndcg10)
+
+
+def summarize(ndcg10: dict[str, dict[str, float]]) -> None:
+    """``make bench`` rows: MiniLM nDCG@10 (on scifact against the public figure, within the
+    ±0.01 issue 2 allows the BM25 reference points), RRF of BM25 and MiniLM beside the better of
+    its inputs, float16 storage beside float32 (issue 2 names both, with no target)."""
+    from _summary import record
+
+    dense, rrf_, half = ("dense (MiniLM, flat)", "RRF(BM25, dense) top-1000 each",
+                         "dense (MiniLM, float16 storage)")
+    for name, m in ndcg10.items():
+        if name == "scifact":
+            record("MiniLM dense nDCG@10, scifact", m[dense],
+                   anchor=f"public BEIR figure {MINILM_SCIFACT}",
+                   target=f"{MINILM_SCIFACT} ± 0.01", met=abs(m[dense] - MINILM_SCIFACT) <= 0.01)
+        else:
+            record(f"MiniLM dense nDCG@10, {name}", m[dense], anchor=f"BM25 {m['BM25']:.4f}")
+        best = max(("BM25", dense), key=m.__getitem__)
+        record(f"RRF(BM25, MiniLM) nDCG@10, {name}", m[rrf_], anchor=f"{best} {m[best]:.4f}",
+               ratio=m[rrf_] / m[best])
+        record(f"MiniLM nDCG@10 with float16 storage, {name}", m[half],
+               anchor=f"float32 {m[dense]:.4f}", ratio=m[half] / m[dense])
 
 
 if __name__ == "__main__":

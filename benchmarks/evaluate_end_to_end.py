@@ -249,9 +249,37 @@ def main() -> None:
               f"{mem['rss_delta_bytes'] * per_m:.1f} MB per million lines (target ≤ 40)")
         print(f"first run AP, nDCG@10: limelight {r['first_run_ap_ndcg10']['limelight']}, "
               f"ir_measures {r['first_run_ap_ndcg10']['ir_measures']}, ranx {r['first_run_ap_ndcg10']['ranx']}")
+    summarize(results)
     print(f"\nload average after: {os.getloadavg()}")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+def summarize(results: list[dict]) -> None:
+    """One ``make bench`` row per acceptance figure of issue 22 and collection: end to end
+    ≤ 0.5 × ir_measures, reading ≥ 10× the line-by-line reader, ≤ 40 MB per million lines."""
+    from _summary import record
+
+    for r in results:
+        c, med, mem, lines = r["collection"], r["median_s"], r["memory"], r["lines"]
+        what = f"{c}, {r['runs']} runs, {lines / 1e6:.2f}M lines"
+        ratio = med["limelight"] / med["ir_measures"]
+        record(f"`limelight evaluate` end to end ({what})", med["limelight"], unit="s",
+               anchor=f"ir_measures {med['ir_measures']:.2f} s", ratio=ratio,
+               target="≤ 0.5× ir_measures", met=ratio <= 0.5,
+               note=f"ranx (warm) {med['ranx']:.2f} s")
+        old, new = r["read_old_median_s"], r["read_new_median_s"]
+        record(f"reading the runs ({what})", lines / new / 1e6, unit="M lines/s",
+               anchor=f"line-by-line reader {lines / old / 1e6:.3g} M lines/s", ratio=old / new,
+               target="≥ 10× the line-by-line reader, same runs",
+               met=old / new >= 10 and r["readers_agree"],
+               note="" if r["readers_agree"] else "the two readers' runs DIFFER")
+        per_m = 1e6 / mem["lines"] / 2**20
+        record(f"memory of the loaded runs: RSS growth while reading ({c})",
+               mem["rss_delta_bytes"] * per_m, unit="MB per million lines",
+               anchor=f"arrays {mem['arrays_bytes'] * per_m:.1f} MB + id maps "
+                      f"{mem['idmap_bytes'] * per_m:.2f} MB per million lines",
+               target="≤ 40 MB per million lines", met=mem["rss_delta_bytes"] * per_m <= 40)
 
 
 if __name__ == "__main__":

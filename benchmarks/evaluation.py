@@ -225,8 +225,35 @@ def main() -> None:
         print(f"all-pairs lexirecall {c}: limelight first call {lx['limelight_s']:.4f}s (best of 6 "
               f"{lx['limelight_best_s']:.4f}s), Python {lx['python_s']:.3f}s, speed-up {lx['speedup']:.0f}x "
               f"(best {lx['speedup_best']:.0f}x), mismatches {lx['mismatches']} of {lx['comparisons']}")
+    summarize(results)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+def summarize(results: dict) -> None:
+    """One ``make bench`` row per acceptance figure of issue 3: limelight cold ≤ ir_measures
+    cold, warm ≤ 1.5 × ranx warm, all-pairs lexirecall ≥ 50× the per-query Python loop."""
+    from _summary import record
+
+    tot = results["totals"]
+    ll, im, rx = tot["limelight"], tot["ir_measures"], tot["ranx"]
+    what = f"{results['n_runs']} runs × 6 measures"
+    cold = ll["cold_s"] / im["cold_s"]
+    record(f"evaluation, cold (first call in a fresh process), {what}", ll["cold_s"], unit="s",
+           anchor=f"ir_measures cold {im['cold_s']:.3g} s", ratio=cold,
+           target="≤ 1× ir_measures cold", met=cold <= 1)
+    warm = ll["warm_s"] / rx["warm_s"]
+    record(f"evaluation, warm (second call), {what}", ll["warm_s"], unit="s",
+           anchor=f"ranx warm {rx['warm_s']:.3g} s", ratio=warm, target="≤ 1.5× ranx warm",
+           met=warm <= 1.5)
+    for c, res in results["collections"].items():
+        lx = res["lexirecall_all_pairs"]
+        n = lx["comparisons"]
+        record(f"all-pairs lexirecall, {c} ({lx['runs']} runs, first call)", n / lx["limelight_s"],
+               unit="comparisons/s", anchor=f"per-query Python loop {n / lx['python_s']:,.0f}/s",
+               ratio=lx["speedup"], target="≥ 50× the Python loop, same preferences",
+               met=lx["speedup"] >= 50 and lx["agree"],
+               note=f"{lx['mismatches']} mismatches of {n}; best of 6 {lx['speedup_best']:.0f}×")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ from limelight.exposure.plots import plot_histogram, plot_lorenz, plot_rank_size
 
 REPO = Path(__file__).resolve().parents[1]
 FIG = REPO / "docs" / "figures" / "exposure"
+# the CtrlQGen paper's Table 2 (600k-entity catalogs): the anchor of issue 4, not a target
+PAPER_GINI = {"BM25": "CtrlQGen Table 2: BM25 0.75-0.78",
+              "MiniLM": "CtrlQGen Table 2: bi-encoders 0.82-0.84"}
 
 
 def summary(st, name: str, n_boot: int) -> dict:
@@ -85,6 +88,20 @@ def part_bm25(work: Path, n_boot: int) -> None:
     (FIG / "debian_bm25.json").write_text(json.dumps(out, indent=1, default=float))
     print(json.dumps({k: v for k, v in out.items() if not k.startswith(("section", "tags"))},
                      indent=1, default=float))
+    summarize_system(out, f"BM25, Debian ({out['n_docs']:,} entries) × {out['n_queries']:,} queries")
+
+
+def summarize_system(s: dict, what: str, name: str = "BM25") -> None:
+    """``make bench`` rows: Gini and retrievable fraction at c = 10 and 100 (issue 4 reports
+    them next to the paper's Table 2; an absolute Gini has no target)."""
+    from _summary import record
+
+    for c in (10, 100):
+        r = s[f"c={c}"]
+        lo, hi = r["gini_ci95"]
+        record(f"Gini of r(d), c = {c}, {what}", r["gini"], anchor=PAPER_GINI[name],
+               note=f"95% CI [{lo:.3f}, {hi:.3f}]")
+        record(f"retrievable fraction, c = {c}, {what}", r["retrievable_fraction"], anchor="")
 
 
 def part_dense_sample(work: Path, n_docs: int, n_queries: int, n_boot: int) -> None:
@@ -117,6 +134,9 @@ def part_dense_sample(work: Path, n_docs: int, n_queries: int, n_boot: int) -> N
     FIG.mkdir(parents=True, exist_ok=True)
     (FIG / "debian_sample_bm25_minilm.json").write_text(json.dumps(out, indent=1, default=float))
     print(json.dumps(out, indent=1, default=float))
+    for name, s in zip(stores, out["systems"], strict=True):
+        summarize_system(s, f"{name}, Debian sample ({n_docs:,} entries × {n_queries:,} queries)",
+                         name)
 
 
 def main() -> None:

@@ -64,6 +64,8 @@ def exposure_job(idx: Path, fp: str, qs, out: Path, shard: int, engine: str, thr
 
 
 def main() -> None:
+    """The four measurements in the order they run (one straight sequence over shared state:
+    the work folder, the log's texts and the load printed beside every timing)."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--work", type=Path, default=Path("/tmp/limelight-scale"))
     ap.add_argument("--repeats", type=int, default=2)
@@ -176,6 +178,30 @@ def main() -> None:
         print(f"  speedup 2 vs 1 actor: {emb[1] / emb[2]:.2f}x (includes actor start per call)")
     (a.work / "scale.json").write_text(json.dumps(res, indent=1, default=str))
     print(f"\nwrote {a.work / 'scale.json'}")
+    summarize(res)
+
+
+def summarize(res: dict) -> None:
+    """``make bench`` rows (issue 11 asks for the speedup of 2 workers over 1, with no target,
+    and the per-shard throughput docs/scale.md extrapolates from); Ray Data embedding beside."""
+    from _summary import record
+
+    ex = res["exposure"]
+    med, nq = ex["seconds_median"], ex["queries"]
+    record(f"exact exposure on Ray, 2 workers ({nq:,} queries × top 100, Debian)",
+           nq / med["ray-2workers"], unit="q/s",
+           anchor=f"Ray 1 worker {nq / med['ray-1worker']:,.0f} q/s",
+           ratio=med["ray-1worker"] / med["ray-2workers"],
+           note=f"local engine 1 / 2 threads {nq / med['local-1thread']:,.0f} / "
+                f"{nq / med['local-2threads']:,.0f} q/s")
+    record(f"Ray 1 worker, seconds per shard of {ex['shard_size']:,} queries",
+           ex["ray_1worker_s_per_shard"], unit="s", anchor="", note="docs/scale.md's cost model")
+    if "embed" in res:
+        e = res["embed"]
+        record(f"Ray Data MiniLM embedding, 2 actors ({e['texts']} log queries)",
+               e["texts"] / e["seconds"][2], unit="queries/s",
+               anchor=f"1 actor {e['texts'] / e['seconds'][1]:,.0f} queries/s", ratio=e["speedup"],
+               note="includes actor start per call")
 
 
 if __name__ == "__main__":

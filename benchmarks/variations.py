@@ -46,6 +46,7 @@ def main() -> None:
     print(f"{len(texts)} query-log queries; anchor: BM25 top-1000 on {args.collection} "
           f"({len(ds.collection)} docs), 1 thread\n")
     print(f"{'method':<16}{'setup s':>9}{'variants/s':>12}{'valid':>8}{'BM25 q/s':>10}{'gen/BM25':>10}")
+    measured: list[tuple[str, float, float]] = []
     for name in METHODS:
         m = get_method(name)
         why = m.unavailable()
@@ -74,7 +75,19 @@ def main() -> None:
             bq.append(len(variants) / (time.perf_counter() - t))
         g, b = statistics.median(rates), statistics.median(bq)
         print(f"{name:<16}{setup:>9.2f}{g:>12,.0f}{len(variants):>8}{b:>10,.0f}{g / b:>10.2f}")
+        measured.append((name, g, b))
     print(f"\nload average after: {os.getloadavg()[0]:.2f}; numpy {np.__version__}")
+    summarize(measured, len(texts), args.collection)
+
+
+def summarize(measured: list[tuple[str, float, float]], n: int, collection: str) -> None:
+    """``make bench`` rows: variants per second per method (issue 7 asks for them, no target),
+    beside BM25 top-1000 on the same variant texts."""
+    from _summary import record
+
+    for name, g, b in measured:
+        record(f"{name}: valid variants/s ({n:,} log queries)", g, unit="variants/s",
+               anchor=f"BM25 top-1000 on {collection}, 1 thread, {b:,.0f} q/s", ratio=g / b)
 
 
 if __name__ == "__main__":
