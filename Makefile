@@ -37,7 +37,9 @@ browser:
 wordnet:
 	@test -d /usr/share/wordnet || apt-get install -y -q wordnet-base || (apt-get update -q && apt-get install -y -q wordnet-base) || echo "warning: wordnet-base not installed; WNetSynSwap will be skipped"
 
-# every benchmark under benchmarks/, one at a time (about two hours), then docs/benchmarks.md
+# every benchmark under benchmarks/, one at a time (about an hour on the idle 2-core machine,
+# ~1.3 h the first time), then docs/benchmarks.md; run `make demo` first (exact_exposure's dense
+# half reads its catalog embeddings, serve.py loads demo-out)
 bench: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/run_all.py
 
