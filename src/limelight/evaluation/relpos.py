@@ -133,6 +133,36 @@ def default_n_docs(qrels: Qrels, runs: Sequence[Run]) -> int:
     return len(seen)
 
 
+def _retrieved_relevant(run: Run, qi: QrelsIndex, rq: np.ndarray, threshold: int
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``run`` that retrieve a relevant document (grade ≥ ``threshold``), in run
+    order: ``(run rows, query-set index, grade, qrels row)``. ``rq`` maps the run's query codes
+    to query-set indices (-1: not in the query set).
+
+    A join of (query, doc) with the qrels, judged documents first: every full-length operation
+    here is one gather and one comparison.
+    """
+    dcode = qi.doc_recode(run.docids)[run.d] if len(run.d) else np.zeros(0, dtype=np.int64)
+    cand = np.flatnonzero(dcode >= 0)
+    runq_c = rq[run.q[cand]]
+    ok = runq_c >= 0
+    cand, runq_c = cand[ok], runq_c[ok]
+    keys = runq_c * qi.nd + dcode[cand]
+    table = qi.dense_table()
+    if table is not None:  # O(1) lookups in a (query × judged doc) table of qrels rows
+        idx_c = table[keys]
+        found = idx_c >= 0
+        idx_c = np.maximum(idx_c, 0)
+    else:
+        idx = np.searchsorted(qi.keys, keys)
+        idx_c = np.minimum(idx, len(qi.keys) - 1)
+        found = (idx < len(qi.keys)) & (qi.keys[idx_c] == keys)
+    qrels_rows = idx_c[found]
+    g = qi.rel[qrels_rows]
+    isrel = g >= threshold
+    return cand[found][isrel], runq_c[found][isrel], g[isrel], qrels_rows[isrel]
+
+
 def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
                         n_docs: int | None = None) -> RelPositions:
     """Build the padded relevance-position array of ``run`` against ``qrels``.
@@ -152,28 +182,7 @@ def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
     inq = rq >= 0
     depth[rq[inq]] = np.diff(run.offsets)[inq]
 
-    # relevant retrieved rows: join (query, doc) with the qrels, judged documents first
-    # (every full-length operation here is one gather and one comparison)
-    dcode = qi.doc_recode(run.docids)[run.d] if len(run.d) else np.zeros(0, dtype=np.int64)
-    cand = np.flatnonzero(dcode >= 0)
-    runq_c = rq[run.q[cand]]
-    ok = runq_c >= 0
-    cand, runq_c = cand[ok], runq_c[ok]
-    keys = runq_c * qi.nd + dcode[cand]
-    table = qi.dense_table()
-    if table is not None:  # O(1) lookups in a (query × judged doc) table of qrels rows
-        idx_c = table[keys]
-        found = idx_c >= 0
-        idx_c = np.maximum(idx_c, 0)
-    else:
-        idx = np.searchsorted(qi.keys, keys)
-        idx_c = np.minimum(idx, len(qi.keys) - 1)
-        found = (idx < len(qi.keys)) & (qi.keys[idx_c] == keys)
-    rows = cand[found]
-    rq_rows = runq_c[found]
-    g = qi.rel[idx_c[found]]
-    isrel = g >= threshold
-    rows, g, rq_rows = rows[isrel], g[isrel], rq_rows[isrel]
+    rows, rq_rows, g, qrels_rows = _retrieved_relevant(run, qi, rq, threshold)
     # 1-based rank of a row: its offset within its query's block
     ranks = (rows - run.offsets[run.q[rows]] + 1).astype(np.int64)
 
@@ -208,7 +217,7 @@ def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
         pos[imp] = (n - m[:, None] + cols + 1)[imp]
         rel_rows = np.flatnonzero(qi.rel >= threshold)
         hit = np.zeros(len(qi.rel), dtype=bool)
-        hit[idx_c[found][isrel]] = True
+        hit[qrels_rows] = True
         un = rel_rows[~hit[rel_rows]]
         order = np.lexsort((-qi.rel[un], qi.q[un]))
         uq, ug = qi.q[un][order], qi.rel[un][order]
