@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -48,8 +47,8 @@ def movies_store(movies_index, log_queries, tmp_path_factory):
 
 
 def table(path: Path, sql: str):
-    with duckdb.connect(str(path / "exposure.duckdb"), read_only=True) as con:
-        con.execute("SET file_search_path = ?", [str(path.resolve())])  # a view store's shards
+    """``sql`` over the store through DuckDB (``exposure`` a view over the shards)."""
+    with ExposureStore.open(path).connect() as con:
         return con.execute(sql).fetchdf()
 
 
@@ -204,7 +203,8 @@ def test_cli_compute_doc_query_retrievability(movies_index, log_queries, tmp_pat
                             "--model", "bm25", "--depth", "100", "--out", str(out), "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.output.strip().splitlines()[-1])
-    assert (out / "exposure.duckdb").exists() and (out / "shards").is_dir()
+    assert (out / "doc_index.npy").exists() and (out / "shards").is_dir()
+    assert not (out / "exposure.duckdb").exists()  # the pairs are stored once, in the shards
     st = ExposureStore.open(out)
     docid = st.doc_ids[int(np.argmax(st.n_exposing()))]
     r = runner.invoke(app, ["exposure", "doc", "--store", str(out), docid, "--json"])
@@ -332,7 +332,7 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
             f"interrupted after {written} of 160 shards; rerun the same command to resume")
     else:
         assert proc.returncode == -signal.SIGKILL
-    assert 3 <= written < 160 and not (out / "exposure.duckdb").exists()
+    assert 3 <= written < 160 and not (out / "doc_index.npy").exists()
     with pytest.raises(LimelightError, match="not finished"):
         ExposureStore.open(out)
     # resume (in-process, same retriever fingerprint as the CLI): finished shards are kept
@@ -343,26 +343,27 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     assert all((shards / n).stat().st_mtime_ns == t for n, t in before.items())
     for a, b in zip(_snapshot(out), _snapshot(ref), strict=True):
         assert a.equals(b)
+    # the per-document index too (issue 20: the store equals an uninterrupted one)
+    for f in ("doc_index.npy", "doc_offsets.npy"):
+        np.testing.assert_array_equal(np.load(out / f), np.load(ref / f))
+    assert not list(out.glob("*.duckdb*")) and not list(out.glob(".*.tmp"))
 
 
-def test_view_store_answers_like_the_table_store(movies_store, tmp_path, monkeypatch):
+def test_old_duckdb_options_are_ignored_with_a_warning(movies_store, tmp_path, monkeypatch):
+    """``materialize=False`` (a view store) and ``art_indexes`` chose how the first layout copied
+    the pairs into DuckDB; they are accepted, warn, and give the same store."""
     retriever, qs, st = movies_store
-    v = compute_exposure(retriever, qs, tmp_path / "view", depth=20, shard_size=700,
-                         fingerprint=st.manifest["retriever"], materialize=False)
-    monkeypatch.chdir(tmp_path.parent)  # the view's relative shard paths must not need the cwd
+    with pytest.warns(DeprecationWarning, match="ignored"):
+        compute_exposure(retriever, qs, tmp_path / "view", depth=20, shard_size=700,
+                         fingerprint=st.manifest["retriever"], materialize=False, art_indexes=True)
+    monkeypatch.chdir(tmp_path.parent)  # DuckDB's view of the shards must not need the cwd
     v = ExposureStore.open(tmp_path / "view")
     docid = st.doc_ids[int(np.argmax(st.n_exposing()))]
     assert v.exposing_queries(docid) == st.exposing_queries(docid)
     assert v.exposed_documents(qs.ids[0]) == st.exposed_documents(qs.ids[0])
     np.testing.assert_allclose(v.thresholds(), st.thresholds())
-    # a fresh job builds its tables in the shard writer; they equal those loaded from the shards
     for a, b in zip(_snapshot(tmp_path / "view"), _snapshot(st.path), strict=True):
         assert a.equals(b)
-    x = compute_exposure(retriever, qs, tmp_path / "indexed", depth=20, shard_size=700,
-                         fingerprint=st.manifest["retriever"], art_indexes=True)
-    with x.connect() as con:
-        names = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()}
-    assert {"exposure_d", "exposure_q", "queries_q", "documents_d"} <= names
 
 
 def test_query_file_formats(tmp_path, data_dir):

@@ -1,16 +1,17 @@
 """Exact exposure: every (query, document, rank, score) of every query's top-n, stored once.
 
-``compute_exposure`` runs a retriever over a query collection in batches, streams each shard of
-queries to a Parquet file (``limelight.exposure.shards``: int32 codes, written atomically in a
-background thread while the next shard is retrieved) and, in a fresh job, appends it and its
-queries in the background to the DuckDB database being built (a resumed job loads all shards in
-one statement instead); the database appears, complete, only at the end
-(``limelight.exposure.store`` describes the directory). An engine computes the shards
-(``limelight.exposure.engine``): this process by default, or Ray tasks (``limelight.scale``).
+``compute_exposure`` runs a retriever over a query collection in batches and streams each shard
+of queries to a Parquet file (``limelight.exposure.shards``: int32 codes, written atomically in a
+background thread while the next shard is retrieved): the shards are the only copy of the pairs.
+When every shard is written, the store's index (each query's number of documents and threshold,
+and the pairs' row numbers grouped by document) is written from the pairs, then the manifest
+says the store is complete (``limelight.exposure.store`` describes the directory). An engine
+computes the shards (``limelight.exposure.engine``): this process by default, or Ray tasks
+(``limelight.scale``).
 
-Interrupting the job loses at most the shards being written; running it again with the same
-retriever and queries skips the finished shards. A store computed with another retriever, depth
-or query set is an ``IndexMismatchError``.
+Interrupting the job (even with SIGKILL) loses at most the shards being written; running it
+again with the same retriever and queries skips the finished shards. A store computed with
+another retriever, depth or query set is an ``IndexMismatchError``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import dataclasses
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -42,32 +44,34 @@ from limelight.exposure.fingerprints import (
     retriever_fingerprint,
     validate_queries,
 )
-from limelight.exposure.shards import _committed_shards, _query_info, shard_path
+from limelight.exposure.shards import _committed_shards, shard_path
 from limelight.exposure.store import (
+    BUILDING_DB,
     DB_NAME,
     FORMAT,
+    OLD_FORMAT,
     ExposureStore,
     _clear_store,
-    _DatabaseBuilder,
-    _load_database,
-    _queries_table,
     _remove_db,
+    _remove_index,
     _write_inputs,
     _write_manifest,
+    is_complete,
+    write_index,
 )
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 @dataclass(frozen=True)
 class ExposureOptions:
     """How a store is cut and built (none of it changes the pairs): ``shard_size`` queries per
     Parquet shard (part of the store's identity: a resumed job must use the same), retrieved
-    ``batch_size`` at a time (default: a shard at a time); ``load``: build ``exposure.duckdb``
-    (else only the shards: a later run loads them); ``art_indexes``: DuckDB ART indexes on
-    ``exposure(d)`` and ``exposure(q)``; ``materialize=False``: ``exposure`` is a DuckDB view
-    over the shards instead of a table (no load cost)."""
+    ``batch_size`` at a time (default: a shard at a time); ``load``: complete the store (write
+    its index; else only the shards: a later run completes it).
+
+    ``art_indexes`` and ``materialize`` are ignored (kept so that old callers still run; a value
+    other than the default warns): they chose how the first store layout copied the pairs into
+    DuckDB, and the pairs are now stored once, as Parquet shards that DuckDB reads in place
+    (``ExposureStore.connect``), with a per-document index of their own."""
 
     shard_size: int = 8192
     batch_size: int | None = None
@@ -78,6 +82,10 @@ class ExposureOptions:
     def __post_init__(self) -> None:
         if self.shard_size < 1:
             raise LimelightError(f"shard size must be ≥ 1, got {self.shard_size}")
+        if self.art_indexes or not self.materialize:
+            warnings.warn("ExposureOptions.art_indexes and materialize are ignored: the store keeps "
+                          "its pairs once, as Parquet shards, with a per-document index",
+                          DeprecationWarning, stacklevel=3)
 
 
 class ExposureKeywords(TypedDict, total=False):
@@ -142,16 +150,15 @@ def compute_exposure(
             progress(len(queries), len(queries))
         return ExposureStore.open(store)
     created = not (store / "manifest.json").exists()  # a new store: removed again if the job fails before a shard
-    qtable = None  # the query set as Arrow, built once (queries.parquet and the database's table)
     if created:
         if store.exists() and any(store.iterdir()):
             raise LimelightError(f"{store}: exists and is not an exposure store; use an empty or new directory")
         store.mkdir(parents=True, exist_ok=True)
         # the query set and documents first, so that a partial store is self-describing
-        qtable = _write_inputs(store, queries, doc_ids)
+        _write_inputs(store, queries, doc_ids)
         _write_manifest(store, {**manifest, "complete": False})
     try:
-        return _run_job(retriever, queries, store, manifest, doc_ids, opts, eng, progress, qtable)
+        return _run_job(retriever, queries, store, manifest, doc_ids, opts, eng, progress)
     except BaseException:
         if created and not _committed_shards(store):
             _clear_store(store)  # nothing finished: a rerun (with other arguments too) starts afresh
@@ -204,13 +211,14 @@ def _resumable(store: Path, manifest: dict) -> str:
         old = json.loads(man_path.read_text())
     except json.JSONDecodeError:
         raise IndexMismatchError(f"{man_path}: corrupt manifest; remove {store} to start over") from None
-    diff = [k for k in _KEYS if old.get(k) != manifest[k]]
+    # the first layout's shards are this layout's: its stores resume (and complete) as this one
+    diff = [k for k in _KEYS if old.get(k) != manifest[k] and not (k == "format" and old.get(k) == OLD_FORMAT)]
     if diff and not old.get("complete") and not _committed_shards(store):
         _clear_store(store)  # an unfinished job without a finished shard: nothing to keep
         return "new"
     if diff:
         raise IndexMismatchError(_mismatch_message(store, old, manifest, diff))
-    return "complete" if old.get("complete") and (store / DB_NAME).exists() else "resume"
+    return "complete" if is_complete(store, old) else "resume"
 
 
 _DIFFERENCES = {"retriever": "another index or retriever", "queries": "another query set",
@@ -247,52 +255,37 @@ def _missing_shards(store: Path, n_shards: int) -> list[int]:
     shards.mkdir(exist_ok=True)
     for stale in shards.glob(".*.tmp"):  # left by a job killed mid-write
         stale.unlink(missing_ok=True)
-    for stale in store.glob(f".{DB_NAME}*.tmp"):
-        _remove_db(stale)
+    for stale in store.glob(".*.tmp"):  # index files half-written; a first-layout job's database
+        if stale.is_file():
+            _remove_db(stale)
+    _remove_db(store / DB_NAME)  # a resumed first-layout store: its pairs are the shards alone
+    _remove_db(store / BUILDING_DB)
     return [i for i in range(n_shards) if not shard_path(store, i).exists()]
 
 
 def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: IdMap,
-             opts: ExposureOptions, engine: ShardEngine, progress: Progress | None,
-             qtable: pa.Table | None) -> ExposureStore:
-    """The shards still missing from ``store`` (by ``engine``), then its database."""
+             opts: ExposureOptions, engine: ShardEngine, progress: Progress | None) -> ExposureStore:
+    """The shards still missing from ``store`` (by ``engine``), then its index and manifest."""
     nq, depth = len(queries), int(manifest["depth"])
     todo = _missing_shards(store, int(manifest["n_shards"]))
+    if todo:  # the index of an earlier run (if any) no longer covers every shard
+        _remove_index(store)
     has_batch = hasattr(retriever, "search_batch")
-    # a fresh job offers the engine the database to build while it retrieves (resumed jobs,
-    # and engines that write elsewhere, load the shards at the end)
-    builder = None
-    if todo and len(todo) == int(manifest["n_shards"]) and opts.load:
-        builder = _DatabaseBuilder(store, depth, qtable if qtable is not None else _queries_table(queries),
-                                   opts.materialize)
     job = ShardJob(retriever, queries, store, depth, opts.shard_size, opts.batch_size or opts.shard_size,
-                   doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress, builder)
+                   doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress)
     if progress:
         progress(job.n_done(todo), nq)
-    try:
-        res = engine.compute(job, todo) if todo else ComputedShards()
-    except BaseException:
-        if builder is not None:
-            _remove_db(builder.path)
-        raise
+    res = engine.compute(job, todo) if todo else ComputedShards()
     t0 = time.perf_counter()
     st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
     if res.pairs is not None:  # computed in this call: keep the pairs in memory for analysis
         st._pairs = res.pairs
     if opts.load:
-        info = res.info if res.info is not None else _pairs_info(st, nq, depth)
-        built = builder.path if builder is not None and builder.finished else None
-        _load_database(store, queries, *info, art_indexes=opts.art_indexes, materialize=opts.materialize,
-                       qtable=qtable, built=built)
-        st.manifest["complete"] = True
+        st._pairs = write_index(store, st.pair_arrays(), nq, len(doc_ids), depth, opts.shard_size)
+        st.manifest = {**manifest, "n_pairs": int(len(st._pairs[0])), "complete": True}
         _write_manifest(store, st.manifest)
     st.manifest = {**st.manifest, "timings": {"retrieve_s": res.retrieve_s, "load_s": time.perf_counter() - t0}}
     return st
-
-
-def _pairs_info(st: ExposureStore, nq: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    q, _, rank, score = st.pair_arrays()
-    return _query_info(q, rank, score, nq, depth)
 
 
 def exposure_from_run(run: Run, queries: Queries, doc_ids: IdMap, out: str | os.PathLike,

@@ -3,7 +3,7 @@ they live now.
 
 - ``limelight.exposure.compute``: ``compute_exposure``, ``ExposureOptions``, ``exposure_from_run``
 - ``limelight.exposure.engine``: ``ShardEngine``, ``LocalEngine``, ``ShardJob`` (engines by name)
-- ``limelight.exposure.store``: ``ExposureStore`` and the store's database
+- ``limelight.exposure.store``: ``ExposureStore``, the store's files and its per-document index
 - ``limelight.exposure.shards``: the top-k kernel, the pair buffer, shard files, the writer
 - ``limelight.exposure.fingerprints``: ids/queries/retriever fingerprints, ``validate_queries``
 """

@@ -1,16 +1,35 @@
-"""An exposure store on disk and its DuckDB database.
+"""An exposure store on disk: the pairs once, as Parquet shards, and a per-document index.
 
 A store directory looks like::
 
-    DIR/manifest.json     format, retriever fingerprint and settings, query/doc fingerprints
-    DIR/queries.parquet   q, qid, text, weight          (the query set, o_q = weight)
-    DIR/documents.parquet d, docid                      (every document of the collection)
+    DIR/manifest.json         format, retriever fingerprint and settings, query/doc fingerprints
+    DIR/queries.parquet       q, qid, text, weight          (the query set, o_q = weight)
+    DIR/documents.parquet     d, docid                      (every document of the collection)
     DIR/shards/part-NNNNN.parquet   q int32, d int32, rank int16 (1-based), score float32
-    DIR/exposure.duckdb   tables queries (+ n_retrieved, threshold), documents, exposure
+    DIR/query_stats.parquet   q, n_retrieved, threshold     (written when the job completes)
+    DIR/doc_offsets.npy       int64 [n_docs + 1]            (written when the job completes)
+    DIR/doc_index.npy         int32 [n_pairs]               (written when the job completes)
 
-``ExposureStore`` opens one and answers from it; the database is built either shard by shard
-while a fresh job runs (``_DatabaseBuilder``, the shard writer's sink) or from every shard in
-one statement (``_load_database``). ``limelight.exposure.compute`` writes stores.
+The shards are the only copy of the pairs (``limelight.exposure.shards`` writes them, one file per
+shard of queries, atomically). Their rows are in query order and, within a query, in rank order
+(ranks 1..n), so that row ``i`` of the pairs (the shards concatenated) is query ``q`` at rank
+``i - query_offsets[q] + 1``: the query offsets (the cumulated ``n_retrieved``) turn a row number
+into its query and rank without reading the shards. ``doc_index.npy`` lists the row numbers of the
+pairs grouped by document (query order within a document), ``doc_offsets.npy`` where each
+document's rows begin: the document × query matrix of ranks in CSR form, with the row numbers as
+its entries. Both are memory-mapped, so a document's exposing queries cost a slice, and only the
+score column is read from the shards. ``manifest.json`` says ``complete`` once these files are
+written (it is written last, atomically).
+
+DuckDB reads the store without a copy: ``ExposureStore.connect()`` gives an in-memory connection
+whose ``exposure`` is a view over the shards and whose ``queries`` (with ``n_retrieved`` and
+``threshold``) and ``documents`` are the small tables.
+
+Stores of the first layout (``limelight-exposure/1``: the same shards plus a DuckDB copy of the
+pairs in ``exposure.duckdb``) are migrated when opened: the index files are written from the
+shards, the manifest is rewritten and the DuckDB copy removed (the shards, the pairs, are kept
+as they are). A store that cannot be migrated (not writable) is a one-line error naming the
+command that rebuilds it.
 """
 
 from __future__ import annotations
@@ -18,9 +37,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,12 +49,17 @@ from limelight._io import atomic_path
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
-from limelight.exposure.retrievability import Retrievability, analyse_pairs, rank_matrix
-from limelight.exposure.shards import SHARD_GLOB, _rank_type, _shard_table, shard_path
+from limelight.exposure.retrievability import Retrievability, analyse_pairs
+from limelight.exposure.shards import SHARD_GLOB, _shard_table, shard_path, write_shard
 
-FORMAT = "limelight-exposure/1"
-DB_NAME = "exposure.duckdb"
-BUILDING_DB = f".{DB_NAME}.building.tmp"  # filled by the shard writer during a fresh job
+FORMAT = "limelight-exposure/2"
+OLD_FORMAT = "limelight-exposure/1"  # the pairs twice: Parquet shards and exposure.duckdb
+DB_NAME = "exposure.duckdb"  # the first layout's DuckDB copy (removed by the migration)
+BUILDING_DB = f".{DB_NAME}.building.tmp"  # what a job of the first layout left while running
+QUERY_STATS = "query_stats.parquet"
+DOC_OFFSETS = "doc_offsets.npy"
+DOC_INDEX = "doc_index.npy"
+INDEX_FILES = (QUERY_STATS, DOC_OFFSETS, DOC_INDEX)
 
 
 def resolve_query_id(ids: IdMap, qid: str, where: str | None = None) -> int:
@@ -55,42 +79,76 @@ def resolve_query_id(ids: IdMap, qid: str, where: str | None = None) -> int:
     raise UnknownIdError("query", qid, where)
 
 
-@dataclass(eq=False)
-class ExposureStore:
-    """An exposure store directory: the query set, the documents, and every exposure pair."""
+def rebuild_hint(path: Path, manifest: dict) -> str:
+    """The command that computes the store at ``path`` again (its index when recorded)."""
+    index = (manifest.get("settings") or {}).get("index")
+    return (f"`limelight exposure compute --index {index or 'INDEX'} --queries QUERIES --out {path}` "
+            "after removing it, or rerun the audit that wrote it")
 
-    path: Path
-    manifest: dict
-    queries: Queries
-    doc_ids: IdMap
-    _ranks: sp.csr_matrix | None = field(default=None, repr=False)
-    _pairs: tuple | None = field(default=None, repr=False)
+
+class ExposureStore:
+    """An exposure store directory: the query set, the documents, and every exposure pair.
+
+    ``queries`` and ``doc_ids`` are read from the store on first use when not given; the pairs
+    are read from the shards on first use (``pair_arrays``) and kept.
+    """
+
+    def __init__(self, path: str | os.PathLike, manifest: dict, queries: Queries | None = None,
+                 doc_ids: IdMap | None = None):
+        self.path = Path(path)
+        self.manifest = manifest
+        self._queries = queries
+        self._doc_ids = doc_ids
+        self._ranks: sp.csr_matrix | None = None
+        self._pairs: tuple | None = None
+        self._qstats: tuple[np.ndarray, np.ndarray] | None = None
+        self._qoff: np.ndarray | None = None
+        self._doc_index: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __repr__(self) -> str:
+        return f"ExposureStore({str(self.path)!r})"
 
     # -- opening --
     @classmethod
     def open(cls, path: str | os.PathLike, require_complete: bool = True) -> ExposureStore:
-        """Open a store written by ``compute_exposure``."""
+        """Open a store written by ``compute_exposure`` (a store of the first layout is migrated:
+        see the module's docstring)."""
         path = Path(path)
-        man = path / "manifest.json"
-        if not man.exists():
-            raise LimelightError(f"{path}: not an exposure store (no manifest.json; create one with "
-                                 "`limelight exposure compute`)")
-        try:
-            manifest = json.loads(man.read_text())
-        except json.JSONDecodeError as e:
-            raise IndexMismatchError(f"{man}: corrupt manifest ({e.msg})") from None
-        if manifest.get("format") != FORMAT:
-            raise IndexMismatchError(f"{man}: unsupported store format {manifest.get('format')!r}")
-        if require_complete and not (manifest.get("complete") and (path / DB_NAME).exists()):
+        manifest = read_manifest(path)
+        if manifest.get("format") == OLD_FORMAT and manifest.get("complete"):
+            manifest = _migrate(path, manifest)
+        if manifest.get("format") not in (FORMAT, OLD_FORMAT):
+            raise IndexMismatchError(f"{path / 'manifest.json'}: unsupported store format "
+                                     f"{manifest.get('format')!r}")
+        if require_complete and not is_complete(path, manifest):
             raise LimelightError(f"{path}: the exposure job has not finished (run `limelight "
                                  "exposure compute` again with the same arguments to resume)")
-        qt = pq.read_table(path / "queries.parquet")
-        queries = Queries(IdMap(qt.column("qid").to_pylist(), kind="query"),
-                          np.asarray(qt.column("text").to_pylist(), dtype=object),
-                          qt.column("weight").to_numpy(), name=manifest.get("queries_name", "queries"))
-        dt = pq.read_table(path / "documents.parquet")
-        docs = IdMap(dt.column("docid").to_pylist(), kind="document")
-        return cls(path, manifest, queries, docs)
+        return cls(path, manifest)
+
+    @property
+    def queries(self) -> Queries:
+        if self._queries is None:
+            qt = pq.read_table(self.path / "queries.parquet", columns=["qid", "text", "weight"])
+            ids = IdMap.from_arrow(qt.column("qid").combine_chunks(), kind="query")
+            self._queries = Queries(ids, qt.column("text").to_numpy(zero_copy_only=False).astype(object),
+                                    qt.column("weight").to_numpy(),
+                                    name=self.manifest.get("queries_name", "queries"))
+        return self._queries
+
+    @queries.setter
+    def queries(self, value: Queries) -> None:
+        self._queries = value
+
+    @property
+    def doc_ids(self) -> IdMap:
+        if self._doc_ids is None:
+            dt = pq.read_table(self.path / "documents.parquet", columns=["docid"])
+            self._doc_ids = IdMap.from_arrow(dt.column("docid").combine_chunks(), kind="document")
+        return self._doc_ids
+
+    @doc_ids.setter
+    def doc_ids(self, value: IdMap) -> None:
+        self._doc_ids = value
 
     @property
     def depth(self) -> int:
@@ -103,7 +161,7 @@ class ExposureStore:
     def shard_files(self) -> list[Path]:
         return [shard_path(self.path, i) for i in range(self.n_shards)]
 
-    # -- in-memory views --
+    # -- the pairs --
     def pairs(self) -> pa.Table:
         """Every exposure pair (q, d, rank, score) read from the shards (columnar)."""
         tables = [pq.read_table(p) for p in self.shard_files()]
@@ -111,17 +169,98 @@ class ExposureStore:
             np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), self.depth)
 
     def pair_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every exposure pair as numpy arrays ``(q, d, rank, score)`` in query order."""
+        """Every exposure pair as numpy arrays ``(q, d, rank, score)`` in query order (kept)."""
         if self._pairs is None:
-            t = self.pairs()
-            self._pairs = tuple(t.column(c).to_numpy() for c in ("q", "d", "rank", "score"))
+            self._pairs = _read_pairs(self.shard_files(), self.depth)
         return self._pairs  # type: ignore[return-value]
+
+    # -- the index --
+    def _stats(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._qstats is None:
+            t = pq.read_table(self.path / QUERY_STATS, columns=["n_retrieved", "threshold"])
+            thr = t.column("threshold").to_numpy(zero_copy_only=False)
+            self._qstats = (t.column("n_retrieved").to_numpy(),
+                            np.asarray(thr, dtype=np.float64))
+        return self._qstats
+
+    def n_retrieved(self) -> np.ndarray:
+        """Each query's number of stored documents (≤ the depth)."""
+        return self._stats()[0]
+
+    def query_offsets(self) -> np.ndarray:
+        """Where each query's rows begin in the pairs (int64, ``n_queries + 1``; read-only)."""
+        if self._qoff is None:
+            n = self.n_retrieved()
+            off = np.zeros(len(n) + 1, dtype=np.int64)
+            np.cumsum(n, out=off[1:])
+            off.flags.writeable = False
+            self._qoff = off
+        return self._qoff
+
+    def thresholds(self) -> np.ndarray:
+        """Each query's score at rank n (NaN when it retrieved fewer than n documents)."""
+        return self._stats()[1].copy()
+
+    def query_threshold(self, q: int) -> float:
+        """Query code ``q``'s score at rank n (NaN when it retrieved fewer than n documents)."""
+        return float(self._stats()[1][q])
+
+    def doc_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, rows)``: document ``d``'s pairs are the rows ``rows[offsets[d]:offsets[d +
+        1]]`` of the pairs, in query order (memory-mapped)."""
+        if self._doc_index is None:
+            self._doc_index = (np.load(self.path / DOC_OFFSETS, mmap_mode="r"),
+                               np.load(self.path / DOC_INDEX, mmap_mode="r"))
+        return self._doc_index
+
+    def _document_rows(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Document code ``d``'s pair rows and their queries and ranks (query order)."""
+        off, rows = self.doc_index()
+        r = np.asarray(rows[off[d]:off[d + 1]], dtype=np.int64)
+        qoff = self.query_offsets()
+        q = np.searchsorted(qoff, r, side="right") - 1
+        return r, q, r - qoff[q] + 1
+
+    def document_ranks(self, d: int) -> np.ndarray:
+        """The ranks (1-based) at which the queries that expose document code ``d`` put it, in
+        query order."""
+        return self._document_rows(d)[2]
+
+    def document_pairs(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, rank, score)`` of the queries that expose document code ``d``, ordered by rank
+        (1-based), then query id."""
+        r, q, rank = self._document_rows(d)
+        score = self._scores_at(r, self.query_offsets())
+        order = _rank_then_id_order(rank, self.queries.ids.decode(q))
+        return q[order], rank[order], score[order]
+
+    def _scores_at(self, rows: np.ndarray, qoff: np.ndarray) -> np.ndarray:
+        """The score of pair rows ``rows`` (ascending): from the pairs in memory, else from the
+        score column of the shards that hold them."""
+        if self._pairs is not None:
+            return self._pairs[3][rows]
+        size = int(self.manifest["shard_size"])
+        starts = qoff[np.minimum(np.arange(self.n_shards + 1) * size, len(qoff) - 1)]
+        shard = np.searchsorted(starts, rows, side="right") - 1
+        out = np.empty(len(rows), dtype=np.float32)
+        for i in np.unique(shard).tolist():
+            sel = shard == i
+            col = pq.read_table(shard_path(self.path, i), columns=["score"]).column("score")
+            out[sel] = col.to_numpy()[rows[sel] - starts[i]]
+        return out
 
     def ranks(self) -> sp.csr_matrix:
         """Documents × queries sparse matrix of 1-based ranks (0 = not in the query's top-n)."""
         if self._ranks is None:
-            q, d, rank, _ = self.pair_arrays()
-            self._ranks = rank_matrix(q, d, rank, len(self.doc_ids), len(self.queries))
+            off, rows = self.doc_index()
+            r = np.asarray(rows, dtype=np.int64)
+            qoff = self.query_offsets()
+            q = (np.searchsorted(qoff, r, side="right") - 1).astype(np.int32)
+            rank = (r - qoff[q] + 1).astype(np.int32)
+            nnz = len(r)
+            idx = np.int32 if nnz < 2**31 - 1 and len(self.queries) < 2**31 - 1 else np.int64
+            self._ranks = sp.csr_matrix((rank, q.astype(idx), np.asarray(off, dtype=idx)),
+                                        shape=(len(self.doc_ids), len(self.queries)))
         return self._ranks
 
     def retrievability(self, c: int = 100, beta: float | None = None,
@@ -135,49 +274,108 @@ class ExposureStore:
 
     def n_exposing(self, c: int | None = None) -> np.ndarray:
         """Number of queries that expose each document (within rank ``c``, default the depth)."""
+        if c is None or c >= self.depth:
+            return np.diff(np.asarray(self.doc_index()[0])).astype(np.int64)
         _, d, rank, _ = self.pair_arrays()
-        keep = slice(None) if c is None else rank <= c
-        return np.bincount(d[keep], minlength=len(self.doc_ids))
+        return np.bincount(d[rank <= c], minlength=len(self.doc_ids))
 
-    # -- database --
+    # -- lookups --
     def connect(self, read_only: bool = True):
-        """A DuckDB connection to ``exposure.duckdb``."""
+        """An in-memory DuckDB connection over the store: ``exposure`` a view over the shards
+        (the pairs are not copied), ``queries`` (``q, qid, text, weight, n_retrieved,
+        threshold``) and ``documents`` (``d, docid``) small tables loaded from their files.
+        ``read_only`` is kept for compatibility: the store cannot be written through it."""
         import duckdb
 
-        con = duckdb.connect(str(self.path / DB_NAME), read_only=read_only)
-        # a store built with materialize=False reads its shards through a relative view
-        con.execute("SET file_search_path = ?", [str(self.path.resolve())])
+        con = duckdb.connect(config={"threads": 1})
+        glob = str((self.path / "shards").resolve() / SHARD_GLOB).replace("'", "''")
+        con.execute(f"CREATE VIEW exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
+        for name, table in (("queries", self.queries_table()),
+                            ("documents", pq.read_table(self.path / "documents.parquet"))):
+            con.register("arrow_table", table)
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow_table")
+            con.unregister("arrow_table")
         return con
+
+    def queries_table(self) -> pa.Table:
+        """``q, qid, text, weight, n_retrieved, threshold`` (threshold null when fewer than n)."""
+        qt = pq.read_table(self.path / "queries.parquet")
+        st = pq.read_table(self.path / QUERY_STATS, columns=["n_retrieved", "threshold"])
+        return qt.append_column("n_retrieved", st.column("n_retrieved")).append_column(
+            "threshold", st.column("threshold"))
 
     def exposing_queries(self, docid: str) -> list[dict]:
         """The queries whose top-n contains ``docid``: ``{"qid", "query", "rank", "score"}``
         sorted by rank (1-based), then query id."""
-        d = self.doc_ids.lookup(docid)
-        with self.connect() as con:
-            rows = con.execute(
-                "SELECT qu.qid, qu.text, e.rank, e.score FROM exposure e JOIN queries qu USING (q) "
-                "WHERE e.d = ? ORDER BY e.rank, qu.qid", [d]).fetchall()
-        return [{"qid": a, "query": b, "rank": int(c), "score": float(s)} for a, b, c, s in rows]
+        q, rank, score = self.document_pairs(self.doc_ids.lookup(docid))
+        qs = self.queries
+        return [{"qid": a, "query": b, "rank": int(c), "score": float(s)} for a, b, c, s in
+                zip(qs.ids.decode(q).tolist(), qs.texts[q].tolist(), rank.tolist(),
+                    score.tolist(), strict=True)]
 
     def query_code(self, qid: str) -> int:
         """The code of query ``qid``: its id, or for a query-log id ``SOURCE:QID`` the bare
         ``QID`` when one source only has it (an error lists the candidates otherwise)."""
         return resolve_query_id(self.queries.ids, qid, str(self.path))
 
+    def query_pairs(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(d, rank, score)`` of query code ``q``'s stored top-n, by rank."""
+        qoff = self.query_offsets()
+        s, e = int(qoff[q]), int(qoff[q + 1])
+        if self._pairs is not None:
+            _, d, rank, score = self._pairs
+            return d[s:e], rank[s:e], score[s:e]
+        i = q // int(self.manifest["shard_size"])
+        start = int(qoff[i * int(self.manifest["shard_size"])])
+        t = pq.read_table(shard_path(self.path, i), columns=["d", "rank", "score"]).slice(s - start, e - s)
+        return tuple(t.column(c).to_numpy() for c in ("d", "rank", "score"))  # type: ignore[return-value]
+
     def exposed_documents(self, qid: str) -> list[dict]:
         """What query ``qid`` exposes: ``{"docid", "rank", "score"}`` sorted by rank."""
-        q = self.query_code(qid)
-        with self.connect() as con:
-            rows = con.execute(
-                "SELECT dc.docid, e.rank, e.score FROM exposure e JOIN documents dc USING (d) "
-                "WHERE e.q = ? ORDER BY e.rank", [q]).fetchall()
-        return [{"docid": a, "rank": int(r), "score": float(s)} for a, r, s in rows]
+        d, rank, score = self.query_pairs(self.query_code(qid))
+        return [{"docid": a, "rank": int(r), "score": float(s)} for a, r, s in
+                zip(self.doc_ids.decode(d).tolist(), rank.tolist(), score.tolist(), strict=True)]
 
-    def thresholds(self) -> np.ndarray:
-        """Each query's score at rank n (NaN when it retrieved fewer than n documents)."""
-        with self.connect() as con:
-            t = con.execute("SELECT threshold FROM queries ORDER BY q").fetchnumpy()["threshold"]
-        return np.asarray(np.ma.filled(np.ma.asarray(t, dtype=np.float64), np.nan))
+
+def _rank_then_id_order(rank: np.ndarray, qids: np.ndarray) -> np.ndarray:
+    """The order of rows by rank, then query id (code-point order, as DuckDB and Python sort)."""
+    if len(rank) < 2:
+        return np.arange(len(rank))
+    by_id = np.argsort(np.asarray(qids.tolist(), dtype=str), kind="stable")
+    return by_id[np.argsort(rank[by_id], kind="stable")]
+
+
+def _read_pairs(files: list[Path], depth: int) -> tuple[np.ndarray, ...]:
+    """The pairs of the shard ``files`` as numpy arrays ``(q, d, rank, score)``, one copy each."""
+    metas = [pq.read_metadata(p).num_rows for p in files]
+    n = int(sum(metas))
+    rt = np.int16 if depth < 32767 else np.int32
+    out = (np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, rt), np.empty(n, np.float32))
+    pos = 0
+    for p, m in zip(files, metas, strict=True):
+        t = pq.read_table(p)
+        for a, c in zip(out, ("q", "d", "rank", "score"), strict=True):
+            a[pos:pos + m] = t.column(c).to_numpy()
+        pos += m
+    return out
+
+
+def read_manifest(path: Path) -> dict:
+    """``path/manifest.json`` (one-line errors for a missing or corrupt one)."""
+    man = path / "manifest.json"
+    if not man.exists():
+        raise LimelightError(f"{path}: not an exposure store (no manifest.json; create one with "
+                             "`limelight exposure compute`)")
+    try:
+        return json.loads(man.read_text())
+    except json.JSONDecodeError as e:
+        raise IndexMismatchError(f"{man}: corrupt manifest ({e.msg})") from None
+
+
+def is_complete(path: Path, manifest: dict) -> bool:
+    """Whether the store's job finished (its manifest says so and its index files exist)."""
+    return bool(manifest.get("complete")) and manifest.get("format") == FORMAT and all(
+        (path / f).exists() for f in INDEX_FILES)
 
 
 # ---- writing a store ----------------------------------------------------------------------------
@@ -189,7 +387,7 @@ def _write_manifest(store: Path, manifest: dict) -> None:
 
 
 def _queries_table(queries: Queries) -> pa.Table:
-    """The query set as the first columns of the ``queries`` table."""
+    """The query set as the ``queries.parquet`` table."""
     return pa.table({"q": pa.array(np.arange(len(queries), dtype=np.int32)),
                      "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
                      "text": pa.array(queries.texts.tolist(), pa.string()),
@@ -200,36 +398,133 @@ def _write_inputs(store: Path, queries: Queries, doc_ids: IdMap) -> pa.Table:
     """Write ``queries.parquet`` and ``documents.parquet``; returns ``_queries_table(queries)``."""
     qtable = _queries_table(queries)
     with atomic_path(store / "queries.parquet") as tmp:
-        pq.write_table(qtable, tmp)
+        pq.write_table(qtable, tmp, compression="none", use_dictionary=False)
     with atomic_path(store / "documents.parquet") as tmp:
         pq.write_table(pa.table({"d": pa.array(np.arange(len(doc_ids), dtype=np.int32)),
-                                 "docid": pa.array(doc_ids.strings.tolist(), pa.string())}), tmp)
+                                 "docid": pa.array(doc_ids.strings.tolist(), pa.string())}), tmp,
+                       compression="none", use_dictionary=False)
     return qtable
 
 
-def _with_query_info(table: pa.Table, info: tuple[np.ndarray, np.ndarray]) -> pa.Table:
-    """``table`` (rows of queries) with their ``n_retrieved`` and ``threshold`` (NaN: null)."""
-    n_retrieved, threshold = info
-    return (table.append_column("n_retrieved", pa.array(n_retrieved))
-            .append_column("threshold", pa.array(threshold, from_pandas=True)))
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _index_pass(q, d, rank, score, bounds, n_docs, depth, counts, n_ret, thr,
+                bad):  # pragma: no cover - numba
+    """Over chunk ``t`` (rows ``bounds[t]:bounds[t+1]``, chunks in parallel): count each
+    document's rows into ``counts[t]``, and for the last row of each query its number of rows
+    (``n_ret``) and for the row at rank ``depth`` its score (``thr``). ``bad[t]``: the first row
+    that breaks the layout (query order, ranks 1..n within a query, codes in range), else -1."""
+    nq = len(n_ret)
+    for t in numba.prange(len(bounds) - 1):
+        for i in range(bounds[t], bounds[t + 1]):
+            qi, di, ri = q[i], d[i], rank[i]
+            if i == 0:
+                ok = ri == 1
+            else:
+                ok = (qi == q[i - 1] and ri == rank[i - 1] + 1) or (qi > q[i - 1] and ri == 1)
+            if not ok or di < 0 or di >= n_docs or qi < 0 or qi >= nq or ri > depth:
+                bad[t] = i
+                break
+            counts[t, di] += 1
+            if i == len(q) - 1 or q[i + 1] != qi:
+                n_ret[qi] = ri
+            if ri == depth:
+                thr[qi] = score[i]
 
 
-def _documents_sql(store: Path) -> list[str]:
-    """Statements creating the ``documents`` table (and its index) from ``documents.parquet``."""
-    dpath = str(store / "documents.parquet").replace("'", "''")
-    return [f"CREATE TABLE documents AS SELECT d, docid FROM read_parquet('{dpath}') ORDER BY d",
-            "CREATE UNIQUE INDEX documents_d ON documents (d)"]
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _index_scatter(d, bounds, start, rows):  # pragma: no cover - numba
+    """Rows grouped by document, query order within one: chunk ``t`` writes its rows from
+    ``start[t, doc]`` on (the positions before it are the earlier chunks' rows of ``doc``)."""
+    for t in numba.prange(len(bounds) - 1):
+        pos = start[t].copy()
+        for i in range(bounds[t], bounds[t + 1]):
+            di = d[i]
+            rows[pos[di]] = i
+            pos[di] += 1
 
 
-def _exposure_view(con, store: Path) -> None:
-    """``exposure`` as a view over the store's shards (paths relative to the store)."""
-    con.execute("SET file_search_path = ?", [str(store.resolve())])
-    con.execute(f"CREATE VIEW exposure AS SELECT q, d, rank, score FROM read_parquet('shards/{SHARD_GLOB}')")
+def build_index(q: np.ndarray, d: np.ndarray, rank: np.ndarray, score: np.ndarray, n_queries: int,
+                n_docs: int, depth: int) -> dict[str, np.ndarray] | int:
+    """The store's index from its pairs in row order: ``n_retrieved``, ``threshold`` (per
+    query), ``doc_offsets`` and ``doc_index`` (a stable counting sort of the rows by document,
+    in parallel chunks). Returns the first row that breaks the layout (rows in query order, ranks
+    1..n within a query) instead when there is one."""
+    n = len(d)
+    chunks = max(1, min(numba.get_num_threads(), 8, n // 65536, (1 << 25) // max(n_docs, 1)))
+    bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
+    counts = np.zeros((chunks, n_docs), dtype=np.int64)
+    n_ret = np.zeros(n_queries, dtype=np.int32)
+    thr = np.full(n_queries, np.nan)
+    bad = np.full(chunks, -1, dtype=np.int64)
+    _index_pass(q, d, rank, score, bounds, n_docs, depth, counts, n_ret, thr, bad)
+    # chunk boundaries: the first row of chunk t continues chunk t-1's query (checked in _index_pass)
+    if (bad >= 0).any():
+        return int(bad[bad >= 0].min())
+    total = counts.sum(axis=0)
+    off = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(total, out=off[1:])
+    start = np.cumsum(counts, axis=0) - counts + off[:-1]
+    rows = np.empty(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    _index_scatter(d, bounds, start, rows)
+    return {"n_retrieved": n_ret, "threshold": thr, "doc_offsets": off, "doc_index": rows}
 
 
-def _art_indexes(con) -> None:
-    con.execute("CREATE INDEX exposure_d ON exposure (d)")
-    con.execute("CREATE INDEX exposure_q ON exposure (q)")
+def _save_npy(path: Path, a: np.ndarray) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, a, allow_pickle=False)
+
+
+def write_index(store: Path, pairs: tuple, n_queries: int, n_docs: int, depth: int,
+                shard_size: int) -> tuple:
+    """Write the index files of ``store`` from its ``pairs`` (``(q, d, rank, score)`` in row
+    order), each atomically; returns the pairs (re-ordered, and the shards rewritten, when a
+    shard's rows were out of query order: a callable retriever's run of the first layout)."""
+    idx = build_index(*pairs, n_queries, n_docs, depth)
+    if isinstance(idx, int):
+        pairs = _reorder_shards(store, pairs, n_queries, depth, shard_size)
+        idx = build_index(*pairs, n_queries, n_docs, depth)
+        if isinstance(idx, int):
+            raise IndexMismatchError(f"{store}: pair row {idx} is not a query's next rank; "
+                                     f"the shards are damaged: {rebuild_hint(store, {})}")
+    stats = pa.table({"q": pa.array(np.arange(n_queries, dtype=np.int32)),
+                      "n_retrieved": pa.array(idx["n_retrieved"]),
+                      "threshold": pa.array(idx["threshold"], from_pandas=True)})
+    with atomic_path(store / QUERY_STATS) as tmp:
+        pq.write_table(stats, tmp, compression="none", use_dictionary=False)
+    _save_npy(store / DOC_OFFSETS, idx["doc_offsets"])
+    _save_npy(store / DOC_INDEX, idx["doc_index"])
+    return pairs
+
+
+def _reorder_shards(store: Path, pairs: tuple, n_queries: int, depth: int, shard_size: int) -> tuple:
+    """Sort the pairs by (query, rank) and rewrite every shard whose rows change (same rows)."""
+    q, d, rank, score = pairs
+    order = np.lexsort((rank, q))
+    pairs = (q[order], d[order], rank[order], score[order])
+    n_shards = (n_queries + shard_size - 1) // shard_size
+    bounds = np.searchsorted(pairs[0], np.arange(n_shards + 1) * shard_size, side="left")
+    for i in range(n_shards):
+        s, e = int(bounds[i]), int(bounds[i + 1])
+        if not np.array_equal(order[s:e], np.arange(s, e)):
+            write_shard(shard_path(store, i), tuple(a[s:e] for a in pairs), depth)
+    return pairs
+
+
+def _migrate(path: Path, manifest: dict) -> dict:
+    """A complete store of the first layout in this one: the index files from its shards, the
+    manifest (format 2), then the DuckDB copy removed; returns the new manifest."""
+    new = {**manifest, "format": FORMAT}
+    try:
+        st = ExposureStore(path, manifest)
+        nq, nd = int(manifest["n_queries"]), int(manifest["n_docs"])
+        write_index(path, st.pair_arrays(), nq, nd, int(manifest["depth"]), int(manifest["shard_size"]))
+        _write_manifest(path, new)
+    except OSError as e:
+        raise LimelightError(f"{path}: an exposure store of the old layout ({OLD_FORMAT}, with "
+                             f"{DB_NAME}) that cannot be migrated here ({e.strerror or e}); "
+                             f"rebuild it with {rebuild_hint(path, manifest)}") from None
+    _remove_db(path / DB_NAME)
+    return new
 
 
 def _remove_db(path: Path) -> None:
@@ -238,110 +533,9 @@ def _remove_db(path: Path) -> None:
     Path(str(path) + ".wal").unlink(missing_ok=True)
 
 
-class _DatabaseBuilder:
-    """The database of a fresh job, built at ``path`` shard by shard as the shard writer writes
-    (a ``shards.ShardSink``: every method runs in the writer's thread). Each shard is appended
-    to the ``exposure`` table (unless ``materialize=False``: then ``exposure`` becomes a view
-    over the shards at the end), and its rows of ``qtable`` (``_queries_table``, with their
-    ``n_retrieved`` and ``threshold``) to ``queries``, so that the database is complete when
-    the last shard is written; ``finished`` says it is."""
-
-    def __init__(self, store: Path, depth: int, qtable: pa.Table, materialize: bool = True):
-        self.store, self.path, self.depth = store, store / BUILDING_DB, depth
-        self.qtable, self.materialize = qtable, materialize
-        self.con = None
-        self.finished = False
-
-    def open(self) -> None:
-        import duckdb
-
-        # one DuckDB thread: the inserts overlap the retriever, which has the other cores
-        self.con = con = duckdb.connect(str(self.path), config={"threads": 1})
-        if self.materialize:
-            rt = "SMALLINT" if _rank_type(self.depth) == pa.int16() else "INTEGER"
-            con.execute(f"CREATE TABLE exposure (q INTEGER, d INTEGER, rank {rt}, score FLOAT)")
-        for sql in _documents_sql(self.store):
-            con.execute(sql)
-        con.execute("CREATE TABLE queries (q INTEGER, qid VARCHAR, text VARCHAR, weight DOUBLE, "
-                    "n_retrieved INTEGER, threshold DOUBLE)")
-
-    def add(self, table: pa.Table, s: int, e: int, info: tuple[np.ndarray, np.ndarray]) -> None:
-        """Append a shard (queries ``s:e``; ``info``: their ``n_retrieved`` and ``threshold``)."""
-        con = self.con
-        if self.materialize:
-            con.register("shard", table)
-            con.execute("INSERT INTO exposure SELECT q, d, rank, score FROM shard")
-        con.register("shard", _with_query_info(self.qtable.slice(s, e - s), info))
-        con.execute("INSERT INTO queries SELECT * FROM shard")
-        con.unregister("shard")
-
-    def finish(self) -> None:
-        con = self.con
-        con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
-        if not self.materialize:
-            _exposure_view(con, self.store)
-        con.execute("CHECKPOINT")  # nothing left in a write-ahead log beside the file
-        self.finished = True
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-
-def _load_database(store: Path, queries: Queries, n_retrieved: np.ndarray, threshold: np.ndarray,
-                   art_indexes: bool = False, materialize: bool = True,
-                   built: Path | None = None, qtable: pa.Table | None = None) -> None:
-    """Build ``exposure.duckdb`` atomically: ``exposure`` from all Parquet shards in one
-    statement, ``documents``, and ``queries`` (with ``n_retrieved`` and ``threshold``).
-
-    ``materialize=False`` makes ``exposure`` a view over the shards (relative to the store;
-    ``ExposureStore.connect`` sets DuckDB's ``file_search_path`` to it) instead of a copy.
-    ``built``: a DuckDB file in which the shard writer already built every table (the view too,
-    for ``materialize=False``); it becomes the database. ``qtable``: ``_queries_table(queries)``
-    when the caller has it already.
-    """
-    import duckdb
-
-    final = store / DB_NAME
-    if built is not None:  # the shard writer built every table
-        if art_indexes and materialize:
-            con = duckdb.connect(str(built))
-            try:
-                _art_indexes(con)
-                con.execute("CHECKPOINT")
-            finally:
-                con.close()
-        os.replace(built, final)
-        return
-    qtable = _with_query_info(qtable if qtable is not None else _queries_table(queries),
-                              (n_retrieved, threshold))
-    with atomic_path(final) as tmp:
-        tmp.unlink()  # DuckDB creates the file itself
-        con = duckdb.connect(str(tmp))
-        try:
-            # shards are in query order, so DuckDB's per-row-group min/max (zone maps) serve
-            # "what does query q expose" directly; "which queries expose d" scans (~10-20 ms for
-            # 9M pairs) unless art_indexes adds ART indexes (seconds to build on 9M pairs)
-            if materialize:
-                glob = str(store / "shards" / SHARD_GLOB).replace("'", "''")
-                con.execute(f"CREATE TABLE exposure AS SELECT q, d, rank, score FROM read_parquet('{glob}')")
-            else:
-                _exposure_view(con, store)
-            for sql in _documents_sql(store):
-                con.execute(sql)
-            con.register("query_table", qtable)
-            con.execute("CREATE TABLE queries AS SELECT * FROM query_table")
-            con.unregister("query_table")
-            con.execute("CREATE UNIQUE INDEX queries_q ON queries (q)")
-            if art_indexes and materialize:
-                _art_indexes(con)
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        wal = Path(str(tmp) + ".wal")
-        if wal.exists():
-            wal.unlink()
+def _remove_index(store: Path) -> None:
+    for f in INDEX_FILES:
+        (store / f).unlink(missing_ok=True)
 
 
 def _clear_store(store: Path) -> None:
@@ -351,6 +545,7 @@ def _clear_store(store: Path) -> None:
     shutil.rmtree(store / "shards", ignore_errors=True)
     for p in ("manifest.json", "queries.parquet", "documents.parquet"):
         (store / p).unlink(missing_ok=True)
+    _remove_index(store)
     for p in store.glob(".*.tmp"):
         _remove_db(p) if p.is_file() else shutil.rmtree(p, ignore_errors=True)
     _remove_db(store / DB_NAME)

@@ -1,8 +1,9 @@
 """The read-only model behind ``limelight serve``: everything the web pages and the JSON API show.
 
 An :class:`AuditService` opens an audit directory through :class:`limelight.audit.AuditDir` once
-(the index's stored documents, every system's ExposureStore and its DuckDB database, read-only)
-and answers the questions of the pages: search, which queries expose a document, what a query
+(the index's stored documents and every system's ExposureStore, read-only: a document's
+exposing queries come from the store's per-document index, a query's top-n from its rows, and
+the query search from an in-memory DuckDB table of the query set) and answers the questions of the pages: search, which queries expose a document, what a query
 exposes, retrievability and its inequality, and exposing queries of a pasted document. Nothing
 here takes a file-system path from a request: systems, models and EQI methods are names looked
 up among those the audit holds.
@@ -56,9 +57,22 @@ class _System:
     name: str
     settings: dict
     store: Any  # ExposureStore
-    con: Any  # a read-only DuckDB connection (one cursor per request)
+    con: Any  # an in-memory DuckDB connection over the store (ExposureStore.connect; one cursor per request)
     doc_rows: np.ndarray  # store d -> row in the served documents
     store_d: np.ndarray  # served row -> store d (-1: not in the store)
+
+
+def _by_rank(rank: np.ndarray, weights: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ranks of a document's exposing queries (ascending), how many queries put it
+    at each (float) and, with ``weights``, the sum of their weights o_q."""
+    rank = np.asarray(rank, dtype=np.int64)
+    if not len(rank):
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+    counts = np.bincount(rank).astype(np.float64)
+    ranks = np.flatnonzero(counts)
+    wsum = np.bincount(rank, weights=weights)[ranks] if weights is not None else np.zeros(len(ranks))
+    return ranks, counts[ranks], wsum
 
 
 def _to_py(v: Any) -> Any:
@@ -259,33 +273,23 @@ class AuditService:
         row = self.doc_row(docid)
         sysm = self.system(system)
         model = self.browsing(browsing)
-        d = int(sysm.store_d[row])
-        cur = sysm.con.cursor()
-        try:
-            by_rank = cur.execute(
-                "SELECT e.rank, count(*), sum(qu.weight) FROM exposure e JOIN queries qu USING (q) "
-                "WHERE e.d = ? GROUP BY e.rank ORDER BY e.rank", [d]).fetchnumpy()
-            page = cur.execute(
-                "SELECT qu.qid, qu.text, qu.weight, e.rank, e.score FROM exposure e JOIN queries qu "
-                "USING (q) WHERE e.d = ? ORDER BY e.rank, qu.qid LIMIT ? OFFSET ?",
-                [d, max(limit, CHART_QUERIES) if offset == 0 else limit, offset]).fetchall()
-            if offset != 0:
-                chart_rows = cur.execute(
-                    "SELECT qu.qid, qu.text, qu.weight, e.rank, e.score FROM exposure e JOIN queries qu "
-                    "USING (q) WHERE e.d = ? ORDER BY e.rank, qu.qid LIMIT ?", [d, CHART_QUERIES]).fetchall()
-            else:
-                chart_rows = page[:CHART_QUERIES]
-        finally:
-            cur.close()
-        page = page[:limit]
-        ranks = np.asarray(by_rank["rank"], dtype=np.int64)
-        counts = np.asarray(by_rank["count_star()"], dtype=np.float64)
-        wsum = np.asarray(by_rank["sum(qu.weight)"], dtype=np.float64)
+        st = sysm.store
+        q, rank, score = st.document_pairs(int(sysm.store_d[row]))  # by rank, then query id
+        weights = np.asarray(st.queries.weights, dtype=np.float64)[q]
+        ranks, counts, wsum = _by_rank(rank, weights)
         mu_r = model.weights(ranks) if len(ranks) else np.zeros(0)
+
+        def entries(sel: slice) -> list[tuple]:
+            qq = q[sel]
+            return list(zip(st.queries.ids.decode(qq).tolist(), st.queries.texts[qq].tolist(),
+                            weights[sel].tolist(), rank[sel].tolist(), score[sel].tolist(), strict=True))
+
+        page = entries(slice(offset, offset + limit))
+        chart_rows = entries(slice(0, CHART_QUERIES))
         mu_page = model.weights(np.asarray([r[3] for r in page], dtype=np.int64))
         queries = [{"qid": q, "query": t, "weight": float(w), "rank": int(rk), "score": float(s),
                     "exposure": float(m)} for (q, t, w, rk, s), m in zip(page, mu_page.tolist(), strict=True)]
-        depth = sysm.store.depth
+        depth = st.depth
         return {
             **self.doc_summary(row),
             "text": str(self.docs.texts[row]),
@@ -308,15 +312,7 @@ class AuditService:
         out = []
         for sysm in self.systems.values():
             cs = min(c, sysm.store.depth)
-            d = int(sysm.store_d[row])
-            cur = sysm.con.cursor()
-            try:
-                by_rank = cur.execute("SELECT rank, count(*) AS n FROM exposure WHERE d = ? GROUP BY rank",
-                                      [d]).fetchnumpy()
-            finally:
-                cur.close()
-            ranks = np.asarray(by_rank["rank"], dtype=np.int64)
-            counts = np.asarray(by_rank["n"], dtype=np.float64)
+            ranks, counts, _ = _by_rank(sysm.store.document_ranks(int(sysm.store_d[row])))
             mu = model.weights(ranks) if len(ranks) else np.zeros(0)
             out.append({"system": sysm.name, "depth": sysm.store.depth, "c": cs,
                         "n_exposing": int(counts.sum()), "n_exposing_c": int(counts[ranks <= cs].sum()),
@@ -336,26 +332,20 @@ class AuditService:
         sysm = self.system(system)
         q = self.query_row(sysm, qid)
         model = self.browsing(browsing)
-        cur = sysm.con.cursor()
-        try:
-            head = cur.execute("SELECT text, weight, n_retrieved, threshold FROM queries WHERE q = ?",
-                               [q]).fetchone()
-            page = cur.execute("SELECT d, rank, score FROM exposure WHERE q = ? ORDER BY rank LIMIT ? OFFSET ?",
-                               [q, limit, offset]).fetchnumpy()
-        finally:
-            cur.close()
-        d = np.asarray(page["d"], dtype=np.int64)
-        ranks = np.asarray(page["rank"], dtype=np.int64)
+        st = sysm.store
+        d_all, rank_all, score_all = st.query_pairs(q)
+        sel = slice(max(offset, 0), max(offset, 0) + max(limit, 0))
+        d = np.asarray(d_all[sel], dtype=np.int64)
+        ranks = np.asarray(rank_all[sel], dtype=np.int64)
         mu = model.weights(ranks)
         rows = sysm.doc_rows[d]
         docs = [{**self.doc_summary(int(r)), "rank": int(rk), "score": float(s), "exposure": float(m)}
-                for r, rk, s, m in zip(rows.tolist(), ranks.tolist(), np.asarray(page["score"]).tolist(),
+                for r, rk, s, m in zip(rows.tolist(), ranks.tolist(), np.asarray(score_all[sel]).tolist(),
                                        mu.tolist(), strict=True)]
-        text, weight, n_ret, thr = head
-        return {"qid": qid, "query": text, "weight": float(weight), "system": sysm.name,
-                "browsing_model": model.name, "depth": sysm.store.depth,
-                "total": int(n_ret), "threshold": _to_py(thr), "offset": offset, "limit": limit,
-                "documents": docs}
+        return {"qid": qid, "query": str(st.queries.texts[q]), "weight": float(st.queries.weights[q]),
+                "system": sysm.name, "browsing_model": model.name, "depth": st.depth,
+                "total": int(len(d_all)), "threshold": _to_py(st.query_threshold(q)), "offset": offset,
+                "limit": limit, "documents": docs}
 
     def find_queries(self, text: str, system: str | None = None, limit: int = 50, offset: int = 0) -> dict:
         """Log queries whose text contains ``text`` (case-insensitive), heaviest first."""
