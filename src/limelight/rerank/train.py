@@ -31,6 +31,7 @@ from limelight.evaluation.evaluate import Evaluator
 from limelight.evaluation.measures import Measure
 from limelight.rerank.models import param_groups
 from limelight.rerank.ranker import KernelReranker, NeuralRanker
+from limelight.rerank.vocab import EncodedTexts
 
 
 class TripleSource(Protocol):
@@ -173,6 +174,56 @@ def _hinge_step(model, opt, qenc, docs, q, p, n, margin: float, device) -> float
     return loss.item()
 
 
+class _Validation:
+    """``train``'s validation, called after every epoch (or every ``validate_every`` steps): the
+    MRR@10 of ``val_run``'s top ``val_depth`` re-ranked for ``val_qids``, the best weights kept
+    (and saved to ``checkpoint``); true when ``patience`` validations brought no improvement.
+    Without a validation set it records the mean training loss only."""
+
+    def __init__(self, ranker: NeuralRanker, collection: Collection, queries: Queries,
+                 docs: EncodedTexts, cfg: TrainConfig, result: TrainResult, val_run: Run | None,
+                 val_qrels: Qrels | None, val_qids: Sequence[str] | None,
+                 checkpoint: str | os.PathLike | None, progress: Callable[[str], None] | None):
+        self.ranker, self.queries, self.cfg, self.result = ranker, queries, cfg, result
+        self.qrels, self.checkpoint, self.progress = val_qrels, checkpoint, progress
+        self.losses: list[float] = []  # training losses since the last validation
+        self.best_state: dict | None = None
+        self.bad = 0
+        self.active = val_run is not None and val_qrels is not None
+        if self.active:
+            self.qids = list(val_qids) if val_qids is not None else list(val_run.qids)
+            self.run = val_run.subset(self.qids).topk(cfg.val_depth)
+            if len(self.run) == 0:
+                raise LimelightError("the validation run has no candidates for the validation queries")
+            self.stage = KernelReranker(ranker, collection, batch_size=256)
+            self.stage._docs = docs
+
+    def __call__(self) -> bool:
+        result, model = self.result, self.ranker.model
+        losses_seen = bool(self.losses)
+        loss = float(np.mean(self.losses)) if self.losses else float("nan")
+        self.losses.clear()
+        if not self.active:
+            result.history.append((result.steps, loss, float("nan")))
+            return False
+        mrr = mrr_at_10(self.stage.transform(self.queries, self.run), self.qrels, self.qids)
+        model.train()
+        result.history.append((result.steps, loss, mrr))
+        if self.progress:  # no loss before the first training step (the untrained model)
+            self.progress(f"step {result.steps}: "
+                          + (f"loss {loss:.4f}, " if losses_seen else "untrained, ")
+                          + f"val MRR@10 {mrr:.4f}")
+        if mrr > result.best_mrr:
+            result.best_mrr, result.best_step, self.bad = mrr, result.steps, 0
+            self.best_state = copy.deepcopy(model.state_dict())
+            if self.checkpoint is not None:
+                self.ranker.meta.update({"best_val_mrr10": mrr, "best_step": result.steps})
+                self.ranker.save(self.checkpoint)
+            return False
+        self.bad += 1
+        return self.bad >= self.cfg.patience
+
+
 def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triples: TripleSource,
           config: TrainConfig | None = None, val_run: Run | None = None, val_qrels: Qrels | None = None,
           val_qids: Sequence[str] | None = None, checkpoint: str | os.PathLike | None = None,
@@ -194,45 +245,12 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
     opt = torch.optim.Adam(param_groups(model, cfg.lr_embed, cfg.lr_context, cfg.lr_other))
     docs = ranker.encode_docs(collection.texts.tolist())
     qenc = ranker.encode_queries(queries.texts.tolist())
-    validating = val_run is not None and val_qrels is not None
-    if validating:
-        val_qids = list(val_qids) if val_qids is not None else list(val_run.qids)
-        vrun = val_run.subset(val_qids).topk(cfg.val_depth)
-        if len(vrun) == 0:
-            raise LimelightError("the validation run has no candidates for the validation queries")
-        stage = KernelReranker(ranker, collection, batch_size=256)
-        stage._docs = docs
     result = TrainResult()
-    best_state = None
-    bad = 0
+    validate = _Validation(ranker, collection, queries, docs, cfg, result, val_run, val_qrels,
+                           val_qids, checkpoint, progress)
     t_start = time.perf_counter()
-    losses: list[float] = []
 
-    def validate() -> bool:
-        nonlocal best_state, bad
-        losses_seen = bool(losses)
-        loss = float(np.mean(losses)) if losses else float("nan")
-        losses.clear()
-        if not validating:
-            result.history.append((result.steps, loss, float("nan")))
-            return False
-        mrr = mrr_at_10(stage.transform(queries, vrun), val_qrels, val_qids)
-        model.train()
-        result.history.append((result.steps, loss, mrr))
-        if progress:  # no loss before the first training step (the untrained model)
-            progress(f"step {result.steps}: " + (f"loss {loss:.4f}, " if losses_seen else "untrained, ")
-                     + f"val MRR@10 {mrr:.4f}")
-        if mrr > result.best_mrr:
-            result.best_mrr, result.best_step, bad = mrr, result.steps, 0
-            best_state = copy.deepcopy(model.state_dict())
-            if checkpoint is not None:
-                ranker.meta.update({"best_val_mrr10": mrr, "best_step": result.steps})
-                ranker.save(checkpoint)
-            return False
-        bad += 1
-        return bad >= cfg.patience
-
-    if validating:  # the untrained model is a candidate too
+    if validate.active:  # the untrained model is a candidate too
         validate()
     stop = False
     model.train()
@@ -243,7 +261,8 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
             n_steps = min(n_steps, cfg.max_steps_per_epoch)
         for s in range(n_steps):
             sl = slice(s * cfg.batch_size, (s + 1) * cfg.batch_size)
-            losses.append(_hinge_step(model, opt, qenc, docs, q[sl], p[sl], n[sl], cfg.margin, device))
+            validate.losses.append(_hinge_step(model, opt, qenc, docs, q[sl], p[sl], n[sl],
+                                               cfg.margin, device))
             result.steps += 1
             if cfg.validate_every and result.steps % cfg.validate_every == 0 and validate():
                 stop, result.stopped = True, "early"
@@ -256,10 +275,10 @@ def train(ranker: NeuralRanker, collection: Collection, queries: Queries, triple
         if not cfg.validate_every and validate():
             result.stopped = "early"
             break
-    if losses:
+    if validate.losses:
         validate()
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    if validate.best_state is not None:
+        model.load_state_dict(validate.best_state)
     elif checkpoint is not None:
         ranker.save(checkpoint)
     model.eval()
@@ -545,6 +564,134 @@ class _StopFlag:
             signal.signal(s, h)
 
 
+class _Fit:
+    """One ``fit``: the ranker, its optimizer and data, and what the training state holds beside
+    the weights (step and history in ``result``, best metric, patience count, wall seconds, the
+    losses since the last validation)."""
+
+    def __init__(self, ranker: NeuralRanker, data: TripleSet, config: FitConfig, paths: TrainPaths,
+                 validation: Validation | None, fps: dict[str, str],
+                 progress: Callable[[str], None] | None):
+        self.ranker, self.data, self.config, self.paths = ranker, data, config, paths
+        self.validation, self.fps, self.progress = validation, fps, progress
+        self.model = ranker.model
+        self.opt = torch.optim.Adam(param_groups(self.model, config.lr_embed, config.lr_context,
+                                                 config.lr_other))
+        self.result = FitResult()
+        self.best_metric, self.bad, self.wall = float("-inf"), 0, 0.0
+        self.losses: list[float] = []
+        self.per_epoch = ((data.n_positives * data.negatives_per_positive + config.batch_size - 1)
+                          // config.batch_size)
+        self._epoch: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def resume(self) -> None:
+        """Load the state file, after checking its fingerprints and settings against this fit."""
+        paths, config, result = self.paths, self.config, self.result
+        st = load_state(paths.state)
+        for k, v in self.fps.items():
+            if st["fingerprints"].get(k) != v:
+                what = {"vocabulary": "another vocabulary", "collection": "another collection",
+                        "data": "other training data", "model": "another model configuration",
+                        "validation": "other validation queries"}.get(k, f"another {k}")
+                raise LimelightError(f"{paths.state}: cannot resume, it was trained with {what} "
+                                     f"({k} fingerprint differs)")
+        old = dict(st["config"])
+        for k in FitConfig.RESUMABLE:
+            old.pop(k, None)
+        new = {k: v for k, v in config.to_dict().items() if k not in FitConfig.RESUMABLE}
+        if old != new:
+            diff = sorted(k for k in new if old.get(k) != new[k])
+            raise LimelightError(f"{paths.state}: cannot resume with other settings ({', '.join(diff)})")
+        self.model.load_state_dict(st["model"])
+        self.opt.load_state_dict(st["optimizer"])
+        torch.set_rng_state(st["torch_rng"])
+        np.random.set_state(st["numpy_rng"])
+        result.steps = result.resumed_from = int(st["step"])
+        result.history = list(st["history"])
+        result.best_step, result.best = int(st["best_step"]), dict(st["best"])
+        self.best_metric, self.bad, self.wall = float(st["best_metric"]), int(st["bad"]), float(st["wall"])
+        self.losses = list(st.get("losses", []))
+        if self.progress:
+            self.progress(f"resumed at step {result.steps} from {paths.state}")
+
+    def prepare(self) -> None:
+        """Encode the training texts, build the validation stage and start the clock."""
+        self.device = next(self.model.parameters()).device
+        self.docs = self.ranker.encode_docs(self.data.doc_texts.tolist())
+        self.qenc = self.ranker.encode_queries(self.data.query_texts.tolist())
+        self.stage = (KernelReranker(self.ranker, self.validation.collection, batch_size=256)
+                      if self.validation else None)
+        self.t0 = time.perf_counter()
+
+    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The triples of optimizer step ``step``: epoch ``e``'s order is a function of
+        ``(seed, e)``, so the step number is the whole data cursor."""
+        e, i = divmod(step, self.per_epoch)
+        if e not in self._epoch:
+            self._epoch.clear()
+            self._epoch[e] = self.data.epoch(np.random.default_rng([self.config.seed, e]))
+        sl = slice(i * self.config.batch_size, (i + 1) * self.config.batch_size)
+        return tuple(a[sl] for a in self._epoch[e])  # type: ignore[return-value]
+
+    def step(self) -> None:
+        """One optimizer step on the next batch."""
+        q, p, n = self.batch(self.result.steps)
+        self.losses.append(_hinge_step(self.model, self.opt, self.qenc, self.docs, q, p, n,
+                                       self.config.margin, self.device))
+        self.result.steps += 1
+
+    def elapsed(self) -> float:
+        return self.wall + time.perf_counter() - self.t0
+
+    def save_state(self) -> None:
+        from limelight._io import atomic_path
+
+        result, config = self.result, self.config
+        blob = {"format": STATE_FORMAT, "step": result.steps, "epoch": divmod(result.steps, self.per_epoch),
+                "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+                "optimizer": copy.deepcopy(self.opt.state_dict()), "torch_rng": torch.get_rng_state(),
+                "numpy_rng": np.random.get_state(), "config": config.to_dict(),
+                "fingerprints": self.fps, "history": result.history, "best_step": result.best_step,
+                "best": result.best, "best_metric": self.best_metric, "bad": self.bad,
+                "wall": self.elapsed(), "losses": list(self.losses),
+                "finished": result.stopped == "early" or result.steps >= config.max_steps}
+        with atomic_path(self.paths.state) as tmp:
+            torch.save(blob, tmp)
+        _write_log(self.paths.log, result.history)
+
+    def validate(self, loss: float | None) -> bool:
+        """Record one validation; True when patience is exhausted."""
+        result, progress = self.result, self.progress
+        rec: dict = {"step": result.steps, "loss": loss, "wall_s": round(self.elapsed(), 3)}
+        if self.validation is None:
+            result.history.append(rec)
+            if progress and loss is not None:
+                progress(f"step {result.steps}: loss {loss:.4f} (no validation)")
+            return False
+        vals = self.validation.evaluate(self.ranker, self.stage)
+        self.model.train()
+        rec.update({f"val_{k}": v for k, v in vals.items()})
+        result.history.append(rec)
+        if progress:
+            progress(f"step {result.steps}: " + (f"loss {loss:.4f}, " if loss is not None else "untrained, ")
+                     + f"val MRR@10 {vals['RR@10']:.4f}, nDCG@10 {vals['nDCG@10']:.4f}")
+        if vals[self.config.metric] > self.best_metric:
+            self.best_metric, self.bad = vals[self.config.metric], 0
+            result.best_step, result.best = result.steps, vals
+            self.ranker.meta.update({"best_step": result.steps, "best_val": vals,
+                                     "best_val_mrr10": vals["RR@10"]})
+            self.ranker.save(self.paths.out)
+            return False
+        self.bad += 1
+        return bool(self.config.patience) and self.bad >= self.config.patience
+
+    def validate_now(self) -> bool:
+        """A validation on the losses since the previous one; True when patience is exhausted."""
+        mean = float(np.mean(self.losses)) if self.losses else None
+        self.losses.clear()
+        return self.validate(mean)
+
+
 def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.PathLike,
         validation: Validation | None = None, resume: bool = False,
         fingerprints: dict[str, str] | None = None,
@@ -561,7 +708,7 @@ def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.
     SIGINT/SIGTERM stops after the current step with a checkpoint; a kill loses only the steps
     since the last checkpoint. At the end ``ranker`` holds the weights written to ``out``.
     """
-    import json  # noqa: F401 - used by helpers
+    import json
 
     config.check()
     paths = TrainPaths.of(out)
@@ -572,140 +719,50 @@ def fit(ranker: NeuralRanker, data: TripleSet, config: FitConfig, out: str | os.
         fps["validation"] = ",".join(sorted(validation.qids)) + f"@{validation.depth}"
     if config.threads:
         torch.set_num_threads(config.threads)
-    model = ranker.model
-    opt = torch.optim.Adam(param_groups(model, config.lr_embed, config.lr_context, config.lr_other))
-    result = FitResult()
-    best_metric, bad, wall = float("-inf"), 0, 0.0
-    losses_before: list[float] = []
+    run = _Fit(ranker, data, config, paths, validation, fps, progress)
+    result = run.result
     if paths.state.exists() and not resume:
         raise LimelightError(f"{paths.state} exists: pass --resume to continue it, or choose another --out")
     if resume and paths.state.exists():
-        st = load_state(paths.state)
-        for k, v in fps.items():
-            if st["fingerprints"].get(k) != v:
-                what = {"vocabulary": "another vocabulary", "collection": "another collection",
-                        "data": "other training data", "model": "another model configuration",
-                        "validation": "other validation queries"}.get(k, f"another {k}")
-                raise LimelightError(f"{paths.state}: cannot resume, it was trained with {what} "
-                                     f"({k} fingerprint differs)")
-        old = dict(st["config"])
-        for k in FitConfig.RESUMABLE:
-            old.pop(k, None)
-        new = {k: v for k, v in config.to_dict().items() if k not in FitConfig.RESUMABLE}
-        if old != new:
-            diff = sorted(k for k in new if old.get(k) != new[k])
-            raise LimelightError(f"{paths.state}: cannot resume with other settings ({', '.join(diff)})")
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        torch.set_rng_state(st["torch_rng"])
-        np.random.set_state(st["numpy_rng"])
-        result.steps = result.resumed_from = int(st["step"])
-        result.history = list(st["history"])
-        result.best_step, result.best = int(st["best_step"]), dict(st["best"])
-        best_metric, bad, wall = float(st["best_metric"]), int(st["bad"]), float(st["wall"])
-        losses_before = list(st.get("losses", []))
-        if progress:
-            progress(f"resumed at step {result.steps} from {paths.state}")
+        run.resume()
     else:
         torch.manual_seed(config.seed)
         np.random.seed(config.seed % 2**32)
-    device = next(model.parameters()).device
-    docs = ranker.encode_docs(data.doc_texts.tolist())
-    qenc = ranker.encode_queries(data.query_texts.tolist())
-    stage = KernelReranker(ranker, validation.collection, batch_size=256) if validation else None
-    per_epoch = (data.n_positives * data.negatives_per_positive + config.batch_size - 1) // config.batch_size
-    losses: list[float] = losses_before
-    t0 = time.perf_counter()
-    epoch_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    run.prepare()
 
-    def batch(step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        e, i = divmod(step, per_epoch)
-        if e not in epoch_cache:
-            epoch_cache.clear()
-            epoch_cache[e] = data.epoch(np.random.default_rng([config.seed, e]))
-        sl = slice(i * config.batch_size, (i + 1) * config.batch_size)
-        return tuple(a[sl] for a in epoch_cache[e])  # type: ignore[return-value]
-
-    def elapsed() -> float:
-        return wall + time.perf_counter() - t0
-
-    def save_state() -> None:
-        from limelight._io import atomic_path
-
-        blob = {"format": STATE_FORMAT, "step": result.steps, "epoch": divmod(result.steps, per_epoch),
-                "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-                "optimizer": copy.deepcopy(opt.state_dict()), "torch_rng": torch.get_rng_state(),
-                "numpy_rng": np.random.get_state(), "config": config.to_dict(), "fingerprints": fps,
-                "history": result.history, "best_step": result.best_step, "best": result.best,
-                "best_metric": best_metric, "bad": bad, "wall": elapsed(), "losses": list(losses),
-                "finished": result.stopped == "early" or result.steps >= config.max_steps}
-        with atomic_path(paths.state) as tmp:
-            torch.save(blob, tmp)
-        _write_log(paths.log, result.history)
-
-    def validate(loss: float | None) -> bool:
-        """Record one validation; True when patience is exhausted."""
-        nonlocal best_metric, bad
-        rec: dict = {"step": result.steps, "loss": loss, "wall_s": round(elapsed(), 3)}
-        if validation is None:
-            result.history.append(rec)
-            if progress and loss is not None:
-                progress(f"step {result.steps}: loss {loss:.4f} (no validation)")
-            return False
-        vals = validation.evaluate(ranker, stage)
-        model.train()
-        rec.update({f"val_{k}": v for k, v in vals.items()})
-        result.history.append(rec)
-        if progress:
-            progress(f"step {result.steps}: " + (f"loss {loss:.4f}, " if loss is not None else "untrained, ")
-                     + f"val MRR@10 {vals['RR@10']:.4f}, nDCG@10 {vals['nDCG@10']:.4f}")
-        if vals[config.metric] > best_metric:
-            best_metric, bad = vals[config.metric], 0
-            result.best_step, result.best = result.steps, vals
-            ranker.meta.update({"best_step": result.steps, "best_val": vals, "best_val_mrr10": vals["RR@10"]})
-            ranker.save(paths.out)
-            return False
-        bad += 1
-        return bool(config.patience) and bad >= config.patience
-
-    model.train()
+    ranker.model.train()
     with _StopFlag() as flag:
         if result.resumed_from is None:
-            if validate(None):  # the untrained (or initial) model is a candidate too
+            if run.validate(None):  # the untrained (or initial) model is a candidate too
                 result.stopped = "early"
-        if result.stopped != "early" and config.patience and bad >= config.patience:
+        if result.stopped != "early" and config.patience and run.bad >= config.patience:
             result.stopped = "early"  # resumed from a state that had already stopped early
         while result.stopped != "early" and result.steps < config.max_steps:
-            q, p, n = batch(result.steps)
-            losses.append(_hinge_step(model, opt, qenc, docs, q, p, n, config.margin, device))
-            result.steps += 1
+            run.step()
             if config.throttle:
                 time.sleep(config.throttle)
-            if result.steps % config.eval_every == 0:
-                mean = float(np.mean(losses)) if losses else None
-                losses.clear()
-                if validate(mean):
-                    result.stopped = "early"
+            if result.steps % config.eval_every == 0 and run.validate_now():
+                result.stopped = "early"
             if result.steps % config.checkpoint_every == 0 or result.stopped == "early":
-                save_state()
+                run.save_state()
             if flag.signal is not None:
                 result.stopped = "interrupted"
                 break
-            if config.max_seconds and elapsed() > config.max_seconds:
+            if config.max_seconds and run.elapsed() > config.max_seconds:
                 result.stopped = "time"
                 break
-        save_state()
+        run.save_state()
     if result.stopped in ("interrupted", "time"):
         if progress:
             progress(f"stopped ({result.stopped}) at step {result.steps}; state saved to {paths.state}")
     elif validation is None:
         ranker.meta.update({"best_step": result.steps})
         ranker.save(paths.out)
-    result.seconds = elapsed()
+    result.seconds = run.elapsed()
     plot_curve(result.history, paths.curve, f"{ranker.name} ({data.name}), best step {result.best_step}")
     if paths.out.exists() and result.stopped not in ("interrupted", "time"):
-        model.load_state_dict(NeuralRanker.load(paths.out).model.state_dict())
-    model.eval()
+        ranker.model.load_state_dict(NeuralRanker.load(paths.out).model.state_dict())
+    ranker.model.eval()
     return result
 
 
