@@ -113,11 +113,6 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
                   description="Who search puts in the limelight: search, exposing queries, what a query "
                               "exposes and retrievability over one limelight audit (read-only).")
     app.state.service = service
-    # what the schema allows is what this audit can answer
-    Cutoff = Annotated[int, Query(ge=1, le=min(s.store.depth for s in service.systems.values()),
-                                  description="retrievability cutoff c (≤ the store depth)")]
-    Model = Literal[tuple(service.search_models)]  # type: ignore[valid-type]
-    has_reranker = service.reranker is not None
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -130,6 +125,32 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         if not request.url.path.startswith(("/api", "/docs", "/redoc", "/openapi")):
             response.headers["content-security-policy"] = PAGE_CSP
         return response
+
+    _add_error_handlers(app, service, templates)
+    _add_api(app, service)
+    page = _page_renderer(service, templates)
+    _add_pages(app, service, page)
+    _add_tool_pages(app, service, page)
+    if max_body:
+        app.add_middleware(BodyLimit, max_body=max_body)
+    return app
+
+
+def _cutoff_type(service: AuditService):
+    """What the schema allows is what this audit can answer: c ≤ the smallest store depth."""
+    return Annotated[int, Query(ge=1, le=min(s.store.depth for s in service.systems.values()),
+                                description="retrievability cutoff c (≤ the store depth)")]
+
+
+def _page_renderer(service: AuditService, templates: Jinja2Templates):
+    def page(request: Request, name: str, **ctx):
+        return templates.TemplateResponse(request, name, {"info": service.info(), **ctx})
+
+    return page
+
+
+def _add_error_handlers(app: FastAPI, service: AuditService, templates: Jinja2Templates) -> None:
+    """Errors as JSON under /api, as an error page elsewhere."""
 
     def is_api(request: Request) -> bool:
         return request.url.path.startswith("/api")
@@ -168,7 +189,13 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
             response.headers[k] = v
         return response
 
-    # ---- JSON API --------------------------------------------------------------------------------
+
+def _add_api(app: FastAPI, service: AuditService) -> None:
+    """The JSON API (/api/...), described by the OpenAPI schema."""
+    Cutoff = _cutoff_type(service)
+    Model = Literal[tuple(service.search_models)]  # type: ignore[valid-type]
+    has_reranker = service.reranker is not None
+
     @app.get("/api/info", response_model=S.Info, tags=["audit"])
     def api_info() -> dict:
         """What the audit holds: collection, systems, search models, EQI methods, group fields."""
@@ -229,9 +256,10 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         learned EQI models, side by side."""
         return service.eqi(body.text, body.system, body.k)
 
-    # ---- pages ---------------------------------------------------------------------------------
-    def page(request: Request, name: str, **ctx):
-        return templates.TemplateResponse(request, name, {"info": service.info(), **ctx})
+
+def _add_pages(app: FastAPI, service: AuditService, page) -> None:
+    """The HTML pages: search, a document, the queries, a query, retrievability."""
+    Cutoff = _cutoff_type(service)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def search_page(request: Request, q: Annotated[str, Query(max_length=S.MAX_QUERY)] = "",
@@ -279,6 +307,10 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
                     least=service.ranked_documents(sysm.name, c, "least", 20, offset),
                     groups=service.groups(field, sysm.name, c, 50, 0) if field else None, field=field)
 
+
+def _add_tool_pages(app: FastAPI, service: AuditService, page) -> None:
+    """The HTML pages of the EQI form, the API description, and the favicon."""
+
     @app.get("/eqi", response_class=HTMLResponse, include_in_schema=False)
     def eqi_form(request: Request, docid: Annotated[str | None, Query(max_length=1000)] = None):
         text = ""
@@ -317,10 +349,6 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return RedirectResponse("/static/favicon.svg")
-
-    if max_body:
-        app.add_middleware(BodyLimit, max_body=max_body)
-    return app
 
 
 def _c(service: AuditService, system: str | None, c: int) -> int:
