@@ -115,7 +115,21 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
     res = audit.results()
     out = shlex.quote(str(audit.path))
     command = command or man.get("command") or f"limelight audit {out}/config.toml --out {out}"
-    stages = {s["name"]: s for s in man.get("stages", [])}
+    parts = (_overview(audit, command) + _retrievability(audit, out) + _diffs(audit, out)
+             + _stage_sections(audit, out))
+    parts.append(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
+                 f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in '
+                 f'<code>{_esc(audit.systems_dir)}</code> (DuckDB + Parquet shards).</p>')
+    body = "\n".join(parts)
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link rel="icon" href="data:,"><title>limelight audit: {_esc(res["audit"])}</title>'
+            f"<style>{_CSS}</style></head><body>\n{body}\n<script>{_JS}</script></body></html>\n")
+
+
+def _overview(audit: AuditDir, command: str) -> list[str]:
+    """Title, inputs, the command that reproduces the audit, headline numbers and stages."""
+    man, res = audit.manifest, audit.results()
     coll, qs = man["collection"], man["queries"]
     systems = res["systems"]
     parts: list[str] = []
@@ -149,7 +163,15 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
     a(table_html(pd.DataFrame(srows), caption="done = ran now; cached = finished earlier with the "
                                                "same inputs and settings; skipped = not run, with the reason"))
 
-    # retrievability figures
+    return parts
+
+
+def _retrievability(audit: AuditDir, out: str) -> list[str]:
+    """Lorenz curves, the rank-size plot and retrievability by group."""
+    res = audit.results()
+    systems = res["systems"]
+    parts: list[str] = []
+    a = parts.append
     a("<h2>Retrievability and inequality</h2>")
     figs = audit.figures_dir
     for c in res["cutoffs"]:
@@ -170,6 +192,14 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
                          caption=f"Per {group} and system (documents in several groups count in each). "
                                  f"Table: {audit.table('groups')}"))
 
+    return parts
+
+
+def _diffs(audit: AuditDir, out: str) -> list[str]:
+    """What changes from the first system to each other one."""
+    figs, group = audit.figures_dir, audit.results().get("group_field")
+    parts: list[str] = []
+    a = parts.append
     diff = _read(audit, "diff")
     if diff is not None and len(diff):
         first = diff["from"].iloc[0]
@@ -187,7 +217,17 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
             a(table_html(movers, caption=f"The biggest winners and losers of r(d). "
                                          f"Table: {audit.table('diff_movers')}"))
 
-    # comparison / rerank / other capabilities
+    return parts
+
+
+def _stage_sections(audit: AuditDir, out: str) -> list[str]:
+    """One section per optional stage (comparison, re-ranking, EQI, robustness, CtrlQGen,
+    intervention): its tables, or why it was skipped."""
+    man, figs = audit.manifest, audit.figures_dir
+    stages = {s["name"]: s for s in man.get("stages", [])}
+    parts: list[str] = []
+    a = parts.append
+
     def section(stage: str, heading: str, tables: list[tuple[str, str]]) -> None:
         a(f"<h2>{_esc(heading)}</h2>")
         s = stages.get(stage)
@@ -239,14 +279,7 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
                   f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} --out {out}  "
                   "(stage intervention; library: "
                   "limelight.exposure.stochastic.stochastic_store_exposure)"))
-    a(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
-      f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in <code>{_esc(audit.systems_dir)}</code> '
-      "(DuckDB + Parquet shards).</p>")
-    body = "\n".join(parts)
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<link rel="icon" href="data:,"><title>limelight audit: {_esc(res["audit"])}</title>'
-            f"<style>{_CSS}</style></head><body>\n{body}\n<script>{_JS}</script></body></html>\n")
+    return parts
 
 
 def write_report(audit: AuditDir | str | Path, command: str | None = None) -> Path:
