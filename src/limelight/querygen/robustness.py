@@ -263,6 +263,23 @@ def _family_rows(rows: list[dict], alpha: float) -> None:
         r["sig"] = ("↓" if r["value"] < r["original"] else "↑") if r["p_bonferroni"] < alpha else ""
 
 
+def _variations_of(queries: Queries, methods: str | Sequence, variations: Variations | None,
+                   seed: int, models: Mapping[str, str | os.PathLike] | None) -> Variations:
+    """The variations of ``queries`` by ``methods``: generated, or ``variations`` restricted
+    to ``methods`` (they must have been generated for ``queries``)."""
+    if variations is None:
+        variations = generate_variations(queries, methods, seed=seed, models=models)
+    elif methods != "all":
+        names = [s.strip() for s in methods.split(",")] if isinstance(methods, str) else list(methods)
+        keep = set(names)
+        variations = Variations(variations.frame[variations.frame["method"].isin(keep)], variations.original,
+                                {k: v for k, v in variations.skipped.items() if k in keep},
+                                [m for m in variations.methods if m in keep], variations.seed)
+    if len(variations.original) != len(queries) or list(variations.original.ids.strings) != list(queries.ids.strings):
+        raise LimelightError("the variations were generated for another query set")
+    return variations
+
+
 def robustness_report(pipeline_or_retrievers, queries: Queries, qrels: Qrels,
                       methods: str | Sequence = "all", measure: str = "nDCG@10", *,
                       variations: Variations | None = None, mode: str = "full", seed: int = 0,
@@ -281,16 +298,7 @@ def robustness_report(pipeline_or_retrievers, queries: Queries, qrels: Qrels,
     if any(m not in MODES for m in modes):
         raise LimelightError(f"mode must be full, rerank or both, got {mode!r}")
     m_obj = parse_measure(measure)
-    if variations is None:
-        variations = generate_variations(queries, methods, seed=seed, models=models)
-    elif methods != "all":
-        names = [s.strip() for s in methods.split(",")] if isinstance(methods, str) else list(methods)
-        keep = set(names)
-        variations = Variations(variations.frame[variations.frame["method"].isin(keep)], variations.original,
-                                {k: v for k, v in variations.skipped.items() if k in keep},
-                                [m for m in variations.methods if m in keep], variations.seed)
-    if len(variations.original) != len(queries) or list(variations.original.ids.strings) != list(queries.ids.strings):
-        raise LimelightError("the variations were generated for another query set")
+    variations = _variations_of(queries, methods, variations, seed, models)
     method_names = list(variations.methods)
     cat_of = dict(zip(variations.frame["method"], variations.frame["category"], strict=False))
     ev = Evaluator(qrels, [m_obj], n_docs)
