@@ -1,0 +1,254 @@
+"""The layers of ``docs/architecture.md``, enforced on the source (a small AST check).
+
+Every ``import`` of a ``limelight`` module in ``src/limelight`` is an edge of the module graph,
+wherever it stands (top level, ``if TYPE_CHECKING:``, or inside a function):
+
+- ``import a.b.c`` → ``a.b.c``;
+- ``from a.b import n`` → ``a.b`` (the statement reads the package's namespace) and ``a.b.n``
+  when that is a module. So a package ``__init__`` that exports a submodule's names, and that
+  submodule writing ``from <its package> import ...``, make a loop: siblings import each other by
+  full module name (``import limelight.service.schemas as S``).
+
+The rules: no module imports a higher layer; no import loop between modules; nothing outside
+``limelight/cli/`` imports the CLI (``limelight.demo``, a command alias, is the one exception);
+no function in ``src/`` longer than 80 lines (``def`` to last line, docstring included) unless its
+docstring says why in a sentence that starts "Long because".
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "limelight"
+
+#: bottom to top; a module may import its own layer and the layers below it, never one above.
+#: ``limelight`` itself (the package ``__init__``) re-exports everyday names of the library.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "_io", "_lazy", "_checkpoint", "analysis", "progress"),  # shared helpers
+    ("data",),
+    ("retrieval",),
+    ("evaluation",),
+    ("exposure",),
+    ("rerank", "querygen"),
+    ("scale",),
+    ("audit",),
+    ("report", "service"),
+    ("limelight",),  # the package's front door: src/limelight/__init__.py
+    ("cli", "demo"),
+]
+LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+MAX_LINES = 80
+REASON = re.compile(r"(?:^|[.!?:;]\s+)Long because\b")
+
+
+def module_name(path: Path, root: Path = SRC) -> str:
+    parts = ("limelight",) + path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(root: Path = SRC) -> dict[str, Path]:
+    return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+
+
+def imports(path: Path, name: str, known: set[str]) -> Iterator[tuple[str, int]]:
+    """``(imported limelight module, line)`` for every import statement of a file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            if base in known:
+                yield base, node.lineno
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:
+                    yield f"{base}.{alias.name}", node.lineno
+
+
+def import_graph(root: Path = SRC) -> dict[str, dict[str, int]]:
+    """``{module: {imported module: first line}}`` over every module under ``root``."""
+    mods = modules(root)
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in mods.items():
+        edges = graph.setdefault(name, {})
+        for target, line in imports(path, name, set(mods)):
+            if target != name:
+                edges.setdefault(target, line)
+    return graph
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYER[parts[1] if len(parts) > 1 else "limelight"]
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(graph.get(w, ()))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def upward_imports(graph: dict[str, dict[str, int]]) -> list[str]:
+    return [f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)}), line {line}"
+            for a, edges in sorted(graph.items()) for b, line in sorted(edges.items())
+            if layer(b) > layer(a)]
+
+
+def cli_importers(graph: dict[str, dict[str, int]]) -> list[str]:
+    return [f"{a} imports {b}, line {line}" for a, edges in sorted(graph.items())
+            for b, line in sorted(edges.items())
+            if (b == "limelight.cli" or b.startswith("limelight.cli."))
+            and not (a == "limelight.cli" or a.startswith("limelight.cli.") or a == "limelight.demo")]
+
+
+def long_functions(root: Path = SRC) -> list[str]:
+    """``file:line name (n lines)`` of every function (methods and nested ones too) longer than
+    ``MAX_LINES`` whose docstring gives no reason (a sentence starting "Long because")."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_LINES and not REASON.search(ast.get_docstring(node) or ""):
+                    out.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name} ({n} lines)")
+    return out
+
+
+# ---- the rules ----------------------------------------------------------------------------------
+def test_every_module_has_a_layer():
+    """A new top-level module or package goes into ``LAYERS`` (and docs/architecture.md)."""
+    unplaced = sorted({m.split(".")[1] for m in modules() if "." in m} - set(LAYER))
+    assert unplaced == []
+
+
+def test_no_module_imports_a_higher_layer():
+    bad = upward_imports(import_graph())
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_loops():
+    bad = cycles(import_graph())
+    assert not bad, "\n".join(" <-> ".join(c) for c in bad)
+
+
+def test_nothing_outside_the_cli_imports_it():
+    bad = cli_importers(import_graph())
+    assert not bad, "\n".join(bad)
+
+
+def test_no_long_function_without_a_reason():
+    bad = long_functions()
+    assert not bad, "split these, or say why in the docstring (\"Long because ...\"):\n" + "\n".join(bad)
+
+
+def test_the_checks_catch_a_violation(tmp_path):
+    """Each rule fails on a tree that breaks it (a copy of a small tree, not the source)."""
+    pkg = tmp_path / "limelight"
+    for rel, text in {
+        "__init__.py": "",
+        "errors.py": "",
+        "data/__init__.py": "from limelight.data.run import Run\n",
+        "data/run.py": "def f():\n    from limelight.data import Run\n\n\nclass Run: ...\n",
+        "retrieval/__init__.py": "",
+        "retrieval/bm25.py": "def f():\n    from limelight.exposure import gini\n",
+        "exposure/__init__.py": "",
+        "audit/__init__.py": "import limelight.cli.root\n",
+        "cli/__init__.py": "",
+        "cli/root.py": "",
+        "service/long.py": "def f():\n" + "    x = 1\n" * MAX_LINES,
+        "service/reasoned.py": 'def g():\n    """Long because it must be."""\n' + "    x = 1\n" * MAX_LINES,
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    graph = import_graph(pkg)
+    assert upward_imports(graph) == [
+        "limelight.audit (layer 7) imports limelight.cli.root (layer 10), line 1",
+        "limelight.retrieval.bm25 (layer 2) imports limelight.exposure (layer 4), line 2"]
+    assert cycles(graph) == [["limelight.data", "limelight.data.run"]]
+    assert cli_importers(graph) == ["limelight.audit imports limelight.cli.root, line 1"]
+    assert long_functions(pkg) == [f"limelight/service/long.py:1 f ({MAX_LINES + 1} lines)"]
+
+
+# ---- the public API -----------------------------------------------------------------------------
+PACKAGES = sorted(m for m, p in modules().items() if p.name == "__init__.py")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_export_resolves(package):
+    """Each name of a package's ``__all__`` (written once, in its ``__init__``) imports."""
+    import importlib
+
+    if package == "limelight.scale":
+        pytest.importorskip("ray", reason="the scale extra")
+    mod = importlib.import_module(package)
+    missing = [name for name in mod.__all__ if not hasattr(mod, name)]
+    assert missing == [] and len(set(mod.__all__)) == len(mod.__all__)
+
+
+def test_the_deprecated_exposure_names_warn():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "import limelight.exposure as e\n"
+            "assert not {'Cutoff', 'DCG', 'Exhaustive', 'RBP'} & (set(e.__all__) | set(dir(e)))\n"
+            "for name in ('Cutoff', 'DCG', 'Exhaustive', 'RBP'):\n"
+            "    try:\n        getattr(e, name)\n    except DeprecationWarning:\n        pass\n"
+            "    else:\n        raise SystemExit(name + ' does not warn')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_the_front_door_and_the_cli_start_light():
+    """``import limelight`` and the CLI's import load no heavy library (the lazy exports)."""
+    code = ("import sys, limelight, limelight.cli, limelight.data, limelight.retrieval\n"
+            "print(sorted(m for m in ('pandas', 'torch', 'scipy', 'numba', 'sentence_transformers',"
+            " 'fastapi', 'matplotlib') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
