@@ -1,9 +1,11 @@
 """File helpers: atomic writes (a partial output is never left under the final name), gzip-aware
-text files, and the one reader of versioned JSON manifests (``read_versioned``)."""
+text files, a file's content hash (``file_sha256``), and the one reader of versioned JSON
+manifests (``read_versioned``)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -59,6 +61,15 @@ def open_text(path: str | os.PathLike, mode: str = "rt"):
 
         return gzip.open(path, mode, encoding="utf-8")
     return open(path, mode, encoding="utf-8")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's content (hex), read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 # ---- versioned manifests -------------------------------------------------------------------------

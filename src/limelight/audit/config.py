@@ -56,9 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from limelight.errors import FormatError
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RERANK_DEPTH, RRF_K
 
 SYSTEM_KINDS = ("bm25", "dense", "hybrid", "reranked")
-RERANK_DEPTH = 100  # default number of first-stage candidates a reranked system re-ranks
 OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -100,11 +100,11 @@ class SystemSpec:
         hash, so a changed first stage or a retrained checkpoint reruns what depends on it."""
         p = dict(self.params)
         if self.kind in ("bm25", "hybrid"):
-            p.setdefault("k1", 0.9)
-            p.setdefault("b", 0.4)
+            p.setdefault("k1", DEFAULT_K1)
+            p.setdefault("b", DEFAULT_B)
         if self.kind == "hybrid":
-            p.setdefault("rrf_k", 60)
-            p.setdefault("fusion_depth", 100)
+            p.setdefault("rrf_k", RRF_K)
+            p.setdefault("fusion_depth", FUSION_DEPTH)
         if self.kind == "reranked":
             p.setdefault("depth", RERANK_DEPTH)
             p["checkpoint_sha256"] = self.checkpoint_sha256

@@ -16,7 +16,6 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -207,56 +206,33 @@ class AuditRunner:
         return self._encoder
 
     def retriever(self, spec, query_vectors: bool = True):
-        """The retriever of a system over the audit's index (dense query vectors looked up from
-        the shared query encoding when ``query_vectors``). A reranked system is its first
-        system's retriever followed by its checkpoint's ranker
-        (:class:`limelight.rerank.ranker.RerankedRetriever`)."""
-        from limelight.retrieval.bm25 import BM25, BM25Index
+        """The retriever of a system over the audit's index: the system's
+        :class:`~limelight.retrieval.spec.RetrieverSpec` (made from its settings) opened under
+        its name, dense query vectors looked up from the shared query encoding when
+        ``query_vectors``. A reranked system is its first system's retriever followed by its
+        checkpoint's ranker (:func:`limelight.rerank.ranker.open_reranked`, loaded once)."""
+        from limelight.retrieval.spec import RetrieverSpec
 
+        context: dict[str, Any] = {}
         if spec.kind == "reranked":
-            return self._reranked(spec, query_vectors)
-        idx = self.dir.index_dir
-        p = spec.settings()
+            from limelight.rerank.ranker import open_reranked  # noqa: F401 (opens kind "reranked")
 
-        def bm25():
-            r = BM25(BM25Index.load(idx / "bm25"), k1=p["k1"], b=p["b"])
-            r.name = spec.name
-            return r
-
-        def dense():
-            from limelight.retrieval.dense import DenseIndex, DenseRetriever
-
-            enc = self.encoder()
+            if spec.first is None or spec.checkpoint_path is None:
+                raise LimelightError(f"system {spec.name!r}: a reranked system needs a validated config "
+                                     "(first system and checkpoint resolved by parse_config)")
+            context = {"collection": self._inputs.dataset.collection,
+                       "reranker": self._rerankers.get(spec.name)}
+        rspec = RetrieverSpec.from_settings(spec.settings(), checkpoint=spec.checkpoint_path)
+        encoder = None
+        if rspec.needs_dense:
+            encoder = self.encoder()
             if query_vectors and self.dir.query_vectors.exists():
-                qt = self._inputs.queries.texts
-                enc = LookupEncoder(enc, qt, np.load(self.dir.query_vectors))
-            return DenseRetriever(DenseIndex.load(idx / "dense"), enc, name=spec.name)
-
-        if spec.kind == "bm25":
-            return bm25()
-        if spec.kind == "dense":
-            return dense()
-        from limelight.retrieval.fusion import Hybrid
-
-        return Hybrid(bm25(), dense(), k=p["rrf_k"], depth=p["fusion_depth"], name=spec.name)
-
-    def _reranked(self, spec, query_vectors: bool):
-        from limelight.rerank.ranker import KernelReranker, NeuralRanker, RerankedRetriever
-
-        if spec.first is None or spec.checkpoint_path is None:
-            raise LimelightError(f"system {spec.name!r}: a reranked system needs a validated config "
-                                 "(first system and checkpoint resolved by parse_config)")
-        first = self.retriever(spec.first, query_vectors)
-        rr = self._rerankers.get(spec.name)
-        if rr is None:
-            ranker = NeuralRanker.load(spec.checkpoint_path)
-            from limelight.audit.config import _file_sha256
-
-            if _file_sha256(Path(spec.checkpoint_path)) != spec.checkpoint_sha256:
-                raise LimelightError(f"{spec.checkpoint_path}: the checkpoint of system {spec.name!r} "
-                                     "changed after the configuration was read; run the audit again")
-            rr = self._rerankers[spec.name] = KernelReranker(ranker, self._inputs.dataset.collection)
-        return RerankedRetriever(first, rr, depth=spec.settings()["depth"], name=spec.name)
+                encoder = LookupEncoder(encoder, self._inputs.queries.texts,
+                                        np.load(self.dir.query_vectors))
+        retriever = rspec.open(self.dir.index_dir, name=spec.name, encoder=encoder, **context)
+        if spec.kind == "reranked":
+            self._rerankers[spec.name] = retriever.reranker
+        return retriever
 
     # ---- the audit ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

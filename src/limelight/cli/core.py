@@ -9,6 +9,7 @@ import typer
 
 from limelight.cli.common import check_k
 from limelight.errors import LimelightError
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 
 def retrieve_with_progress(retriever, queries, k: int, batch: int = 2048, label: str = "retrieving"):
@@ -60,16 +61,17 @@ def search(
     index: Path = typer.Option(..., help="index directory"),
     model: str = typer.Option("bm25", help="bm25, dense or hybrid"),
     k: int = typer.Option(10, help="number of results"),
-    k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+    k1: float = typer.Option(DEFAULT_K1), b: float = typer.Option(DEFAULT_B),
     json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """Search one query and print the results."""
     from limelight.data.queries import Queries, check_query_text
-    from limelight.retrieval.index_dir import index_size, load_docs, open_retriever
+    from limelight.retrieval.index_dir import index_size, load_docs
+    from limelight.retrieval.spec import RetrieverSpec
 
     text = check_query_text(text)
     k = check_k(k, "--k", index_size(index))
-    retriever = open_retriever(index, model, k1=k1, b=b)
+    retriever = RetrieverSpec.from_model(model, k1, b).open(index)
     run = retriever.retrieve(Queries.from_lists(["q"], [text]), k)
     docs = load_docs(index)
     rows = []
@@ -90,18 +92,19 @@ def retrieve(
     out: Path = typer.Option(..., help="TREC run to write (.gz compresses)"),
     k: int = typer.Option(1000, help="depth per query"),
     model: str = typer.Option("bm25", help="bm25, dense or hybrid"),
-    k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+    k1: float = typer.Option(DEFAULT_K1), b: float = typer.Option(DEFAULT_B),
     threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
     tag: str = typer.Option(None, help="run tag (default: the model)"),
 ) -> None:
     """Retrieve the top k for every query and write a TREC run (atomically)."""
     from limelight.data.formats import write_trec_run
     from limelight.data.loaders import load_queries
-    from limelight.retrieval.index_dir import index_size, open_retriever
+    from limelight.retrieval.index_dir import index_size
+    from limelight.retrieval.spec import RetrieverSpec
 
     k = check_k(k, "--k", index_size(index))
     qs = load_queries(queries)
-    retriever = open_retriever(index, model, k1=k1, b=b, threads=threads)
+    retriever = RetrieverSpec.from_model(model, k1, b).open(index, threads=threads)
     run = retrieve_with_progress(retriever, qs, k)
     write_trec_run(run, out, tag=tag or model)
     typer.echo(f"wrote {len(run)} lines for {run.n_queries} of {len(qs)} queries to {out}")

@@ -35,13 +35,14 @@ def _index_dir(store) -> Path:
 def _store_retriever(store):
     """The retriever a store was computed with, checked against the store's fingerprint."""
     from limelight.errors import IndexMismatchError
-    from limelight.retrieval.index_dir import open_fingerprinted
+    from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
+    from limelight.retrieval.spec import RetrieverSpec
 
     st = store.manifest.get("settings", {})
-    model = st.get("model", "bm25")
-    retriever, fp, _ = open_fingerprinted(_index_dir(store), model, k1=float(st.get("k1", 0.9)),
-                                          b=float(st.get("b", 0.4)))
-    if fp != store.manifest.get("retriever"):
+    spec = RetrieverSpec.from_model(st.get("model", "bm25"), k1=float(st.get("k1", DEFAULT_K1)),
+                                    b=float(st.get("b", DEFAULT_B)))
+    retriever = spec.open(_index_dir(store))
+    if spec.fingerprint(_index_dir(store)) != store.manifest.get("retriever"):
         raise IndexMismatchError(f"{store.path}: its index {_index_dir(store)} changed since the "
                                  "store was computed; recompute the store")
     return retriever

@@ -10,6 +10,7 @@ import typer
 from limelight.cli.common import check_k
 from limelight.cli.console import print_rows, progress_bar
 from limelight.errors import LimelightError
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 app = typer.Typer(help="Exact exposure: every query's top-n, stored once.", no_args_is_help=True)
 
@@ -22,7 +23,7 @@ def compute(
     model: str = typer.Option("bm25", help="bm25 or dense"),
     depth: int = typer.Option(100, help="n: documents kept per query"),
     shard_size: int = typer.Option(8192, help="queries per Parquet shard"),
-    k1: float = typer.Option(0.9), b: float = typer.Option(0.4),
+    k1: float = typer.Option(DEFAULT_K1), b: float = typer.Option(DEFAULT_B),
     threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
     art_indexes: bool = typer.Option(False, "--art-indexes",
                                      help="also build DuckDB ART indexes on exposure(d), exposure(q)"),
@@ -39,7 +40,8 @@ def compute(
 
     from limelight.data.loaders import load_queries_file
     from limelight.exposure.exact import compute_exposure, validate_queries
-    from limelight.retrieval.index_dir import index_size, open_fingerprinted
+    from limelight.retrieval.index_dir import index_size
+    from limelight.retrieval.spec import RetrieverSpec
 
     if model not in ("bm25", "dense"):
         raise LimelightError(f"unknown model {model!r} (bm25 or dense)")
@@ -53,11 +55,13 @@ def compute(
     index_size(index)  # a clear error when it is not an index, before reading the queries
     qs = load_queries_file(queries)
     validate_queries(qs)
-    retriever, fp, settings = open_fingerprinted(index, model, k1=k1, b=b, threads=threads)
+    spec = RetrieverSpec.from_model(model, k1, b)
+    retriever = spec.open(index, threads=threads)
+    fp, settings = spec.fingerprint(index), spec.store_settings(retriever)
     if engine == "ray":  # workers open the index by path, memory-mapped
         from limelight.scale.exposure import IndexRetriever
 
-        retriever = IndexRetriever(index, model, k1=k1, b=b, retriever=retriever)
+        retriever = IndexRetriever(index, spec=spec, retriever=retriever)
 
     t0 = time.perf_counter()
     try:

@@ -15,6 +15,7 @@ import numpy as np
 
 from limelight.data.ids import IdMap
 from limelight.data.run import Run
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 
 def load_collection_texts(folder: str | Path) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -36,7 +37,7 @@ def load_collection_texts(folder: str | Path) -> tuple[list[str], list[str], lis
     return ids, texts, qids, qtexts
 
 
-def bm25_like_run(folder: str | Path, k1: float = 0.9, b: float = 0.4, depth: int = 1000,
+def bm25_like_run(folder: str | Path, k1: float = DEFAULT_K1, b: float = DEFAULT_B, depth: int = 1000,
                   name: str | None = None, doc_map: IdMap | None = None) -> Run:
     """A BM25 run (Lucene idf) of a shared collection's queries, top ``depth`` per query."""
     from sklearn.feature_extraction.text import CountVectorizer

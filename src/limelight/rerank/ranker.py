@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from limelight._io import atomic_path, check_format
+from limelight._io import atomic_path, check_format, file_sha256
 from limelight.data.collection import Collection
 from limelight.data.queries import Queries
 from limelight.data.run import Run
@@ -27,6 +27,7 @@ from limelight.rerank.models import (
 )
 from limelight.rerank.vocab import EncodedTexts, Vocabulary, VocabularyMismatchError, glove_matrix
 from limelight.retrieval.base import Retriever, Stage
+from limelight.retrieval.spec import RetrieverSpec, register_opener
 
 FORMAT = "limelight-rerank/1"
 
@@ -396,3 +397,35 @@ class RerankedRetriever(Retriever):
             out_d = np.pad(out_d, ((0, 0), (0, pad)), constant_values=-1)
             out_s = np.pad(out_s, ((0, 0), (0, pad)), constant_values=-np.inf)
         return out_d, out_s
+
+
+def open_reranked(spec: RetrieverSpec, first: Retriever, *, index_dir: str | os.PathLike,
+                  name: str | None = None, collection: Collection | None = None,
+                  reranker: KernelReranker | None = None) -> RerankedRetriever:
+    """Open a ``reranked`` :class:`~limelight.retrieval.spec.RetrieverSpec` (registered when
+    this module is imported; ``spec.open(index_dir)`` calls it): ``first``, the opened first
+    stage, followed by the ranker of ``spec.checkpoint`` over its top ``depth``.
+
+    The checkpoint must still hash to ``spec.checkpoint_sha256`` when that is recorded.
+    ``collection``: the documents the ranker reads (default: those stored with the index);
+    ``reranker``: an already loaded ``KernelReranker`` (the checkpoint is then not read again).
+    """
+    if reranker is None:
+        if spec.checkpoint is None:
+            raise LimelightError("a reranked retriever needs its checkpoint (RetrieverSpec.checkpoint)")
+        ranker = NeuralRanker.load(spec.checkpoint)
+        if spec.checkpoint_sha256 is not None and file_sha256(spec.checkpoint) != spec.checkpoint_sha256:
+            if name is None:
+                raise LimelightError(f"{spec.checkpoint}: the checkpoint changed after its "
+                                     "checkpoint_sha256 was recorded")
+            raise LimelightError(f"{spec.checkpoint}: the checkpoint of system {name!r} "
+                                 "changed after the configuration was read; run the audit again")
+        if collection is None:
+            from limelight.retrieval.index_dir import load_docs
+
+            collection = load_docs(index_dir)
+        reranker = KernelReranker(ranker, collection)
+    return RerankedRetriever(first, reranker, depth=spec.param("depth"), name=name)
+
+
+register_opener("reranked", open_reranked)

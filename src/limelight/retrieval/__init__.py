@@ -8,6 +8,9 @@
   formulas over ``Run`` objects: ``rrf``, ``combsum``, ``combmnz``, ``linear``, ``fuse``.
 - An index directory (``index_dir``): ``build_index`` writes one, ``load_docs`` reads its
   documents back, ``open_retriever`` opens a retriever over it.
+- ``RetrieverSpec`` (``spec``): a retriever as a value (kind, parameters, first stage,
+  checkpoint), opened (``open``) and fingerprinted (``fingerprint``) over an index directory;
+  the default settings (``DEFAULT_K1``, ``DEFAULT_B``, ...) are in ``defaults``.
 
 Also public here, though nothing else in the library calls them:
 
@@ -49,5 +52,6 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         to_pyterrier,
     )
     from limelight.retrieval.runfusion import combmnz, combsum, fuse, linear, rrf
+    from limelight.retrieval.spec import RetrieverSpec
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -50,10 +50,9 @@ from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.base import Retriever
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 FORMAT = "limelight-bm25/1"
-DEFAULT_K1 = 0.9
-DEFAULT_B = 0.4
 
 # name, dtype, what its length must equal (a key of ``_shape_of``)
 _ARRAYS: tuple[tuple[str, np.dtype, str], ...] = (

@@ -26,6 +26,7 @@ from limelight.retrieval.base import (
     Retriever,
     rrf_or,
 )
+from limelight.retrieval.defaults import FUSION_DEPTH, RRF_K
 from limelight.retrieval.runfusion import (
     FUSIONS,
     NORMS,
@@ -48,8 +49,8 @@ class Hybrid(Retriever):
     Both retrievers must index the same collection (same document ids, same order).
     """
 
-    def __init__(self, lexical: Retriever, dense: Retriever, k: float = 60, depth: int = 100,
-                 name: str = "hybrid"):
+    def __init__(self, lexical: Retriever, dense: Retriever, k: float = RRF_K,
+                 depth: int = FUSION_DEPTH, name: str = "hybrid"):
         if not (lexical.doc_ids is dense.doc_ids or lexical.doc_ids == dense.doc_ids):
             raise IndexMismatchError(f"hybrid: {lexical.name} and {dense.name} index different "
                                      f"collections ({len(lexical.doc_ids)} vs {len(dense.doc_ids)} documents)")

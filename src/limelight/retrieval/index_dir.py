@@ -1,5 +1,10 @@
 """An index directory as ``limelight index`` writes it, and opening retrievers over it.
 
+What a retriever over it is (kind, parameters), how it is opened and fingerprinted:
+:class:`limelight.retrieval.spec.RetrieverSpec`; ``open_retriever`` and ``open_fingerprinted``
+are its shortcuts for the CLI's ``--model``/``--k1``/``--b``. ``meta.json`` is read by
+:mod:`limelight.retrieval.index_meta` (``read_meta``, ``index_size``, re-exported here).
+
 Layout::
 
     DIR/meta.json        collection name, size, what was built
@@ -16,13 +21,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from limelight._io import atomic_dir, read_versioned
+from limelight._io import atomic_dir
 from limelight.analysis import Analyzer
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
-from limelight.errors import IndexMismatchError, LimelightError
-
-FORMAT = "limelight-index/1"
+from limelight.errors import IndexMismatchError
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
+from limelight.retrieval.index_meta import FORMAT, index_size, read_meta
+from limelight.retrieval.spec import RetrieverSpec
 
 
 def build_index(collection: Collection, out: str | os.PathLike, dense: bool = False,
@@ -64,17 +70,6 @@ def _docs_frame(collection: Collection) -> pd.DataFrame:
     return df
 
 
-def read_meta(index_dir: str | os.PathLike) -> dict:
-    """The index directory's ``meta.json`` (a one-line error when it is not a limelight index)."""
-    return read_versioned(Path(index_dir) / "meta.json", FORMAT, "limelight index",
-                          rebuild="build one with `limelight index`")
-
-
-def index_size(index_dir: str | os.PathLike) -> int:
-    """The number of documents of an index directory (a clear error when it is not one)."""
-    return int(read_meta(index_dir)["n_docs"])
-
-
 def load_docs(index_dir: str | os.PathLike) -> Collection:
     """The documents stored with an index (ids, indexed text and fields as strings)."""
     p = Path(index_dir) / "docs.parquet"
@@ -87,56 +82,30 @@ def load_docs(index_dir: str | os.PathLike) -> Collection:
                       fields, read_meta(index_dir).get("collection", "collection"))
 
 
-def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float = 0.9,
-                   b: float = 0.4, threads: int | None = None, dense_model: str | None = None):
-    """A ``Retriever`` over an index directory: ``bm25``, ``dense`` or ``hybrid`` (RRF of both)."""
-    meta = read_meta(index_dir)
-    index_dir = Path(index_dir)
-    if model not in ("bm25", "dense", "hybrid"):
-        raise LimelightError(f"unknown model {model!r} (bm25, dense or hybrid)")
-    if model in ("dense", "hybrid") and "dense" not in meta["built"]:
-        raise LimelightError(f"{index_dir}: has no dense index (rebuild with `limelight index --dense`)")
+def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float = DEFAULT_K1,
+                   b: float = DEFAULT_B, threads: int | None = None, dense_model: str | None = None):
+    """A ``Retriever`` over an index directory: ``bm25``, ``dense`` or ``hybrid`` (RRF of both).
 
-    def bm25():
-        from limelight.retrieval.bm25 import BM25, BM25Index
-
-        return BM25(BM25Index.load(index_dir / "bm25"), k1=k1, b=b, threads=threads)
-
-    def dense():
-        from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
-
-        idx = DenseIndex.load(index_dir / "dense")
-        return DenseRetriever(idx, Encoder(dense_model) if dense_model else None)
-
-    if model == "bm25":
-        return bm25()
-    if model == "dense":
-        return dense()
-    from limelight.retrieval.fusion import Hybrid
-
-    return Hybrid(bm25(), dense())
+    ``RetrieverSpec.from_model(model, k1, b, dense_model).open(index_dir, threads=threads)``.
+    """
+    read_meta(index_dir)  # a clear error when it is not an index, before the model's
+    return RetrieverSpec.from_model(model, k1, b, dense_model).open(index_dir, threads=threads)
 
 
-def open_fingerprinted(index_dir: str | os.PathLike, model: str = "bm25", k1: float = 0.9,
-                       b: float = 0.4, threads: int | None = None) -> tuple:
+def open_fingerprinted(index_dir: str | os.PathLike, model: str = "bm25", k1: float = DEFAULT_K1,
+                       b: float = DEFAULT_B, threads: int | None = None) -> tuple:
     """``(retriever, fingerprint, settings)`` over an index directory (``open_retriever``).
 
     The fingerprint hashes the index's metadata files, the model and its settings, so that an
     exposure store computed over another index (or with other settings) is recognised;
-    ``settings`` records the model (and k1, b for BM25; the encoder's identity for dense).
+    ``settings`` records the model (and k1, b for BM25; the encoder's identity for dense):
+    :meth:`RetrieverSpec.fingerprint` and :meth:`RetrieverSpec.store_settings`.
     """
-    import hashlib
-
     read_meta(index_dir)  # a clear error when it is not an index
-    retriever = open_retriever(index_dir, model, k1=k1, b=b, threads=threads)
-    h = hashlib.sha256()
-    root = Path(index_dir)
-    for p in sorted([root / "meta.json", *root.glob("bm25/*.json"), *root.glob("dense/*.json")]):
-        if p.is_file():
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
-    settings = {"model": model} if model == "dense" else {"model": model, "k1": k1, "b": b}
-    h.update(json.dumps(settings, sort_keys=True).encode())
-    if model == "dense":  # recorded, so that vectors of another encoder variant are refused
-        settings["encoder"] = retriever.encoder.identity()
-    return retriever, h.hexdigest()[:32], settings
+    spec = RetrieverSpec.from_model(model, k1, b)
+    retriever = spec.open(index_dir, threads=threads)
+    return retriever, spec.fingerprint(index_dir), spec.store_settings(retriever)
+
+
+__all__ = ["FORMAT", "RetrieverSpec", "build_index", "index_size", "load_docs", "open_fingerprinted",
+           "open_retriever", "read_meta"]

@@ -10,9 +10,9 @@ DuckDB store built afterwards is the local engine's store, row for row.
 
 How the index reaches the workers:
 
-- ``IndexRetriever`` (what the CLI uses) travels as its index path and settings; each worker
-  process opens the index once, memory-mapped, so every process on a node shares the node's page
-  cache. The index directory must be readable at the same path on every node.
+- ``IndexRetriever`` (what the CLI uses) travels as its index path and ``RetrieverSpec``; each
+  worker process opens the index once, memory-mapped, so every process on a node shares the
+  node's page cache. The index directory must be readable at the same path on every node.
 - any other retriever object (a ``BM25`` built in memory, a ``DenseRetriever``, a callable
   returning a ``Run``) is put once into Ray's object store; each worker process reads it once
   (numpy arrays zero-copy from shared memory) and keeps it for the shards it runs next.
@@ -39,6 +39,8 @@ from limelight.data.queries import Queries
 from limelight.errors import LimelightError
 from limelight.exposure.engine import ComputedShards, ShardEngine, ShardJob, register_engine
 from limelight.exposure.shards import _batch_rows, shard_path, write_shard
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
+from limelight.retrieval.spec import RetrieverSpec
 from limelight.scale.cluster import cluster_cpus, ray_session
 
 # per worker process: opened indexes and retrievers read from the object store
@@ -46,23 +48,31 @@ _CACHE: dict[str, object] = {}
 
 
 class IndexRetriever:
-    """A retriever over a ``limelight index`` directory that pickles as its path and settings
-    and opens the index (memory-mapped) on first use in each process.
+    """A retriever over a ``limelight index`` directory that pickles as its path and
+    :class:`~limelight.retrieval.spec.RetrieverSpec` and opens the index (memory-mapped) on
+    first use in each process.
 
-    ``model``: ``bm25``, ``dense`` or ``hybrid``; ``k1``, ``b`` for BM25; ``threads`` for BM25's
-    kernels in this process (Ray tasks set it to their CPUs). ``retriever`` is an already opened
-    retriever over the same index, used in this process instead of opening it again.
+    ``model``: ``bm25``, ``dense`` or ``hybrid``; ``k1``, ``b`` for BM25 (or any ``spec``
+    instead of the three); ``threads`` for BM25's kernels in this process (Ray tasks set it to
+    their CPUs). ``retriever`` is an already opened retriever over the same index, used in this
+    process instead of opening it again.
     """
 
-    def __init__(self, index_dir: str | os.PathLike, model: str = "bm25", k1: float = 0.9,
-                 b: float = 0.4, threads: int | None = None, retriever=None):
+    def __init__(self, index_dir: str | os.PathLike, model: str = "bm25", k1: float = DEFAULT_K1,
+                 b: float = DEFAULT_B, threads: int | None = None, retriever=None, *,
+                 spec: RetrieverSpec | None = None):
+        if spec is None:
+            spec = RetrieverSpec.from_model(model, float(k1), float(b))
+        else:
+            model, k1, b = spec.kind, spec.param("k1", k1), spec.param("b", b)
         self.index_dir = str(Path(index_dir).resolve())
         self.model, self.k1, self.b, self.threads = model, float(k1), float(b), threads
+        self.spec = spec
         self.name = f"{model}:{Path(self.index_dir).name}"
         self._retriever = retriever
 
     def _key(self) -> str:
-        return f"index:{self.index_dir}:{self.model}:{self.k1}:{self.b}"
+        return f"index:{self.index_dir}:{self.spec!r}"
 
     @property
     def retriever(self):
@@ -70,12 +80,10 @@ class IndexRetriever:
         if self._retriever is None:
             r = _CACHE.get(self._key())
             if r is None:
-                from limelight.retrieval.index_dir import open_retriever
-
                 if not Path(self.index_dir).is_dir():
                     raise LimelightError(f"{self.index_dir}: no such index directory on this node "
                                          "(the ray engine needs it at the same path on every node)")
-                r = open_retriever(self.index_dir, self.model, k1=self.k1, b=self.b)
+                r = self.spec.open(self.index_dir)
                 _CACHE[self._key()] = r
             self._retriever = r
         _set_threads(self._retriever, self.threads)

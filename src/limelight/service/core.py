@@ -216,15 +216,18 @@ class AuditService:
 
     # ---- search ----------------------------------------------------------------------------------
     def retriever(self, model: str):
+        """The search retriever of ``model`` (bm25, dense, hybrid) over the audit's index, with
+        the default settings (opened once)."""
         if model not in SEARCH_MODELS:
             raise BadRequest(f"unknown model {model!r} ({', '.join(SEARCH_MODELS)})")
         if model not in self.search_models:
             raise BadRequest(f"the audit's index has no dense index, so model {model!r} is unavailable")
         with self._lock:
             if model not in self._retrievers:
-                from limelight.retrieval.index_dir import open_retriever
+                from limelight.retrieval.spec import RetrieverSpec
 
-                self._retrievers[model] = open_retriever(self.audit.index_dir, model, threads=self.threads)
+                spec = RetrieverSpec.from_model(model)
+                self._retrievers[model] = spec.open(self.audit.index_dir, threads=self.threads)
             return self._retrievers[model]
 
     def search(self, text: str, model: str = "bm25", limit: int = 10, offset: int = 0,

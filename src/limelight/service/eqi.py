@@ -59,11 +59,13 @@ def _cached(service, key, make):
 
 def _build_exact(service, sysm, kind: str):
     from limelight.exposure.eqi import ExactReverse
-    from limelight.retrieval.index_dir import open_retriever
+    from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
+    from limelight.retrieval.spec import RetrieverSpec
 
     if kind == "bm25":
-        retriever = open_retriever(service.audit.index_dir, "bm25", k1=float(sysm.settings.get("k1", 0.9)),
-                                   b=float(sysm.settings.get("b", 0.4)))
+        st = sysm.settings
+        spec = RetrieverSpec.of("bm25", k1=float(st.get("k1", DEFAULT_K1)), b=float(st.get("b", DEFAULT_B)))
+        retriever = spec.open(service.audit.index_dir)
         return ExactReverse.build(sysm.store, retriever)
     retriever = service.retriever("dense")
     return ExactReverse.build(sysm.store, retriever, query_embeddings=_stored_query_vectors(service, sysm))

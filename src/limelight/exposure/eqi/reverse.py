@@ -19,6 +19,7 @@ from limelight.data.collection import Collection
 from limelight.data.queries import Queries
 from limelight.errors import LimelightError
 from limelight.exposure.eqi.base import check_k, check_texts, faiss_ip_index, faiss_search
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 
 class BruteForce:
@@ -55,8 +56,8 @@ class BM25Reverse:
     already built query index (``with_params`` shares it).
     """
 
-    def __init__(self, queries: Queries, analyzer: Analyzer | None = None, k1: float = 0.9,
-                 b: float = 0.4, index=None, name: str = "bm25-reverse"):
+    def __init__(self, queries: Queries, analyzer: Analyzer | None = None, k1: float = DEFAULT_K1,
+                 b: float = DEFAULT_B, index=None, name: str = "bm25-reverse"):
         from limelight.retrieval.bm25 import BM25, BM25Index
 
         self.queries = queries

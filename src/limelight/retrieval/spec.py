@@ -1,0 +1,297 @@
+"""What a retriever is, as a value: ``RetrieverSpec`` (kind, parameters, first stage, checkpoint).
+
+A spec is frozen, hashable and picklable (it travels to Ray workers as is). Over an index
+directory (``limelight index``; an audit's ``index/``):
+
+- ``spec.open(index_dir)`` builds the retriever;
+- ``spec.fingerprint(index_dir)`` identifies it: the index's metadata files and the settings,
+  which an exposure store records, so that a store computed over another index, or with other
+  settings, is recognised (``limelight exposure compute``); ``spec.fingerprint(index_key=KEY)``
+  is the same identity where the index is known by a key instead (the audit's stage key);
+- ``spec.settings()`` describes it as JSON (the audit records and hashes it);
+  ``spec.store_settings()`` is the shorter form a store computed by the CLI records.
+
+Kinds and their parameters (defaults from :mod:`limelight.retrieval.defaults` filled in)::
+
+    bm25      k1 = 0.9, b = 0.4
+    dense     model (default: the encoder the index was built with), max_seq_length
+    hybrid    RRF of the two: k1, b, rrf_k = 60, fusion_depth = 100, model, max_seq_length
+    reranked  a neural re-ranker over ``first`` (a bm25, dense or hybrid spec): depth = 100,
+              ``checkpoint`` (the file) and ``checkpoint_sha256``; the parameters ``first``
+              (the first stage's name) and ``checkpoint`` (as written) are labels recorded in
+              the settings (the audit's)
+
+>>> spec = RetrieverSpec.of("bm25", k1=1.2)              # doctest: +SKIP
+>>> retriever = spec.open("idx/debian")                  # doctest: +SKIP
+>>> spec.fingerprint("idx/debian")                       # what `limelight exposure compute` records
+
+Re-rankers live above retrieval: the ``reranked`` kind is opened by the function that
+:mod:`limelight.rerank.ranker` registers with :func:`register_opener` when it is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from limelight.errors import LimelightError
+from limelight.retrieval.defaults import (
+    DEFAULT_B,
+    DEFAULT_K1,
+    FUSION_DEPTH,
+    RERANK_DEPTH,
+    RRF_K,
+)
+
+KINDS = ("bm25", "dense", "hybrid", "reranked")
+#: the kinds an index directory serves without a checkpoint (``--model`` of the CLI)
+MODELS = ("bm25", "dense", "hybrid")
+
+_PARAMS: dict[str, tuple[str, ...]] = {
+    "bm25": ("k1", "b"),
+    "dense": ("model", "max_seq_length"),
+    "hybrid": ("k1", "b", "rrf_k", "fusion_depth", "model", "max_seq_length"),
+    "reranked": ("depth", "first", "checkpoint"),
+}
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bm25": {"k1": DEFAULT_K1, "b": DEFAULT_B},
+    "dense": {},
+    "hybrid": {"k1": DEFAULT_K1, "b": DEFAULT_B, "rrf_k": RRF_K, "fusion_depth": FUSION_DEPTH},
+    "reranked": {"depth": RERANK_DEPTH},
+}
+
+#: openers of kinds that live above retrieval: ``kind -> opener(spec, first, *, index_dir,
+#: name, **context)``, ``first`` being the opened first stage
+_OPENERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_opener(kind: str, opener: Callable[..., Any]) -> None:
+    """Let ``opener(spec, first, *, index_dir, name, **context)`` open the specs of ``kind``
+    (``limelight.rerank.ranker`` registers ``reranked``)."""
+    if kind not in KINDS or kind in MODELS:
+        raise LimelightError(f"cannot register an opener for kind {kind!r}")
+    _OPENERS[kind] = opener
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """One retriever over an index directory (see the module docstring).
+
+    ``params`` is stored as a sorted tuple of ``(name, value)`` pairs (``dict(spec.params)``
+    reads it; a mapping is accepted when constructing), with the kind's defaults filled in;
+    values are kept as given (an ``int`` ``k1`` stays an ``int``, as the fingerprints hash it).
+    ``first`` is the first stage of a ``reranked`` spec; ``checkpoint`` its checkpoint file and
+    ``checkpoint_sha256`` that file's content hash (checked when opened).
+    """
+
+    kind: str = "bm25"
+    params: tuple[tuple[str, Any], ...] = ()
+    first: RetrieverSpec | None = None
+    checkpoint: str | None = None
+    checkpoint_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise LimelightError(f"unknown retriever kind {self.kind!r} ({', '.join(KINDS)})")
+        given = dict(self.params)
+        unknown = sorted(set(given) - set(_PARAMS[self.kind]))
+        if unknown:
+            raise LimelightError(f"retriever kind {self.kind!r} has no parameter {unknown[0]!r} "
+                                 f"(parameters: {', '.join(_PARAMS[self.kind])})")
+        p = {**_DEFAULTS[self.kind], **{k: v for k, v in given.items() if v is not None}}
+        object.__setattr__(self, "params", tuple(sorted(p.items())))
+        if self.first is not None and self.kind != "reranked":
+            raise LimelightError(f"a {self.kind} retriever has no first stage")
+        if self.first is not None and self.first.kind not in MODELS:
+            raise LimelightError(f"the first stage of a reranked retriever is bm25, dense or "
+                                 f"hybrid, not {self.first.kind}")
+        if self.checkpoint is not None:
+            object.__setattr__(self, "checkpoint", str(self.checkpoint))
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def of(cls, kind: str = "bm25", *, first: RetrieverSpec | None = None,
+           checkpoint: str | os.PathLike | None = None, checkpoint_sha256: str | None = None,
+           **params: Any) -> RetrieverSpec:
+        """``RetrieverSpec.of("hybrid", rrf_k=30)``: a kind and its parameters as keywords (a
+        reranked spec's labels ``first`` and ``checkpoint`` go through the constructor's
+        ``params``)."""
+        return cls(kind, tuple(params.items()), first,
+                   None if checkpoint is None else str(checkpoint), checkpoint_sha256)
+
+    @classmethod
+    def from_model(cls, model: str = "bm25", k1: float = DEFAULT_K1, b: float = DEFAULT_B,
+                   dense_model: str | None = None) -> RetrieverSpec:
+        """The retriever of the CLI's ``--model`` (bm25, dense or hybrid) and ``--k1``/``--b``
+        (which apply to bm25 and hybrid); ``dense_model`` overrides the index's encoder."""
+        if model not in MODELS:
+            raise LimelightError(f"unknown model {model!r} (bm25, dense or hybrid)")
+        params: dict[str, Any] = {} if model == "dense" else {"k1": k1, "b": b}
+        if dense_model and model != "bm25":
+            params["model"] = dense_model
+        return cls.of(model, **params)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any],
+                      checkpoint: str | os.PathLike | None = None) -> RetrieverSpec:
+        """The spec whose :meth:`settings` are ``settings`` (an audit system's settings);
+        ``checkpoint``: a reranked spec's checkpoint file (the settings hold its hash only)."""
+        p = dict(settings)
+        kind = p.pop("kind", "bm25")
+        sha = p.pop("checkpoint_sha256", None)
+        first = p.pop("first_settings", None)
+        # the constructor, not ``of``: a reranked system's labels are named first and checkpoint
+        return cls(kind, tuple(p.items()), None if first is None else cls.from_settings(first),
+                   None if checkpoint is None else str(checkpoint), sha)
+
+    @classmethod
+    def from_store_settings(cls, settings: Mapping[str, Any]) -> RetrieverSpec:
+        """The spec of a store's recorded ``settings`` (:meth:`store_settings`; the keys it does
+        not know, such as ``index`` or ``encoder``, are ignored)."""
+        kind = settings.get("model", "bm25")
+        if kind == "reranked":
+            first = cls.from_store_settings(settings.get("first") or {})
+            return cls.of("reranked", first=first, checkpoint_sha256=settings.get("checkpoint_sha256"),
+                          depth=settings.get("depth"))
+        if kind not in MODELS:
+            raise LimelightError(f"unknown model {kind!r} (bm25, dense or hybrid)")
+        params = {k: settings[k] for k in _PARAMS[kind] if k in settings and k != "model"}
+        if "dense_model" in settings and kind != "bm25":
+            params["model"] = settings["dense_model"]
+        return cls.of(kind, **params)
+
+    # ---- description -------------------------------------------------------------------------
+    def param(self, name: str, default: Any = None) -> Any:
+        """The value of parameter ``name`` (``default`` when not set)."""
+        return dict(self.params).get(name, default)
+
+    @property
+    def needs_dense(self) -> bool:
+        """Whether opening needs the dense index and an encoder (dense, hybrid; or the first
+        stage of a reranked spec is one)."""
+        return self.kind in ("dense", "hybrid") or (self.first is not None and self.first.needs_dense)
+
+    def settings(self) -> dict[str, Any]:
+        """Kind and parameters with defaults filled in; a reranked spec adds its checkpoint's
+        hash and its first stage's settings (``first_settings``). Equal to the audit's
+        ``SystemSpec.settings()`` of the same system."""
+        p = dict(self.params)
+        if self.kind == "reranked":
+            p["checkpoint_sha256"] = self.checkpoint_sha256
+            p["first_settings"] = self.first.settings() if self.first is not None else None
+        return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
+
+    def store_settings(self, retriever: Any = None) -> dict[str, Any]:
+        """What a store computed with this spec by ``limelight exposure compute`` records (and
+        :meth:`fingerprint` hashes): ``{"model", "k1", "b"}`` (bm25, hybrid) or ``{"model":
+        "dense"}``, with the parameters the command line cannot set added when they differ from
+        the defaults; the opened dense ``retriever``'s encoder identity (``encoder``) when given."""
+        p = dict(self.params)
+        if self.kind == "reranked":
+            return {"model": "reranked",
+                    "first": self.first.store_settings() if self.first is not None else None,
+                    "depth": p["depth"], "checkpoint_sha256": self.checkpoint_sha256}
+        out: dict[str, Any] = {"model": self.kind}
+        if self.kind != "dense":
+            out.update(k1=p["k1"], b=p["b"])
+        for k, default in (("rrf_k", RRF_K), ("fusion_depth", FUSION_DEPTH)):
+            if k in p and p[k] != default:
+                out[k] = p[k]
+        if "model" in p:
+            out["dense_model"] = p["model"]
+        if "max_seq_length" in p:
+            out["max_seq_length"] = p["max_seq_length"]
+        if retriever is not None and self.kind == "dense":
+            # recorded, so that vectors of another encoder variant are refused
+            out["encoder"] = retriever.encoder.identity()
+        return out
+
+    def fingerprint(self, index_dir: str | os.PathLike | None = None, *,
+                    index_key: Any = None) -> str:
+        """This retriever's identity over ``index_dir``: a hash of the index's metadata files
+        (``meta.json``, ``bm25/*.json``, ``dense/*.json``) and :meth:`store_settings` (what
+        ``limelight exposure compute`` records). With ``index_key`` instead (a JSON-able value
+        that identifies the index, e.g. the audit's stage keys): the hash of ``("retriever",
+        index_key, settings())``, as the audit's exposure stores record it."""
+        if (index_dir is None) == (index_key is None):
+            raise LimelightError("fingerprint: give index_dir or index_key (one of them)")
+        if index_key is not None:
+            blob = json.dumps(["retriever", index_key, self.settings()], sort_keys=True,
+                              default=str, separators=(",", ":"))
+            return hashlib.sha256(blob.encode()).hexdigest()[:24]
+        from limelight.retrieval.index_meta import read_meta
+
+        read_meta(index_dir)  # a clear error when it is not an index
+        h = hashlib.sha256()
+        root = Path(index_dir)
+        for f in sorted([root / "meta.json", *root.glob("bm25/*.json"), *root.glob("dense/*.json")]):
+            if f.is_file():
+                h.update(f.name.encode())
+                h.update(f.read_bytes())
+        h.update(json.dumps(self.store_settings(), sort_keys=True).encode())
+        return h.hexdigest()[:32]
+
+    # ---- opening -----------------------------------------------------------------------------
+    def open(self, index_dir: str | os.PathLike, *, name: str | None = None,
+             threads: int | None = None, encoder: Any = None, **context: Any) -> Any:
+        """The retriever over ``index_dir`` (a ``Retriever``: ``BM25``, ``DenseRetriever``,
+        ``Hybrid``, or what the ``reranked`` opener returns).
+
+        ``name`` names it (and the parts of a hybrid); ``threads`` caps BM25's kernels;
+        ``encoder`` replaces the dense query encoder (e.g. one that looks up precomputed query
+        vectors); ``context`` goes to a registered opener (``reranked``: ``collection``, an
+        already loaded ``reranker``). The index's files are memory-mapped where they can be.
+        """
+        from limelight.retrieval.index_meta import read_meta
+
+        meta = read_meta(index_dir)
+        root = Path(index_dir)
+        if self.needs_dense and "dense" not in meta["built"]:
+            raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")
+        if self.kind == "bm25":
+            return self._bm25(root, name, threads)
+        if self.kind == "dense":
+            return self._dense(root, name, encoder)
+        if self.kind == "hybrid":
+            from limelight.retrieval.fusion import Hybrid
+
+            named = {"name": name} if name is not None else {}
+            return Hybrid(self._bm25(root, name, threads), self._dense(root, name, encoder),
+                          k=self.param("rrf_k"), depth=self.param("fusion_depth"), **named)
+        return self._reranked(root, name, threads, encoder, context)
+
+    def _bm25(self, root: Path, name: str | None, threads: int | None):
+        from limelight.retrieval.bm25 import BM25, BM25Index
+
+        r = BM25(BM25Index.load(root / "bm25"), k1=self.param("k1"), b=self.param("b"),
+                 threads=threads)
+        if name is not None:
+            r.name = name
+        return r
+
+    def _dense(self, root: Path, name: str | None, encoder: Any):
+        from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
+
+        if encoder is None and (self.param("model") or self.param("max_seq_length")):
+            encoder = Encoder(self.param("model"), max_seq_length=self.param("max_seq_length"))
+        named = {"name": name} if name is not None else {}
+        return DenseRetriever(DenseIndex.load(root / "dense"), encoder, **named)
+
+    def _reranked(self, root: Path, name: str | None, threads: int | None, encoder: Any,
+                  context: dict[str, Any]):
+        opener = _OPENERS.get(self.kind)
+        if opener is None:
+            raise LimelightError(f"retriever kind {self.kind!r} is opened by limelight.rerank: "
+                                 "import limelight.rerank.ranker first")
+        if self.first is None:
+            raise LimelightError("a reranked retriever needs its first stage (first=RetrieverSpec)")
+        first = self.first.open(root, name=self.param("first"), threads=threads, encoder=encoder)
+        return opener(self, first, index_dir=root, name=name, **context)
+
+
+__all__ = ["KINDS", "MODELS", "RetrieverSpec", "register_opener"]
