@@ -145,7 +145,7 @@ class AuditService:
         """Load the search models and r(d) of every system now rather than on first request."""
         for m in self.search_models:
             self.retriever(m).search_batch(["warm up"], 10)
-        from limelight.service import eqi as _eqi
+        import limelight.service.eqi as _eqi
 
         for name, s in self.systems.items():
             self.retrievability(name, min(100, s.store.depth))
@@ -451,7 +451,7 @@ class AuditService:
 
     def eqi_for(self, sysm: _System) -> tuple[list[str], str | None]:
         """The learned EQI models that answer for ``sysm``, and why there are none (or ``None``)."""
-        from limelight.service import eqi as _eqi
+        import limelight.service.eqi as _eqi
 
         methods = self.eqi_methods()
         if not methods:
@@ -467,7 +467,7 @@ class AuditService:
     def eqi(self, text: str, system: str | None = None, k: int = 20) -> dict:
         """Exposing queries of a new or edited document ``text``: exact reverse search over the
         system's query set, and each learned EQI model of the audit, side by side."""
-        from limelight.service import eqi as _eqi
+        import limelight.service.eqi as _eqi
 
         sysm = self.eqi_system() if system in (None, "") else self.system(system)
         exact = _eqi.exact_reverse(self, sysm, text, k)
