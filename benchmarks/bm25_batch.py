@@ -19,6 +19,10 @@ analysis's term ids with the reference's.
 Acceptance (issue 20): end to end, 2 threads ≥ 1.7× 1 thread, and 1 thread still ≥ 2.5×
 bm25s numba on 1 thread; both printed as ratios at the end, with met / not met.
 
+The machine is shared (2 cores): before each 1-thread/2-thread pair the benchmark waits, up to
+``--quiet-wait`` seconds, until other processes use under 0.1 core (from ``/proc/stat``), and it
+prints how many cores other processes used during each timed run ("others").
+
     .venv/bin/python benchmarks/bm25_batch.py [--repeats 3] [--rank-bm25-sample 500]
 """
 
@@ -33,16 +37,47 @@ import time
 import numpy as np
 
 CPU: dict[str, list[float]] = {}
+OTHERS: dict[str, list[float]] = {}  # cores used by other processes during each timed run
+
+
+def _busy_seconds() -> float | None:
+    """CPU-seconds the whole machine has spent busy since boot (``/proc/stat``), or ``None``."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_quiet(max_wait: float, below: float = 0.1, window: float = 1.0) -> float:
+    """Wait until other processes use under ``below`` cores over ``window`` seconds (at most
+    ``max_wait`` seconds); returns the cores they used in the last window."""
+    end = time.monotonic() + max_wait
+    while True:
+        b0, c0 = _busy_seconds(), time.process_time()
+        time.sleep(window)
+        b1, c1 = _busy_seconds(), time.process_time()
+        if b0 is None:
+            return float("nan")
+        used = max(0.0, (b1 - b0) - (c1 - c0)) / window
+        if used < below or time.monotonic() >= end:
+            return used
 
 
 def _timed(fn, name: str | None = None):
-    """Wall-clock seconds and result of ``fn()``; process CPU seconds are kept under ``name``."""
+    """Wall-clock seconds and result of ``fn()``; process CPU seconds are kept under ``name``,
+    and the cores other processes used meanwhile."""
+    b = _busy_seconds()
     c = time.process_time()
     t = time.perf_counter()
     out = fn()
     wall = time.perf_counter() - t
     if name:
-        CPU.setdefault(name, []).append(time.process_time() - c)
+        cpu = time.process_time() - c
+        CPU.setdefault(name, []).append(cpu)
+        if b is not None:
+            OTHERS.setdefault(name, []).append(max(0.0, _busy_seconds() - b - cpu) / wall)
     return wall, out
 
 
@@ -52,6 +87,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--rank-bm25-sample", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2, help="thread count of the parallel run")
+    ap.add_argument("--quiet-wait", type=float, default=120.0,
+                    help="seconds to wait at most for a quiet machine before each timed pair")
     args = ap.parse_args()
 
     import bm25s
@@ -132,6 +169,7 @@ def main() -> None:
     loads = []
     for r in range(args.repeats):
         for pair in pairs:
+            _wait_quiet(args.quiet_wait)
             for name in (pair if r % 2 == 0 else pair[::-1]):
                 t, results[name] = _timed(jobs[name], name)
                 times[name].append(t)
@@ -223,6 +261,9 @@ def main() -> None:
           f"kernel only " + ", ".join(f"{x:.2f}" for x in paired_k) +
           f" (median {statistics.median(paired_k):.2f}); 1-minute load average after each "
           f"repeat: " + ", ".join(f"{x:.2f}" for x in loads))
+    if OTHERS:
+        print("cores used by other processes during each timed run (0 = the machine was ours): " +
+              "; ".join(f"{n} " + ", ".join(f"{x:.2f}" for x in OTHERS[n]) for n in times))
     print(f"medians of {args.repeats} interleaved repeats; seconds per repeat: " +
           "; ".join(f"{n} " + ", ".join(f"{x:.2f}" for x in v) for n, v in times.items()))
     print(f"check vs bm25s: max |score difference| over the top {k} = {score_diff:.2e}; "

@@ -120,7 +120,7 @@ class Analyzer:
         and texts are separated by one NUL (never a word character), so no run of word
         characters crosses a text boundary. ``None`` counts as an empty text. Lowercasing is
         Python's ``str.lower`` (final sigma, ``İ`` → two code points); lone surrogates are
-        kept (``surrogatepass``). Runs in C, holding the GIL (a few ms per MB of text)."""
+        kept (``surrogatepass``). Runs in C, holding the GIL (about 20 ms per million characters)."""
         texts = ["" if t is None else t for t in texts]
         n = len(texts)
         lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
