@@ -320,6 +320,27 @@ def test_early_stopping_keeps_the_best_checked_heads(dense_setup):
     assert v["curve"][v["best_step"] // 5][1] == v["best"]
 
 
+def test_unit_residual_heads_are_unit_norm_and_start_at_dense_reverse(dense_setup):
+    """``residual-unit`` (the collapse fix): outputs of unit length after training, and the
+    untrained heads give dense-reverse exactly."""
+    enc, ret, qs, qemb, st, base, _, _ = dense_setup
+    demb = np.asarray(ret.index.embeddings, np.float32)
+    test = np.arange(0, len(base), 4)
+    val = validation_docs(st, 12, exclude=test, seed=1)
+    m = "RELQ(0.5,0.9)"
+    model = train_eqi("residual-unit", st, qemb, demb, n_queries=1000, n_docs=50, n_dq=20,
+                      exclude_docs=np.concatenate([test, val]), steps=20, batch_size=200, lr=1e-3,
+                      validation_docs=val, eval_every=5)
+    dr = evaluate_eqi(st, {"dr": DenseReverse(qs, qemb)}, val, embeddings=demb[val], measures=[m])
+    assert model.meta["validation"]["curve"][0][1] == pytest.approx(dr["dr"][m], abs=1e-5)
+    trained = train_eqi("residual-unit", st, qemb, demb, n_queries=1000, n_docs=50, n_dq=20,
+                        exclude_docs=test, steps=10, batch_size=200, lr=1e-3)  # no early stopping
+    for side, emb in (("d", demb[:50]), ("q", qemb[:50])):
+        out = trained.transform(emb, side)
+        assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+        assert not np.allclose(out, emb / np.linalg.norm(emb, axis=1, keepdims=True), atol=1e-4)  # it trained
+
+
 def test_resumed_training_equals_uninterrupted(dense_setup, tmp_path):
     """A run cut by step budgets and resumed from checkpoints ends with the same heads, the same
     validation curve and the same log as the uninterrupted run (model, optimizer, both RNGs,

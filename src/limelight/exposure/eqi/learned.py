@@ -8,7 +8,10 @@ The base encoder (all-MiniLM-L6-v2, 384 dimensions, frozen) gives x; a head tran
   next to a unit-norm x (at the default scale it outweighs x in every dot product);
 - ``residual``: y = x + FF(x); FF is 384 → 192 → 384 (the paper's hidden size is half the
   embedding size: 384 for 768), its last layer initialised to zero so training starts from
-  dense-reverse.
+  dense-reverse;
+- ``residual-unit``: the residual head with y re-normalised to unit length, y = (x + FF(x)) /
+  ‖x + FF(x)‖ (ours, not the paper's: the fix of the collapse described below — scores are then
+  cosines, so the pairwise loss can no longer fall by growing a residual shared by all documents).
 
 Each hidden layer is Linear → ReLU → Dropout(0.1) → LayerNorm. Queries and documents get their own
 head (h_Q, h_D); u(d, q) = h_Q(q) · h_D(d). Training data follow Algorithm 1 (``training_data``):
@@ -58,7 +61,7 @@ from limelight.exposure.eqi.base import (
     store_fingerprint,
 )
 
-METHODS = ("append", "residual")
+METHODS = ("append", "residual", "residual-unit")
 APPEND_INIT_SCALE = 0.01
 MODEL_FORMAT = "limelight-eqi-model/1"
 
@@ -201,7 +204,8 @@ def _make_head(method: str, dim: int, dropout: float):
                 return torch.cat([x, self.ff(x)], dim=-1)
 
         return Append()
-    if method == "residual":
+    if method in ("residual", "residual-unit"):
+        unit = method == "residual-unit"
         last = nn.Linear(dim // 2, dim)
         nn.init.zeros_(last.weight)
         nn.init.zeros_(last.bias)
@@ -213,7 +217,8 @@ def _make_head(method: str, dim: int, dropout: float):
                 self.ff = ff
 
             def forward(self, x):
-                return x + self.ff(x)
+                y = x + self.ff(x)
+                return torch.nn.functional.normalize(y, dim=-1) if unit else y
 
         return Residual()
     raise LimelightError(f"unknown EQI model {method!r} ({', '.join(METHODS)})")
