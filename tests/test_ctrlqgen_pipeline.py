@@ -94,6 +94,15 @@ def test_generator_fit_resumes_exactly(backbone, t5, movies, tmp_path):
     assert all(torch.equal(sa[k], sc[k]) for k in sa)
 
 
+def test_causal_loss_on_query_positions_equals_the_full_model_loss(movies):
+    """The vocabulary projection on the query tokens only gives the model's own loss."""
+    g = QueryGenerator(None, kind="ctrlqgen", schema="movies", max_input_tokens=24, max_new_tokens=6)
+    prompts, targets = _pairs(g, movies, 4)
+    batch = g._batch(prompts, targets)
+    with torch.no_grad():
+        assert abs(float(g.loss(batch)) - float(g.model(**batch).loss)) < 1e-5
+
+
 def test_generator_checkpoint_of_other_base_or_data_is_refused(t5, movies, tmp_path):
     other = _tiny_t5(tmp_path / "t5b", d_model=48)
     a = QueryGenerator(t5, kind="ctrlqgen", schema="movies", max_input_tokens=16, max_new_tokens=4)

@@ -196,7 +196,8 @@ class Study:
         if stage == "generate":
             g = GEN_OF_SET[name]
             up = self.key("generator", g) if g else digest({"wl": wl, "backbone": c["generator"]})
-            return digest({"up": up, "gen": {k: v for k, v in c["generate"].items() if k != "sets"},
+            skip = ("sets", "n_generate")  # more entities extend a set (chunks are per index)
+            return digest({"up": up, "gen": {k: v for k, v in c["generate"].items() if k not in skip},
                            "name": name, "max_in": c["generator"]["max_input_tokens"],
                            "max_new": c["generator"]["max_new_tokens"]})
         if stage == "finetune":
@@ -224,8 +225,9 @@ class Study:
     def set_inputs(self, set_name: str) -> list[str]:
         if set_name == "Click":
             return [self.key("weaklabels")]
-        if set_name == "CtrlQGen_both":
-            return [self.key("generate", "ctrl_narrow"), self.key("generate", "ctrl_broad")]
+        if set_name == "CtrlQGen_both":  # its halves of E' depend on how many were generated
+            return [self.key("generate", "ctrl_narrow"), self.key("generate", "ctrl_broad"),
+                    str(self.cfg["generate"].get("n_generate"))]
         return [self.key("generate", SET_SOURCES[set_name])]
 
     def dir(self, stage: str, name: str = "") -> Path:

@@ -74,11 +74,12 @@ def generator_pairs(study: Study, click: dict[str, pd.DataFrame], lab, test_text
 
     wl = study.cfg["weaklabels"]
     coll, schema = study.collection, study.schema
-    tr = click["train"]
-    if len(tr) < wl["n_ip"]:
-        raise LimelightError(f"the Click train split has {len(tr)} pairs, weaklabels.n_ip needs "
-                             f"{wl['n_ip']}: raise click.n_queries")
-    tr = tr.iloc[:wl["n_ip"]]
+    n_qgen = wl.get("n_qgen", wl["n_ip"])
+    if len(click["train"]) < max(n_qgen, wl["n_ip"]):
+        raise LimelightError(f"the Click train split has {len(click['train'])} pairs, weaklabels "
+                             f"needs {max(n_qgen, wl['n_ip'])}: raise click.n_queries")
+    qgen = click["train"].iloc[:n_qgen][["entity", "entity_id", "text"]].reset_index(drop=True)
+    tr = click["train"].iloc[:wl["n_ip"]]
     enc = Encoder(max_seq_length=wl["ip_max_seq_length"], variant="torch-fp32")
     ip = weaklabel_ip(tr["text"].tolist(), coll, schema, tr["entity"].to_numpy(), enc)
     agree = {it: {"n": int((tr["intent"] == it).sum()),
@@ -95,7 +96,6 @@ def generator_pairs(study: Study, click: dict[str, pd.DataFrame], lab, test_text
     un = pd.DataFrame({"entity": e2[keep], "entity_id": coll.ids.strings[e2[keep]],
                        "text": q2[keep].astype(str), "intent": i2[keep].astype(str), "source": "un",
                        "wl_intent": i2[keep].astype(str)})
-    qgen = tr[["entity", "entity_id", "text"]].reset_index(drop=True)
     return (pd.concat([ctrl_ip, un], ignore_index=True), qgen, agree,
             {"un_generated": len(q2), "un_dropped_test_text": int((~keep).sum())})
 
@@ -275,14 +275,15 @@ def generate_set(study: Study, set_name: str) -> None:
     from limelight.querygen.generator import generate_queries
     from limelight.querygen.weaklabel import normalize_query
 
-    if study.done("generate", set_name):
+    gc = study.cfg["generate"]
+    done = study.done("generate", set_name)
+    if done and done["n_entities"] >= gc.get("n_generate", done["n_entities"]):
         return
     t0 = time.perf_counter()
-    gc = study.cfg["generate"]
     d = study.dir("generate", set_name)
     d.mkdir(parents=True, exist_ok=True)
     coll = study.collection
-    eprime = np.load(study.dir("weaklabels") / "eprime.npy")
+    eprime = np.load(study.dir("weaklabels") / "eprime.npy")[:gc.get("n_generate")]
     ids = coll.ids.strings[eprime]
     intent = "broad" if set_name == "ctrl_broad" else "narrow"
     label = intent if set_name.startswith("ctrl_") else None
@@ -340,6 +341,7 @@ def training_set(study: Study, set_name: str) -> tuple[list[str], np.ndarray]:
         df = read_click(study, "train")
     elif set_name == "CtrlQGen_both":  # narrow for the first half of E', broad for the second
         eprime = np.load(study.dir("weaklabels") / "eprime.npy")
+        eprime = eprime[:study.cfg["generate"].get("n_generate")]
         first = set(eprime[:len(eprime) // 2].tolist())
         nq = pd.read_parquet(study.dir("generate", "ctrl_narrow") / "queries.parquet")
         bq = pd.read_parquet(study.dir("generate", "ctrl_broad") / "queries.parquet")

@@ -56,6 +56,26 @@ def boot_gini(fs: dict[str, list[sp.csr_matrix]], n_boot: int, seed: int,
     return out
 
 
+def boot_gini_blocks(fs: dict[str, list[sp.csr_matrix]], n_base: int, n_boot: int, seed: int,
+                     chunk: int = 25) -> dict[str, np.ndarray]:
+    """Like ``boot_gini`` for matrices whose columns are ``n_base`` shared queries followed by
+    a block of added queries (of any length per system): the shared block is resampled once per
+    replicate for every system, each added block on its own (stratified resampling). Systems
+    with the same number of added columns (S and C of one system) share their added resample."""
+    rng = np.random.default_rng(seed)
+    out = {m: np.empty((len(v), n_boot)) for m, v in fs.items()}
+    sizes = sorted({v[0].shape[1] - n_base for v in fs.values()})
+    for s in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - s)
+        wq = _resample(rng, n_base, b)
+        wa = {k: _resample(rng, k, b) if k else np.zeros((0, b)) for k in sizes}
+        for m, mats in fs.items():
+            w = np.vstack([wq, wa[mats[0].shape[1] - n_base]])
+            for j, f in enumerate(mats):
+                out[m][j, s:s + b] = gini_columns(np.asarray(f @ w))
+    return out
+
+
 def seed_average(reps: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Seed-averaged replicate per bootstrap column, seeds drawn with replacement."""
     n_seeds, n_boot = reps.shape

@@ -60,6 +60,8 @@ from limelight.querygen.serialize import Schema, load_schema, plain_text, serial
 from limelight.querygen.weaklabel import WeakLabelingUn, acceptable_query, check_intent
 
 KINDS = ("ctrlqgen", "qgen", "inpars")
+# causal models whose loss is plain next-token cross-entropy over lm_head(final hidden states)
+_HEAD_ON_TARGETS = ("llama", "mistral", "qwen2")
 SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 META = "limelight_qgen.json"
 ANSWER = "\nQuery:"
@@ -368,7 +370,7 @@ class QueryGenerator:
         idx = run["order"][run["pos"]:run["pos"] + batch_size]
         run["pos"] += batch_size
         batch = self._batch([prompts[i] for i in idx], [targets[i] for i in idx])
-        loss = self.model(**batch).loss
+        loss = self.loss(batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -376,6 +378,25 @@ class QueryGenerator:
         opt.zero_grad(set_to_none=True)
         run["losses"].append(float(loss.detach()))
         run["step"] += 1
+
+    def loss(self, batch: dict):
+        """The training loss of a batch from ``_batch``: cross-entropy over the query tokens.
+
+        For Llama-style causal models (SmolLM2) the vocabulary projection runs on the query
+        positions only, not on every prompt position whose label is ignored: the same loss as
+        ``model(**batch).loss`` (to float rounding) at about two thirds of a step's cost on CPU.
+        """
+        import torch
+
+        m = self.model
+        if self.seq2seq or m.config.model_type not in _HEAD_ON_TARGETS or \
+                not hasattr(m, "lm_head") or not hasattr(m, "model"):
+            return m(**batch).loss
+        h = m.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        target = batch["labels"][:, 1:]
+        keep = target != -100
+        logits = m.lm_head(h[:, :-1][keep])
+        return torch.nn.functional.cross_entropy(logits.float(), target[keep])
 
     def _checkpoint(self, checkpoint_dir, meta, opt, sched, rng, run) -> None:
         import limelight._checkpoint as ck
