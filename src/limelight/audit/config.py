@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from limelight._io import file_sha256
 from limelight.errors import FormatError
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RERANK_DEPTH, RRF_K
 
@@ -345,15 +346,6 @@ def _check_intervention(ck: _Checker, iv: dict, depth: int, text: str) -> None:
         ck.fail("c", f"intervention.c must be in 1..depth ({depth}), got {iv['c']}", at)
 
 
-def _file_sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,
                     base: Path, at: int) -> None:
@@ -406,7 +398,7 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
                          f"set {where}.depth ≥ {depth} or lower audit.depth")
     spec.first = base_spec
     spec.checkpoint_path = str(path)
-    spec.checkpoint_sha256 = _file_sha256(path)
+    spec.checkpoint_sha256 = file_sha256(path)
 
 
 def load_config(path: str | os.PathLike) -> AuditConfig:
