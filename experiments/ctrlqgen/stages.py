@@ -202,8 +202,9 @@ def train_generator(study: Study, name: str) -> None:
                        max_new_tokens=g_cfg["max_new_tokens"], threads=study.threads)
     wl = study.dir("weaklabels")
     df = pd.read_parquet(wl / f"gen_{name}.parquet")
-    n_ctrl = len(pd.read_parquet(wl / "gen_ctrlqgen.parquet"))
-    steps = math.ceil(g_cfg["epochs"] * n_ctrl / g_cfg["batch_size"])
+    # the same steps for both generators: enough for each to see every one of its pairs
+    n_max = max(len(pd.read_parquet(wl / f"gen_{k}.parquet")) for k in ("ctrlqgen", "qgen"))
+    steps = math.ceil(g_cfg["epochs"] * n_max / g_cfg["batch_size"])
     prompts, targets = training_pairs(g, study.collection, df["entity"].to_numpy(),
                                       df["text"].tolist(),
                                       df["intent"].tolist() if name == "ctrlqgen" else None)
