@@ -2,13 +2,15 @@
 the query log.
 
 Every query keeps its stored top-n (the exposure store); its threshold is its score at rank n.
-A new document is scored against every query — for BM25 through an inverted index over the query
-log (document terms → the queries that contain them, weights from the collection's term
-statistics, which stay frozen), for dense retrieval by one product of the query embeddings with
-the document's embedding — and kept for the queries whose threshold it beats; its rank inside
-each query's list comes from the stored scores. Several new documents added together compete
-with each other as well (``add_documents``), exactly as in a re-run over the collection plus
-all of them.
+New documents are scored against the queries in one pass for the whole batch
+(``limelight.exposure.eqi.batch``) — for BM25 query by query, over a small inverted index of the
+new documents (weights from the collection's term statistics, which stay frozen), only for the
+queries holding one of their terms and whose threshold their bound can beat; for dense retrieval
+by FAISS range search of the query embeddings over the documents' embeddings, block by block
+against the queries' thresholds — and kept for the queries whose threshold they beat; their rank
+inside each query's list comes from the stored scores. Documents added together compete with
+each other as well (``add_documents``), exactly as in a re-run over the collection plus all of
+them.
 
 Exactness: the result equals re-running every query over the collection plus the new documents
 when (i) scores are computed bit for bit as the retriever computes them — BM25 sums a query's
@@ -16,11 +18,21 @@ term weights in its token order in float32 as the engine does; dense scores come
 FAISS inner product — and (ii) for BM25 the collection statistics (N, df, avgdl) stay those of the
 store's index ("frozen"; a term the collection lacks gets idf(df=0)). Recomputing them after
 adding documents changes every score; ``experiments/eqi`` reports that drift as RELQ. Ties follow
-the engines: on a tie at the cut the BM25 engine keeps the lower document code (a new document
-enters a full list only with a score strictly above the threshold) and FAISS's heap the higher
-one (a new document tying the threshold enters); ranks inside the list follow trec_eval (score, then doc id descending).
-Dense scores depend on the query embeddings: use the ones the store was computed from
-(``query_embeddings=``); re-encoding may differ from them in the last bits.
+the engines, and new documents come after the collection's (codes N, N+1, ... in batch order).
+The BM25 engine ranks by score, then the lower document code: a new document enters a full list
+only with a score strictly above the threshold, and of tied new documents the first of the batch.
+FAISS's heap takes a document only with a score strictly above its worst entry, and then drops
+the worst — the lowest score, and of equal scores the lowest code — so which tied documents stay
+depends on the order it sees them in: it is replayed, from the stored list, over the new
+documents in code order. Ranks inside a list follow trec_eval (score, then doc id descending).
+
+FAISS's inner product of a pair depends in its last bits on the pair's place in FAISS's BLAS
+blocks: the new documents are searched behind the old documents of their database block, the
+queries in their order (``batch.dense_candidates``), as a re-run over the enlarged collection
+lays them out, so that their scores are that re-run's bit for bit. (The re-run may itself give
+the old documents of the collection's last, partial block other last bits than the store holds.)
+Dense scores depend on the query embeddings: use the ones the store was
+computed from (``query_embeddings=``); re-encoding may differ from them in the last bits.
 
 An edited document (an id of the store) replaces its old version: its stored entries are
 ignored. One case is not decidable from the top-n alone — the edited document falling to rank n
@@ -39,6 +51,12 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.exposure.eqi.base import DEFAULT_CACHE, check_k, check_texts, rows
+from limelight.exposure.eqi.batch import (
+    bm25_candidates,
+    dense_candidates,
+    faiss_min_k_reservoir,
+    faiss_rerun,
+)
 
 
 @dataclass
@@ -68,10 +86,11 @@ class NewExposure:
 
 
 # ---- kernels -----------------------------------------------------------------------------------
-def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n, new_wins):  # pragma: no cover - numba
-    """Per query with candidates (sorted by score desc, new-doc code asc): merge with the stored
-    list (scores ``S`` desc, lexical keys ``L``, -inf padding) keeping the engines' top-n, and
-    rank each selected candidate by (score desc, lexical key desc). Returns ranks (0 = out)."""
+def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numba
+    """Per query with candidates (sorted here by score desc, new-doc code asc): merge with the
+    stored list (scores ``S`` desc, lexical keys ``L``, -inf padding) keeping the engines' top-n
+    (on a tie the lower document code: stored documents, then new ones in batch order), and rank
+    each selected candidate by (score desc, lexical key desc). Returns ranks (0 = out)."""
     nq_c = len(cptr) - 1
     out = np.zeros(len(cdoc), dtype=np.int32)
     for g in numba.prange(nq_c):
@@ -83,8 +102,7 @@ def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n, new_wins):  # pragma: no co
         for a in range(lo + 1, hi):
             sa, da, la = cscore[a], cdoc[a], clex[a]
             b = a - 1
-            while b >= lo and (cscore[b] < sa or (cscore[b] == sa and (
-                    (cdoc[b] > da and not new_wins) or (cdoc[b] < da and new_wins)))):
+            while b >= lo and (cscore[b] < sa or (cscore[b] == sa and cdoc[b] > da)):
                 cscore[b + 1] = cscore[b]
                 cdoc[b + 1] = cdoc[b]
                 clex[b + 1] = clex[b]
@@ -101,7 +119,7 @@ def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n, new_wins):  # pragma: no co
             old_ok = i < n and S[q, i] != -np.inf
             if not old_ok and j >= hi:
                 break
-            if old_ok and (j >= hi or S[q, i] > cscore[j] or (S[q, i] == cscore[j] and not new_wins)):
+            if old_ok and (j >= hi or S[q, i] >= cscore[j]):
                 i += 1
                 n_old += 1
             else:
@@ -122,80 +140,90 @@ def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n, new_wins):  # pragma: no co
     return out
 
 
-@numba.njit(cache=True, nogil=True)
-def _bm25_block(i0, i1, dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, n_terms, nq,
-                optr, out_q, out_s, counts):  # pragma: no cover - numba
-    wmap = np.zeros(n_terms, dtype=np.float32)
-    seen = np.zeros(nq, dtype=np.uint8)
-    touched = np.empty(nq, dtype=np.int32)
-    for i in range(i0, i1):
-        for p in range(dptr[i], dptr[i + 1]):
-            wmap[dterm[p]] = dw[p]
-        nt = 0
-        for p in range(dptr[i], dptr[i + 1]):
-            t = dterm[p]
-            # a query q can beat its threshold only if some shared term has w(t, d) ≥
-            # s / L_q > thr_q / L_q: scan the prefix of t's list (sorted by thr_q / L_q)
-            bound = dw[p] * 1.0001
-            lo = iptr[t]
-            hi = iptr[t + 1]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if ikey[mid] < bound:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            for z in range(iptr[t], lo):
-                q = iq[z]
-                if seen[q] == 0:
-                    seen[q] = 1
-                    touched[nt] = q
-                    nt += 1
-        c = 0
-        base = optr[i]
-        for a in range(nt):
-            q = touched[a]
-            seen[q] = 0
-            s = np.float32(0.0)
-            for z in range(qptr[q], qptr[q + 1]):
-                w = wmap[qtok[z]]
-                if w != 0:
-                    s += np.float32(1.0) * w
-            if (full[q] and s > thr[q]) or (not full[q] and s > 0):
-                out_q[base + c] = q
-                out_s[base + c] = s
-                c += 1
-        counts[i] = c
-        for p in range(dptr[i], dptr[i + 1]):
-            wmap[dterm[p]] = 0
+def _merge_faiss_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, reservoir, n_chunks
+                    ):  # pragma: no cover - numba
+    """FAISS's top-n of each query with candidates, replayed: its heap (after the collection's
+    documents: the stored list, empty slots scored -inf) takes the new documents in code order;
+    one enters when its score is above the heap's worst, and replaces the worst — the lowest
+    score, and of equal scores the lowest code (FAISS's ``CMin`` heap order). Each candidate
+    left in the heap is ranked by (score desc, lexical key desc). Returns ranks (0 = out) and,
+    per group, whether the replay may differ from FAISS: with ``reservoir`` (FAISS keeps n ≥
+    ``distance_compute_min_k_reservoir`` results in a reservoir, whose choice among documents
+    tied at the cut depends on documents below the stored list), when a candidate ties the
+    list's last score and more documents than n score at least that."""
+    nq_c = len(cptr) - 1
+    out = np.zeros(len(cdoc), dtype=np.int32)
+    amb = np.zeros(nq_c, dtype=np.uint8)
+    nch = max(1, min(n_chunks, nq_c))
+    step = (nq_c + nch - 1) // nch
+    for ch in numba.prange(nch):
+        hs = np.empty(n, dtype=np.float32)
+        hid = np.empty(n, dtype=np.int64)
+        hl = np.empty(n, dtype=np.float64)
+        hc = np.empty(n, dtype=np.int64)
+        for g in range(ch * step, min(nq_c, (ch + 1) * step)):
+            lo, hi = cptr[g], cptr[g + 1]
+            if lo == hi:
+                continue
+            q = cq[lo]
+            # the candidates in processing order (new-doc code ascending), in place
+            for a in range(lo + 1, hi):
+                sa, da, la = cscore[a], cdoc[a], clex[a]
+                b = a - 1
+                while b >= lo and cdoc[b] > da:
+                    cscore[b + 1] = cscore[b]
+                    cdoc[b + 1] = cdoc[b]
+                    clex[b + 1] = clex[b]
+                    b -= 1
+                cscore[b + 1] = sa
+                cdoc[b + 1] = da
+                clex[b + 1] = la
+            for a in range(n):
+                hs[a] = S[q, a]
+                hid[a] = D[q, a]
+                hl[a] = L[q, a]
+                hc[a] = -1
+            for c in range(lo, hi):
+                t = 0
+                for a in range(1, n):
+                    if hs[a] < hs[t] or (hs[a] == hs[t] and hid[a] < hid[t]):
+                        t = a
+                if cscore[c] > hs[t]:
+                    hs[t] = cscore[c]
+                    hid[t] = n_old + cdoc[c]
+                    hl[t] = clex[c]
+                    hc[t] = c
+            for a in range(n):
+                c = hc[a]
+                if c < 0:
+                    continue
+                better = 0
+                for b in range(n):
+                    if b != a and hid[b] >= 0 and (hs[b] > hs[a] or (hs[b] == hs[a] and hl[b] > hl[a])):
+                        better += 1
+                out[c] = better + 1
+            if reservoir:
+                x = np.inf
+                for a in range(n):
+                    x = min(x, hs[a]) if hid[a] >= 0 else -np.inf
+                tie = False
+                for c in range(lo, hi):
+                    tie = tie or (cscore[c] == x)
+                if tie:
+                    cnt = 0
+                    for a in range(n):
+                        cnt += S[q, a] >= x
+                    for c in range(lo, hi):
+                        cnt += cscore[c] >= x
+                    amb[g] = cnt > n
+    return out, amb
 
 
-def _bm25_reverse_scores_py(dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, n_terms, nq,
-                         optr, out_q, out_s, n_blocks):  # pragma: no cover - numba
-    """For each new document (CSR ``dptr``/``dterm``/``dw`` over the extended vocabulary): touch
-    the queries that contain its terms and could beat their threshold (inverted index
-    ``iptr``/``iq``, each list sorted by ``ikey`` = threshold / query length), score each in its
-    token order (float32, as the engine sums), keep those that beat the threshold.
-    Fills ``out_q``/``out_s`` from offsets ``optr`` (capacity: the document's postings, at
-    most |Q|) and returns the counts."""
-    m = len(dptr) - 1
-    counts = np.zeros(m, dtype=np.int64)
-    nb = max(1, min(n_blocks, m))
-    step = (m + nb - 1) // nb
-    for b in numba.prange(nb):
-        i0 = b * step
-        i1 = min(m, i0 + step)
-        if i0 < i1:
-            _bm25_block(i0, i1, dptr, dterm, dw, iptr, iq, ikey, qptr, qtok, thr, full, n_terms,
-                        nq, optr, out_q, out_s, counts)
-    return counts
-
-
-# parallel kernels for batches; serial ones for a document or two (no thread wake-ups)
+# parallel kernel for batches; serial one for a document or two (no thread wake-ups)
 _merge_par = numba.njit(cache=True, parallel=True)(_merge_py)
 _merge_ser = numba.njit(cache=True)(_merge_py)
-_bm25_par = numba.njit(cache=True, parallel=True)(_bm25_reverse_scores_py)
-_bm25_ser = numba.njit(cache=True)(_bm25_reverse_scores_py)
+_merge_faiss_par = numba.njit(cache=True, parallel=True)(_merge_faiss_py)
+_merge_faiss_ser = numba.njit(cache=True)(_merge_faiss_py)
 
 
 # ---- the engine --------------------------------------------------------------------------------
@@ -319,25 +347,13 @@ class ExactReverse:
         t_of, q_of = pair // nq, pair % nq
         iptr = np.zeros(self.n_ext + 1, dtype=np.int64)
         np.cumsum(np.bincount(t_of, minlength=self.n_ext), out=iptr[1:])
-        self.iptr, self._iq_raw = iptr, q_of.astype(np.int32)
-        self._t_of = t_of
-        self._qlen = np.diff(qptr).astype(np.float64)
-        self._sort_lists()
+        self.iptr, self.iq = iptr, q_of.astype(np.int32)
         # frozen statistics: the index's idf (float32), idf(df=0) for terms it lacks
         N = ix.n_docs
         idf0 = np.float32(np.log(1.0 + (N - 0.0 + 0.5) / (0.0 + 0.5)))
         self.idf = np.concatenate([np.asarray(ix.idf, dtype=np.float32),
                                    np.full(len(unknown), idf0, dtype=np.float32)])
         self.avgdl = ix.avgdl
-
-    def _sort_lists(self) -> None:
-        """Order each inverted list by threshold / query length (non-full lists first)."""
-        t = np.where(self.full, self.thr.astype(np.float64), -np.inf)
-        key_q = t / np.maximum(self._qlen, 1.0)
-        key = key_q[self._iq_raw]
-        order = np.lexsort((key, self._t_of))
-        self.iq = self._iq_raw[order]
-        self.ikey = key[order]
 
     def _bm25_doc_weights(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR (ptr, extended term, float32 BM25 weight) of new documents, frozen statistics."""
@@ -362,107 +378,87 @@ class ExactReverse:
         return dptr, dterm.astype(np.int32), w
 
     # -- candidates --
-    def _candidates(self, texts: list[str], embeddings: np.ndarray | None
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(query, new-doc index, score) of every pair that may enter a query's top-n."""
-        nq = len(self.queries)
+    def _candidates(self, texts: list[str] | None, emb: np.ndarray | None,
+                    thr: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query, new-doc index, score), grouped by ascending query, of every pair that may
+        enter a query's top-n given its threshold ``thr`` (``full``: the list holds n)."""
         if self.kind == "bm25":
             dptr, dterm, dw = self._bm25_doc_weights(texts)
-            m = len(texts)
-            nb = numba.get_num_threads() * 4
-            plen = np.diff(self.iptr)[dterm]
-            cap = np.minimum(np.add.reduceat(plen, dptr[:-1]) if len(plen) else np.zeros(m, np.int64),
-                             nq) * (np.diff(dptr) > 0)
-            optr = np.zeros(m + 1, dtype=np.int64)
-            np.cumsum(cap, out=optr[1:])
-            out_q = np.empty(int(optr[-1]), dtype=np.int32)
-            out_s = np.empty(int(optr[-1]), dtype=np.float32)
-            kern = _bm25_par if m > 2 else _bm25_ser
-            counts = kern(dptr, dterm, dw, self.iptr, self.iq, self.ikey, self.qptr,
-                                          self.qtok, self.thr, self.full, self.n_ext, nq, optr,
-                                          out_q, out_s, nb)
-            # each document's results start at optr[i]: gather them (O(results), not O(capacity))
-            cstart = np.cumsum(counts) - counts
-            idx = np.repeat(optr[:-1] - cstart, counts) + np.arange(int(counts.sum()))
-            out_q, out_s = out_q[idx], out_s[idx]
-            doc = np.repeat(np.arange(m, dtype=np.int32), counts)
-            return out_q, doc, out_s
-        from limelight.exposure.eqi.base import faiss_ip_index, faiss_search
+            return bm25_candidates(dptr, dterm, dw, self.n_ext, self.qptr, self.qtok, self.iptr,
+                                   self.iq, thr, full)
+        return dense_candidates(self.query_emb, thr, full, emb, self._flat_embeddings())
 
+    def _flat_embeddings(self) -> np.ndarray | None:
+        """The collection's vectors when the dense index is flat float32 (FAISS searches them
+        exhaustively: the new vectors can be laid out as a re-run lays them out), else None."""
+        ix = self.retriever.index
+        flat = not getattr(ix, "hnsw", False) and getattr(ix, "dtype", "float32") == "float32"
+        return ix.embeddings if flat else None
+
+    def _doc_vectors(self, texts: list[str] | None, embeddings: np.ndarray | None) -> np.ndarray:
+        """The new documents' vectors (given, or encoded from their texts)."""
         emb = self.retriever.encode_queries(texts) if embeddings is None else embeddings
         emb = np.ascontiguousarray(np.atleast_2d(emb), dtype=np.float32)
         if emb.shape[1] != self.query_emb.shape[1]:
             raise IndexMismatchError(f"document embeddings have {emb.shape[1]} dimensions, the "
                                      f"queries {self.query_emb.shape[1]}")
-        index = faiss_ip_index(emb)
-        kk = min(self.depth, len(emb))
-        c, s = faiss_search(index, self.query_emb, kk)
-        qq = np.broadcast_to(np.arange(nq, dtype=np.int32)[:, None], c.shape)
-        ok = (c >= 0) & ((s >= self.thr[:, None]) | ~self.full[:, None])  # FAISS: ties go to higher ids
-        return qq[ok], c[ok], s[ok]
+        return emb
 
-    def add_documents(self, texts: Sequence[str] | None = None, docids: Sequence[str] | None = None,
-                      embeddings: np.ndarray | None = None) -> NewExposure:
-        """Exposure lists of new (or edited) documents added to the collection together.
+    def _lists_without(self, edited: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Stored lists ``(S, D, L, thr, full)`` with the old versions of ``edited`` codes
+        removed (each list compacted: its threshold becomes the new n-th score, if any)."""
+        if not (edited >= 0).any():
+            return self.S, self.D, self.L, self.thr, self.full
+        S, D = self.S.copy(), self.D.copy()
+        hit = np.isin(D, edited[edited >= 0])
+        for r in np.flatnonzero(hit.any(axis=1)).tolist():  # few rows: compact each list
+            keep = ~hit[r]
+            ss, dd = S[r][keep], D[r][keep]
+            S[r] = -np.inf
+            D[r] = -1
+            S[r, :len(ss)] = ss
+            D[r, :len(dd)] = dd
+        full = D[:, -1] >= 0
+        thr = np.where(full, S[:, -1], -np.inf).astype(np.float32)
+        L = np.where(D >= 0, self._old_lexkey[np.maximum(D, 0)], -1.0)
+        return S, D, L, thr, full
 
-        ``texts`` are required for BM25; dense takes ``texts`` or document ``embeddings``.
-        ``docids`` name them (default ``new-0``, ``new-1``, ...)."""
+    def _check_new(self, texts, docids, embeddings) -> tuple[list[str] | None, list[str]]:
+        """Validated texts and document ids of a batch (default ids ``new-0``, ``new-1``, ...)."""
         if texts is not None:
             texts = check_texts(texts)
         elif self.kind == "bm25" or embeddings is None:
             raise LimelightError("give the new documents' texts")
         m = len(texts) if texts is not None else len(embeddings)
-        if m == 0:
-            return NewExposure([], np.zeros(1, np.int64), np.zeros(0, np.int32),
-                               np.zeros(0, np.int32), np.zeros(0, np.float32))
         docids = [f"new-{i}" for i in range(m)] if docids is None else [str(x) for x in docids]
         if len(docids) != m:
             raise LimelightError(f"{len(docids)} document ids for {m} documents")
         if len(set(docids)) != m:
             dup = next(x for i, x in enumerate(docids) if x in docids[:i])
             raise LimelightError(f"duplicate new document id {dup!r}")
+        return texts, docids
+
+    def add_documents(self, texts: Sequence[str] | None = None, docids: Sequence[str] | None = None,
+                      embeddings: np.ndarray | None = None) -> NewExposure:
+        """Exposure lists of new (or edited) documents added to the collection together.
+
+        ``texts`` are required for BM25; dense takes ``texts`` or document ``embeddings``.
+        ``docids`` name them (default ``new-0``, ``new-1``, ...). The whole batch is scored in
+        one pass over the affected queries (``limelight.exposure.eqi.batch``), then merged with
+        the stored lists."""
+        texts, docids = self._check_new(texts, docids, embeddings)
+        m = len(docids)
+        if m == 0:
+            return NewExposure([], np.zeros(1, np.int64), np.zeros(0, np.int32),
+                               np.zeros(0, np.int32), np.zeros(0, np.float32))
         edited = np.array([self.store.doc_ids.get(x) for x in docids], dtype=np.int64)
-        S, D = self.S, self.D
-        thr, full = self.thr, self.full
-        if (edited >= 0).any():
-            S, D = S.copy(), D.copy()
-            hit = np.isin(D, edited[edited >= 0])
-            rows_hit = np.flatnonzero(hit.any(axis=1))
-            for r in rows_hit.tolist():  # few rows: compact each list without the old versions
-                keep = ~hit[r]
-                ss, dd = S[r][keep], D[r][keep]
-                S[r] = -np.inf
-                D[r] = -1
-                S[r, :len(ss)] = ss
-                D[r, :len(dd)] = dd
-            full = D[:, -1] >= 0
-            thr = np.where(full, S[:, -1], -np.inf).astype(np.float32)
-            L = np.where(D >= 0, self._old_lexkey[np.maximum(D, 0)], -1.0)
-        else:
-            L = self.L
-        saved = (self.S, self.D, self.thr, self.full)
-        self.S, self.D, self.thr, self.full = S, D, thr, full
-        try:
-            if S is not saved[0] and self.kind == "bm25":
-                self._sort_lists()
-            cq, cdoc, cs = self._candidates(texts, embeddings)
-        finally:
-            self.S, self.D, self.thr, self.full = saved
-            if S is not saved[0] and self.kind == "bm25":
-                self._sort_lists()
-        new_lex = self._new_lexkeys(docids)
-        order = np.argsort(cq, kind="stable")
-        cq = cq[order]
-        cdoc = np.ascontiguousarray(cdoc[order], dtype=np.int32)
-        cs = np.ascontiguousarray(cs[order], dtype=np.float32)
-        starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]]) if len(cq) else np.zeros(0, np.int64)
-        cptr = np.r_[starts, len(cq)].astype(np.int64)
-        clex = new_lex[cdoc]
-        merge = _merge_par if len(cptr) > 4096 else _merge_ser
-        # ties at the cut: the BM25 engine keeps the lower document code, FAISS's heap the higher
-        rank = merge(cptr, cq, cdoc, cs, clex, S, L, self.depth, self.kind == "dense")
-        sel = rank > 0
-        cq, cdoc, cs, rank = cq[sel], cdoc[sel], cs[sel], rank[sel]
+        S, D, L, thr, full = self._lists_without(edited)
+        emb = self._doc_vectors(texts, embeddings) if self.kind == "dense" else None
+        cq, cdoc, cs = self._candidates(texts, emb, thr, full)
+        rerun = None
+        if emb is not None and (edited < 0).all() and self._flat_embeddings() is not None:
+            rerun = emb
+        cq, cdoc, cs, rank = self._merge(cq, cdoc, cs, self._new_lexkeys(docids), S, D, L, rerun)
         qlex = self.queries.ids.lexical_rank()
         nq = len(self.queries)
         key = (cdoc.astype(np.int64) * (self.depth + 1) + rank) * nq + qlex[cq]
@@ -471,6 +467,65 @@ class ExactReverse:
         ptr = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(np.bincount(cdoc, minlength=m), out=ptr[1:])
         return NewExposure(docids, ptr, cq, rank.astype(np.int32), cs)
+
+    def _merge(self, cq: np.ndarray, cdoc: np.ndarray, cs: np.ndarray, new_lex: np.ndarray,
+               S: np.ndarray, D: np.ndarray, L: np.ndarray, rerun: np.ndarray | None = None
+               ) -> tuple[np.ndarray, ...]:
+        """Candidates that enter their query's top-n, with their 1-based ranks.
+
+        Ties at the cut: the BM25 engine's order is total (score, then the lower document code:
+        a query keeps at most its n best candidates); FAISS's heap depends on the order it sees
+        the documents in, and is replayed (``_merge_faiss_py``). Where FAISS's reservoir (n ≥
+        100) may settle a tie otherwise, the query is re-run by FAISS when the new documents'
+        vectors ``rerun`` are given (a flat index and no edited document)."""
+        n = self.depth
+        if len(cq) and not (cq[1:] >= cq[:-1]).all():
+            order = np.argsort(cq, kind="stable")
+            cq, cdoc, cs = cq[order], cdoc[order], cs[order]
+        if self.kind == "bm25" and len(cq) and np.bincount(cq).max() > n:
+            order = np.lexsort((cdoc, -cs, cq))  # each query's n best candidates
+            cq, cdoc, cs = cq[order], cdoc[order], cs[order]
+            starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]])
+            pos = np.arange(len(cq)) - np.repeat(starts, np.diff(np.r_[starts, len(cq)]))
+            keep = pos < n
+            cq, cdoc, cs = cq[keep], cdoc[keep], cs[keep]
+        cdoc = np.ascontiguousarray(cdoc, dtype=np.int32)
+        cs = np.ascontiguousarray(cs, dtype=np.float32)
+        starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]]) if len(cq) else np.zeros(0, np.int64)
+        cptr = np.r_[starts, len(cq)].astype(np.int64)
+        par = len(cptr) > 4096
+        if self.kind == "bm25":
+            rank = (_merge_par if par else _merge_ser)(cptr, cq, cdoc, cs, new_lex[cdoc], S, L, n)
+        else:
+            reservoir = n >= faiss_min_k_reservoir()
+            rank, amb = (_merge_faiss_par if par else _merge_faiss_ser)(
+                cptr, cq, cdoc, cs, new_lex[cdoc], S, D, L, n, len(self.store.doc_ids), reservoir,
+                numba.get_num_threads() * 4 if par else 1)
+            if amb.any() and rerun is not None:
+                return self._rerun_ties(cq, cdoc, cs, rank, cq[cptr[:-1][amb > 0]], new_lex, rerun)
+        sel = rank > 0
+        return cq[sel], cdoc[sel], cs[sel], rank[sel]
+
+    def _rerun_ties(self, cq, cdoc, cs, rank, tied, new_lex, emb) -> tuple[np.ndarray, ...]:
+        """The queries whose ties at the cut FAISS's reservoir settles (``tied``) take FAISS's
+        own top-n over the collection plus the new documents (their query blocks re-run, laid
+        out as a re-run does); the others keep the replayed merge."""
+        n_old = len(self.store.doc_ids)
+        codes, scores = faiss_rerun(self.query_emb, self.retriever.index.embeddings, emb, tied,
+                                    self.depth)
+        lex = np.where(codes < n_old, self._old_lexkey[np.clip(codes, 0, n_old - 1)],
+                       new_lex[np.clip(codes - n_old, 0, len(new_lex) - 1)])
+        lex[codes < 0] = -np.inf
+        # trec_eval order inside each list: score desc, then document id desc
+        order = np.lexsort((-lex, -scores.astype(np.float64)), axis=1)
+        codes = np.take_along_axis(codes, order, axis=1)
+        scores = np.take_along_axis(scores, order, axis=1)
+        row, pos = np.nonzero(codes >= n_old)
+        keep = (rank > 0) & ~np.isin(cq, tied)
+        return (np.concatenate([cq[keep], tied[row].astype(cq.dtype)]),
+                np.concatenate([cdoc[keep], (codes[row, pos] - n_old).astype(np.int32)]),
+                np.concatenate([cs[keep], scores[row, pos]]),
+                np.concatenate([rank[keep], (pos + 1).astype(rank.dtype)]))
 
     def query(self, text: str | None = None, docid: str | None = None, k: int = 100) -> list[dict]:
         """A document's exposing queries ``[{"qid", "query", "score", "rank"}]`` by rank: from

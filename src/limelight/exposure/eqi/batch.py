@@ -1,0 +1,267 @@
+"""Batch kernels of exact reverse search: many new documents scored against the query log at once.
+
+BM25 (``bm25_candidates``): query-major. The new documents form a small inverted index (term →
+the new documents holding it, with their frozen-statistics weights, and per term the largest
+weight over the batch). Each query holding a term of the batch is visited once: a full list whose
+upper bound (the sum of its tokens' largest weights) cannot beat its stored threshold is skipped;
+otherwise its tokens' postings are read in token order into one float32 accumulator per new
+document, which is, for every document, the engine's sum in the engine's order. The work is
+shared across the batch: one pass over the affected queries and their thresholds, with an
+accumulator array that stays in cache, instead of one pass over the log per document (where each
+touched query is scored through a vocabulary-sized weight map). Threads split the queries.
+
+Dense (``dense_candidates``): the queries, ordered by stored threshold, are searched in blocks by
+FAISS range search — the same BLAS inner products as a FAISS top-k search, without the heap —
+over the new documents' vectors behind the old documents of their FAISS database block (so that
+every score is, bit for bit, the one a search over the enlarged collection computes), with each
+block's smallest threshold as radius; each query then keeps the documents above its own
+threshold.
+
+Both return ``(query code, new-document index, score)`` grouped by ascending query code: every
+pair that may enter a query's top-n (ties at the cut are settled by the merge in ``exact``).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+# relative slack of the float64 bounds against float32 sums of up to L terms (each addition
+# rounds by at most 2^-24): a pruned query or document provably cannot beat its threshold
+_SLACK = 2.0 ** -20
+
+
+@numba.njit(cache=True, nogil=True)
+def _touched_queries(terms, iptr, iq, nq):  # pragma: no cover - numba
+    """Ascending codes of the queries holding at least one of ``terms`` (inverted index)."""
+    mark = np.zeros(nq, dtype=np.uint8)
+    n = 0
+    for t in terms:
+        for z in range(iptr[t], iptr[t + 1]):
+            q = iq[z]
+            if mark[q] == 0:
+                mark[q] = 1
+                n += 1
+    out = np.empty(n, dtype=np.int32)
+    c = 0
+    for q in range(nq):
+        if mark[q]:
+            out[c] = q
+            c += 1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _query_work(qs, qptr, qtok, pptr):  # pragma: no cover - numba
+    """Postings of the batch each query would read without pruning (for load balancing)."""
+    out = np.empty(len(qs), dtype=np.int64)
+    for a in range(len(qs)):
+        q = qs[a]
+        w = 0
+        for z in range(qptr[q], qptr[q + 1]):
+            t = qtok[z]
+            w += pptr[t + 1] - pptr[t]
+        out[a] = w + 1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m):  # pragma: no cover - numba
+    """Candidates ``(q, doc, score)`` of the queries ``qs`` (ascending) against the batch.
+
+    A full list whose bound (the sum of its tokens' largest batch weights) cannot beat its
+    threshold is skipped. Otherwise the query's tokens are read in token order and each posting
+    adds ``1.0 * w(t, d)`` to its document's float32 accumulator — for every document, the
+    engine's sum in the engine's order (a term a document lacks adds nothing). A full list keeps
+    scores strictly above its threshold (the engine keeps the lower, stored document on a tie), a
+    list not full every positive score."""
+    acc = np.zeros(m, dtype=np.float32)
+    touched = np.empty(m, dtype=np.int32)
+    cap = 1024
+    out_q = np.empty(cap, dtype=np.int32)
+    out_d = np.empty(cap, dtype=np.int32)
+    out_s = np.empty(cap, dtype=np.float32)
+    n = 0
+    for q in qs:
+        z0 = qptr[q]
+        z1 = qptr[q + 1]
+        f = full[q]
+        th = thr[q]
+        if f:
+            bound = 0.0
+            for z in range(z0, z1):
+                bound += maxw[qtok[z]]
+            if bound * (1.0 + _SLACK * (z1 - z0 + 1)) <= th:
+                continue
+        nt = 0
+        for z in range(z0, z1):
+            t = qtok[z]
+            for p in range(pptr[t], pptr[t + 1]):
+                d = pdoc[p]
+                if acc[d] == 0:  # weights are positive: 0 means not yet touched
+                    touched[nt] = d
+                    nt += 1
+                acc[d] += np.float32(1.0) * pw[p]
+        for a in range(nt):
+            d = touched[a]
+            s = acc[d]
+            acc[d] = 0
+            if (f and s > th) or (not f and s > 0):
+                if n == cap:
+                    cap *= 2
+                    nq_ = np.empty(cap, dtype=np.int32)
+                    nd_ = np.empty(cap, dtype=np.int32)
+                    ns_ = np.empty(cap, dtype=np.float32)
+                    nq_[:n] = out_q[:n]
+                    nd_[:n] = out_d[:n]
+                    ns_[:n] = out_s[:n]
+                    out_q, out_d, out_s = nq_, nd_, ns_
+                out_q[n] = q
+                out_d[n] = d
+                out_s[n] = s
+                n += 1
+    return out_q[:n], out_d[:n], out_s[:n]
+
+
+def _split(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """Contiguous ranges of about equal total ``work``."""
+    if parts <= 1 or len(work) < 2 * parts:
+        return [(0, len(work))]
+    cum = np.cumsum(work)
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, parts) / parts)
+    bounds = np.unique(np.r_[0, cuts, len(work)])
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def bm25_candidates(dptr: np.ndarray, dterm: np.ndarray, dw: np.ndarray, n_terms: int,
+                    qptr: np.ndarray, qtok: np.ndarray, iptr: np.ndarray, iq: np.ndarray,
+                    thr: np.ndarray, full: np.ndarray, threads: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q, doc, score)`` of every (query, new document) pair that may enter the query's top-n.
+
+    New documents: CSR ``dptr``/``dterm`` (sorted within each document)/``dw`` (float32 weights)
+    over ``n_terms`` terms. Queries: tokens ``qptr``/``qtok`` in text order, inverted index
+    ``iptr``/``iq`` (term → queries), stored thresholds ``thr`` and whether the list is ``full``.
+    Queries are split across ``threads`` (default: numba's thread count) by their work."""
+    m = len(dptr) - 1
+    nq = len(qptr) - 1
+    empty = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+    if m == 0 or len(dterm) == 0:
+        return empty
+    dterm = np.ascontiguousarray(dterm, dtype=np.int64)
+    dw = np.ascontiguousarray(dw, dtype=np.float32)
+    # the batch's inverted index: term → new documents (ascending), largest weight per term
+    order = np.argsort(dterm, kind="stable")
+    drow = np.repeat(np.arange(m, dtype=np.int32), np.diff(dptr))
+    pdoc = drow[order]
+    pptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dterm, minlength=n_terms), out=pptr[1:])
+    maxw = np.zeros(n_terms, dtype=np.float64)
+    np.maximum.at(maxw, dterm, dw.astype(np.float64))
+    terms = np.flatnonzero(pptr[1:] > pptr[:-1])
+    qs = _touched_queries(terms, iptr, iq, nq)
+    if len(qs) == 0:
+        return empty
+    threads = max(1, int(threads or numba.get_num_threads()))
+    parts = _split(_query_work(qs, qptr, qtok, pptr), threads * 2 if threads > 1 else 1)
+    args = (qptr, qtok, thr, full, pptr, pdoc, dw[order], maxw, m)
+    if len(parts) == 1:
+        return _bm25_queries(qs, *args)
+    with ThreadPoolExecutor(min(threads, len(parts))) as pool:
+        res = list(pool.map(lambda ab: _bm25_queries(qs[ab[0]:ab[1]], *args), parts))
+    return tuple(np.concatenate([r[i] for r in res]) for i in range(3))
+
+
+# ---- dense ---------------------------------------------------------------------------------------
+def _faiss_blocks() -> tuple[int, int, int]:
+    """FAISS's exhaustive-search blocking: (query block, database block, BLAS threshold)."""
+    import faiss
+
+    cv = faiss.cvar
+    return (int(cv.distance_compute_blas_query_bs), int(cv.distance_compute_blas_database_bs),
+            int(cv.distance_compute_blas_threshold))
+
+
+def dense_candidates(query_emb: np.ndarray, thr: np.ndarray, full: np.ndarray,
+                     doc_emb: np.ndarray, old_emb: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q, doc, score)`` of every (query, new document) pair with a score above the query's
+    threshold (FAISS keeps the lower, stored document on a tie), every pair for a list not full.
+
+    FAISS's inner product of a pair depends, in the last bits, on where the pair falls in its
+    BLAS blocks (queries by ``distance_compute_blas_query_bs`` from the first, documents by
+    ``distance_compute_blas_database_bs``). With ``old_emb`` (the collection's vectors, in
+    index order) the new documents are searched with the old documents of their database block
+    in front, and the queries in their order, in aligned blocks: the scores are bit for bit those
+    of a FAISS search over the collection plus the new documents. Without it they are searched
+    alone (scores may differ from such a re-run in the last bit)."""
+    from limelight.exposure.eqi.base import faiss_ip_index
+
+    nq = len(query_emb)
+    _, dbs, _ = _faiss_blocks()
+    lead = 0
+    vecs = doc_emb
+    if old_emb is not None and len(old_emb):
+        n_old = len(old_emb)
+        lead = n_old - (n_old // dbs) * dbs
+        if lead:
+            vecs = np.vstack([np.asarray(old_emb[n_old - lead:], dtype=np.float32), doc_emb])
+    index = faiss_ip_index(vecs)
+    t = np.where(full, thr, -np.inf).astype(np.float32)
+    out_q, out_d, out_s = [], [], []
+    for a, b in _aligned_blocks(nq):
+        tb = t[a:b]
+        low = float(tb.min())
+        radius = -np.inf if low == -np.inf else low  # FAISS keeps scores above the radius
+        lims, s, c = index.range_search(np.ascontiguousarray(query_emb[a:b]), radius)
+        lims = lims.astype(np.int64)
+        q = np.repeat(np.arange(a, b, dtype=np.int32), np.diff(lims))
+        c = c.astype(np.int64) - lead
+        s = s.astype(np.float32)
+        keep = (c >= 0) & (s > t[q])
+        out_q.append(q[keep])
+        out_d.append(c[keep].astype(np.int32))
+        out_s.append(s[keep])
+    if not out_q:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
+    return tuple(np.concatenate(x) for x in (out_q, out_d, out_s))
+
+
+def faiss_min_k_reservoir() -> int:
+    """The depth from which FAISS keeps a search's top-k in a reservoir instead of a heap."""
+    import faiss
+
+    return int(faiss.cvar.distance_compute_min_k_reservoir)
+
+
+def _aligned_blocks(nq: int) -> list[tuple[int, int]]:
+    """FAISS's query blocks of a search over ``nq`` queries (a last block too small for BLAS
+    goes with the one before it, so that each block searched alone is searched as in one call)."""
+    qbs, _, blas_min = _faiss_blocks()
+    starts = list(range(0, nq, qbs))
+    if nq >= blas_min and len(starts) > 1 and nq - starts[-1] < blas_min:
+        starts.pop()
+    bounds = [*starts, nq]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def faiss_rerun(query_emb: np.ndarray, old_emb: np.ndarray, doc_emb: np.ndarray,
+                queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """FAISS's top-``k`` ``(codes, scores)`` of ``queries`` (codes) over the collection plus the
+    new documents (codes N, N+1, ...): the query blocks that hold them are searched as one
+    search over every query lays them out (the reference for ties FAISS settles internally)."""
+    from limelight.exposure.eqi.base import faiss_ip_index, faiss_search
+
+    index = faiss_ip_index(np.vstack([np.asarray(old_emb, dtype=np.float32), doc_emb]))
+    queries = np.asarray(queries, dtype=np.int64)
+    codes = np.full((len(queries), k), -1, dtype=np.int64)
+    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    for a, b in _aligned_blocks(len(query_emb)):
+        at = np.flatnonzero((queries >= a) & (queries < b))
+        if len(at):
+            c, s = faiss_search(index, query_emb[a:b], k)
+            codes[at] = c[queries[at] - a]
+            scores[at] = s[queries[at] - a]
+    return codes, scores
