@@ -68,7 +68,8 @@ def _query_work(qs, qptr, qtok, pptr):  # pragma: no cover - numba
 
 
 @numba.njit(cache=True, nogil=True)
-def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m):  # pragma: no cover - numba
+def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m, out_q, out_d, out_s
+                  ):  # pragma: no cover - numba
     """Candidates ``(q, doc, score)`` of the queries ``qs`` (ascending) against the batch.
 
     A full list whose bound (the sum of its tokens' largest batch weights) cannot beat its
@@ -76,13 +77,12 @@ def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m):  # pragma
     adds ``1.0 * w(t, d)`` to its document's float32 accumulator — for every document, the
     engine's sum in the engine's order (a term a document lacks adds nothing). A full list keeps
     scores strictly above its threshold (the engine keeps the lower, stored document on a tie), a
-    list not full every positive score."""
+    list not full every positive score. Writes the first ``len(out_q)`` candidates into
+    ``out_q``/``out_d``/``out_s`` and returns how many there are (the caller retries with room
+    for all when they did not fit: growing arrays inside the loop would slow it several-fold)."""
     acc = np.zeros(m, dtype=np.float32)
     touched = np.empty(m, dtype=np.int32)
-    cap = 1024
-    out_q = np.empty(cap, dtype=np.int32)
-    out_d = np.empty(cap, dtype=np.int32)
-    out_s = np.empty(cap, dtype=np.float32)
+    cap = len(out_q)
     n = 0
     for q in qs:
         z0 = qptr[q]
@@ -109,20 +109,23 @@ def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m):  # pragma
             s = acc[d]
             acc[d] = 0
             if (f and s > th) or (not f and s > 0):
-                if n == cap:
-                    cap *= 2
-                    nq_ = np.empty(cap, dtype=np.int32)
-                    nd_ = np.empty(cap, dtype=np.int32)
-                    ns_ = np.empty(cap, dtype=np.float32)
-                    nq_[:n] = out_q[:n]
-                    nd_[:n] = out_d[:n]
-                    ns_[:n] = out_s[:n]
-                    out_q, out_d, out_s = nq_, nd_, ns_
-                out_q[n] = q
-                out_d[n] = d
-                out_s[n] = s
+                if n < cap:
+                    out_q[n] = q
+                    out_d[n] = d
+                    out_s[n] = s
                 n += 1
-    return out_q[:n], out_d[:n], out_s[:n]
+    return n
+
+
+def _bm25_run(qs: np.ndarray, args: tuple, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_bm25_queries`` over ``qs`` with room for ``cap`` candidates (again with room for all
+    of them when they are more)."""
+    while True:
+        out = (np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.float32))
+        n = _bm25_queries(qs, *args, *out)
+        if n <= cap:
+            return out[0][:n], out[1][:n], out[2][:n]
+        cap = n
 
 
 def _split(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -167,10 +170,11 @@ def bm25_candidates(dptr: np.ndarray, dterm: np.ndarray, dw: np.ndarray, n_terms
     threads = max(1, int(threads or numba.get_num_threads()))
     parts = _split(_query_work(qs, qptr, qtok, pptr), threads * 2 if threads > 1 else 1)
     args = (qptr, qtok, thr, full, pptr, pdoc, dw[order], maxw, m)
+    cap = 1024 + 256 * m // len(parts)  # ~125 candidates per new document on the Debian log
     if len(parts) == 1:
-        return _bm25_queries(qs, *args)
+        return _bm25_run(qs, args, cap)
     with ThreadPoolExecutor(min(threads, len(parts))) as pool:
-        res = list(pool.map(lambda ab: _bm25_queries(qs[ab[0]:ab[1]], *args), parts))
+        res = list(pool.map(lambda ab: _bm25_run(qs[ab[0]:ab[1]], args, cap), parts))
     return tuple(np.concatenate([r[i] for r in res]) for i in range(3))
 
 

@@ -86,11 +86,27 @@ class NewExposure:
 
 
 # ---- kernels -----------------------------------------------------------------------------------
-def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numba
+@numba.njit(cache=True, inline="always")
+def _n_above(S, L, q, m, s, lx):  # pragma: no cover - numba
+    """Entries among the first ``m`` of list ``q`` ranked above (score ``s``, lexical key ``lx``)
+    by trec_eval's order (score desc, then id desc) — the order of the stored list."""
+    lo, hi = 0, m
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if S[q, mid] > s or (S[q, mid] == s and L[q, mid] > lx):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, nvalid, n):  # pragma: no cover - numba
     """Per query with candidates (sorted here by score desc, new-doc code asc): merge with the
-    stored list (scores ``S`` desc, lexical keys ``L``, -inf padding) keeping the engines' top-n
-    (on a tie the lower document code: stored documents, then new ones in batch order), and rank
-    each selected candidate by (score desc, lexical key desc). Returns ranks (0 = out)."""
+    stored list (``nvalid`` entries, scores ``S`` desc then lexical keys ``L`` desc) keeping the
+    engine's top-n (on a tie the lower document code: stored documents, then new ones in batch
+    order), and rank each selected candidate by (score desc, lexical key desc). One binary search
+    of the stored list per candidate (a list is a few cache lines, read once). Returns ranks
+    (0 = out)."""
     nq_c = len(cptr) - 1
     out = np.zeros(len(cdoc), dtype=np.int32)
     for g in numba.prange(nq_c):
@@ -110,29 +126,25 @@ def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, n):  # pragma: no cover - numb
             cscore[b + 1] = sa
             cdoc[b + 1] = da
             clex[b + 1] = la
-        # selection: stored entries win ties against new documents (lower codes)
-        i = 0
-        j = lo
-        taken = 0
-        n_old = 0
-        while taken < n and (i < n or j < hi):
-            old_ok = i < n and S[q, i] != -np.inf
-            if not old_ok and j >= hi:
+        # the candidate at position j enters iff the stored entries scoring at least as high
+        # (they win ties) and the j candidates before it leave it room: a prefix enters
+        nv = nvalid[q]
+        sel_hi = lo
+        for c in range(lo, hi):
+            s = cscore[c]
+            p = _n_above(S, L, q, nv, s, clex[c])
+            a = p
+            while a < nv and S[q, a] >= s:
+                a += 1
+            if a + (c - lo) >= n:
                 break
-            if old_ok and (j >= hi or S[q, i] >= cscore[j]):
-                i += 1
-                n_old += 1
-            else:
-                j += 1
-            taken += 1
-        sel_hi = j  # candidates lo..sel_hi are in the top-n
+            out[c] = p
+            sel_hi = c + 1
+        n_old = min(nv, n - (sel_hi - lo))  # the stored entries left: a prefix of the list
         for c in range(lo, sel_hi):
             s = cscore[c]
             lx = clex[c]
-            better = 0
-            for a in range(n_old):
-                if S[q, a] > s or (S[q, a] == s and L[q, a] > lx):
-                    better += 1
+            better = min(out[c], n_old)
             for b in range(lo, sel_hi):
                 if b != c and (cscore[b] > s or (cscore[b] == s and clex[b] > lx)):
                     better += 1
@@ -307,6 +319,7 @@ class ExactReverse:
         D[q, rank.astype(np.int64) - 1] = d
         self.S, self.D = S, D
         self.full = D[:, n - 1] >= 0
+        self.nvalid = (D >= 0).sum(axis=1, dtype=np.int32)
         self.thr = np.where(self.full, S[:, n - 1], -np.inf).astype(np.float32)
         keys = [x.encode("utf-8") for x in self.store.doc_ids.strings.tolist()]
         self._old_sorted = np.array(sorted(keys), dtype=object)
@@ -495,7 +508,9 @@ class ExactReverse:
         cptr = np.r_[starts, len(cq)].astype(np.int64)
         par = len(cptr) > 4096
         if self.kind == "bm25":
-            rank = (_merge_par if par else _merge_ser)(cptr, cq, cdoc, cs, new_lex[cdoc], S, L, n)
+            rank = (_merge_par if par else _merge_ser)(cptr, cq, cdoc, cs, new_lex[cdoc], S, L,
+                                                       (D >= 0).sum(axis=1, dtype=np.int32)
+                                                       if D is not self.D else self.nvalid, n)
         else:
             reservoir = n >= faiss_min_k_reservoir()
             rank, amb = (_merge_faiss_par if par else _merge_faiss_ser)(
