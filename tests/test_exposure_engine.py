@@ -46,7 +46,7 @@ def test_engine_object_and_options_equal_the_keywords(adi, tmp_path):
         np.testing.assert_array_equal(a, b)
     assert ref.exposed_documents(qs.ids[3]) == ExposureStore.open(st.path).exposed_documents(qs.ids[3])
     # a resumed job hands the engine only the missing shards; keywords override options
-    (tmp_path / "obj" / "doc_index.npy").unlink()  # as if killed before the index was written
+    (tmp_path / "obj" / "query_stats.parquet").unlink()  # as if killed before the index was complete
     shard_path(tmp_path / "obj", 2).unlink()
     compute_exposure(bm25, qs, tmp_path / "obj", depth=15, fingerprint="fp", engine=eng,
                      options=ExposureOptions(shard_size=99), shard_size=10, materialize=False)

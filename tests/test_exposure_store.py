@@ -22,7 +22,11 @@ from limelight.exposure.retrievability import rank_matrix
 from limelight.exposure.shards import SHARD_GLOB, shard_path
 from limelight.retrieval.index_dir import build_index
 
-INDEX_FILES = ("doc_index.npy", "doc_offsets.npy", "query_stats.parquet")
+
+def index_files(store: Path) -> dict[str, bytes]:
+    """The index of a store: each shard's piece and the query statistics, by name."""
+    files = sorted((store / "doc_index").glob("part-*.npy")) + [store / "query_stats.parquet"]
+    return {p.name: p.read_bytes() for p in files}
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +57,7 @@ def same_store(a: Path, b: Path) -> None:
     sa, sb = ExposureStore.open(a), ExposureStore.open(b)
     for x, y in zip(sa.pair_arrays(), sb.pair_arrays(), strict=True):
         np.testing.assert_array_equal(x, y)
-    for f in ("doc_index.npy", "doc_offsets.npy"):
-        np.testing.assert_array_equal(np.load(a / f), np.load(b / f))
-    assert pq.read_table(a / "query_stats.parquet").equals(pq.read_table(b / "query_stats.parquet"))
+    assert index_files(a) == index_files(b)
     with sa.connect() as ca, sb.connect() as cb:
         for t, o in (("exposure", "q, rank"), ("queries", "q"), ("documents", "d")):
             assert ca.execute(f"SELECT * FROM {t} ORDER BY {o}").fetchdf().equals(
@@ -119,8 +121,7 @@ def test_callable_retriever_in_another_query_order(movies, ref, tmp_path):
     st = exposure_from_run(shuffled, qs, retriever.doc_ids, tmp_path / "fromrun", depth=20, shard_size=400)
     for a, b in zip(st.pair_arrays(), ref.pair_arrays(), strict=True):
         np.testing.assert_array_equal(a, b)
-    for f in ("doc_index.npy", "doc_offsets.npy"):
-        np.testing.assert_array_equal(np.load(st.path / f), np.load(ref.path / f))
+    assert index_files(st.path) == index_files(ref.path)
 
 
 # ---- the first layout ------------------------------------------------------------------------------
@@ -131,8 +132,8 @@ def make_old_layout(src: Path, dst: Path, *, scramble_shard: int | None = None) 
     ``exposure.duckdb`` with the pairs, queries and documents tables, no index files, format 1.
     ``scramble_shard``: that shard's queries in reverse order (a callable retriever's run)."""
     shutil.copytree(src, dst)
-    for f in INDEX_FILES:
-        (dst / f).unlink()
+    shutil.rmtree(dst / "doc_index")
+    (dst / "query_stats.parquet").unlink()
     for p in sorted((dst / "shards").glob(SHARD_GLOB)):
         t = pq.read_table(p)
         if scramble_shard is not None and p == shard_path(dst, scramble_shard):
@@ -179,7 +180,7 @@ def test_old_layout_is_migrated_exactly(ref, tmp_path, scramble):
     st = ExposureStore.open(old)  # migrates
     assert st.manifest["format"] == "limelight-exposure/2" and st.manifest["complete"]
     assert json.loads((old / "manifest.json").read_text())["format"] == "limelight-exposure/2"
-    assert not list(old.glob("*.duckdb*")) and all((old / f).exists() for f in INDEX_FILES)
+    assert not list(old.glob("*.duckdb*")) and len(index_files(old)) == ref.n_shards + 1
     for docid, want in zip(docids, truth, strict=True):
         assert [(r["qid"], r["rank"], r["score"]) for r in st.exposing_queries(docid)] == \
             [(a, int(b), float(c)) for a, b, c in want]
@@ -202,7 +203,7 @@ def test_old_layout_that_cannot_be_migrated_is_one_line(ref, tmp_path, monkeypat
     def read_only(*a, **kw):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(store_mod, "write_index", read_only)
+    monkeypatch.setattr(store_mod, "complete_index", read_only)
     with pytest.raises(LimelightError) as e:
         ExposureStore.open(old)
     msg = str(e.value)
@@ -237,10 +238,27 @@ def test_killed_while_writing_the_index_resumes(movies, ref, tmp_path):
     shutil.copytree(ref.path, out)
     man = json.loads((out / "manifest.json").read_text())
     (out / "manifest.json").write_text(json.dumps({**man, "complete": False}))
-    (out / "doc_index.npy").unlink()
-    (out / ".doc_index.npy.k1ll3d.tmp").write_bytes(b"\x93NUMPY half")  # an interrupted write
+    (out / "doc_index" / "part-00002.npy").unlink()
+    (out / "doc_index" / ".part-00003.npy.k1ll3d.tmp").write_bytes(b"\x93NUMPY half")  # an interrupted write
+    (out / "query_stats.parquet").unlink()
     with pytest.raises(LimelightError, match="not finished"):
         ExposureStore.open(out)
     compute_exposure(retriever, qs, out, depth=20, shard_size=400, fingerprint=fp)
-    assert not list(out.glob(".*.tmp"))
+    assert not list(out.rglob(".*.tmp"))
     same_store(out, ref.path)
+
+
+def test_one_file_index_of_the_first_weeks_gets_pieces(ref, tmp_path):
+    """This format's first weeks kept the document index in two global files (doc_offsets.npy,
+    doc_index.npy): such a store opens with pieces built from its shards, the files removed."""
+    out = tmp_path / "store"
+    shutil.copytree(ref.path, out)
+    shutil.rmtree(out / "doc_index")
+    off, rows = np.zeros(len(ref.doc_ids) + 1, dtype=np.int64), np.zeros(len(ref.pair_arrays()[0]), np.int32)
+    np.save(out / "doc_offsets.npy", off)
+    np.save(out / "doc_index.npy", rows)
+    st = ExposureStore.open(out)
+    assert not (out / "doc_offsets.npy").exists() and not (out / "doc_index.npy").exists()
+    same_store(out, ref.path)
+    docid = ref.doc_ids[int(np.argmax(ref.n_exposing()))]
+    assert st.exposing_queries(docid) == ref.exposing_queries(docid)

@@ -31,6 +31,13 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
 from limelight.errors import IndexMismatchError, LimelightError
+from limelight.exposure.docindex import (
+    INDEX_DIR,
+    QUERY_STATS,
+    IndexWriter,
+    complete_index,
+    remove_piece,
+)
 from limelight.exposure.engine import (
     ComputedShards,
     Progress,
@@ -53,11 +60,9 @@ from limelight.exposure.store import (
     ExposureStore,
     _clear_store,
     _remove_db,
-    _remove_index,
     _write_inputs,
     _write_manifest,
     is_complete,
-    write_index,
 )
 
 
@@ -250,29 +255,38 @@ def _mismatch_message(store: Path, old: dict, new: dict, diff: list[str]) -> str
 
 
 def _missing_shards(store: Path, n_shards: int) -> list[int]:
-    """The shards ``store`` lacks, after removing what a killed job left half-written."""
+    """The shards ``store`` lacks, after removing what a killed job left half-written (and the
+    index pieces of the missing shards)."""
     shards = store / "shards"
     shards.mkdir(exist_ok=True)
-    for stale in shards.glob(".*.tmp"):  # left by a job killed mid-write
+    (store / INDEX_DIR).mkdir(exist_ok=True)
+    for stale in [*shards.glob(".*.tmp"), *(store / INDEX_DIR).glob(".*.tmp")]:  # killed mid-write
         stale.unlink(missing_ok=True)
-    for stale in store.glob(".*.tmp"):  # index files half-written; a first-layout job's database
+    for stale in store.glob(".*.tmp"):  # the query statistics half-written; a first-layout database
         if stale.is_file():
             _remove_db(stale)
     _remove_db(store / DB_NAME)  # a resumed first-layout store: its pairs are the shards alone
     _remove_db(store / BUILDING_DB)
-    return [i for i in range(n_shards) if not shard_path(store, i).exists()]
+    todo = [i for i in range(n_shards) if not shard_path(store, i).exists()]
+    for i in todo:
+        remove_piece(store, i)
+    return todo
 
 
 def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: IdMap,
              opts: ExposureOptions, engine: ShardEngine, progress: Progress | None) -> ExposureStore:
     """The shards still missing from ``store`` (by ``engine``), then its index and manifest."""
     nq, depth = len(queries), int(manifest["depth"])
+    if json.loads((store / "manifest.json").read_text()).get("complete"):
+        _write_manifest(store, {**manifest, "complete": False})  # being completed again
     todo = _missing_shards(store, int(manifest["n_shards"]))
-    if todo:  # the index of an earlier run (if any) no longer covers every shard
-        _remove_index(store)
+    if todo:  # the statistics of an earlier run (if any) no longer cover every shard
+        (store / QUERY_STATS).unlink(missing_ok=True)
     has_batch = hasattr(retriever, "search_batch")
+    # the engine's writer (in this process) writes each shard's index piece beside the shard
     job = ShardJob(retriever, queries, store, depth, opts.shard_size, opts.batch_size or opts.shard_size,
-                   doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress)
+                   doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress,
+                   IndexWriter(store, len(doc_ids), depth, opts.shard_size))
     if progress:
         progress(job.n_done(todo), nq)
     res = engine.compute(job, todo) if todo else ComputedShards()
@@ -281,8 +295,8 @@ def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: 
     if res.pairs is not None:  # computed in this call: keep the pairs in memory for analysis
         st._pairs = res.pairs
     if opts.load:
-        st._pairs = write_index(store, st.pair_arrays(), nq, len(doc_ids), depth, opts.shard_size)
-        st.manifest = {**manifest, "n_pairs": int(len(st._pairs[0])), "complete": True}
+        complete_index(store, nq, len(doc_ids), depth, opts.shard_size)
+        st.manifest = {**manifest, "n_pairs": sum(p.n_rows for p in st.pieces()), "complete": True}
         _write_manifest(store, st.manifest)
     st.manifest = {**st.manifest, "timings": {"retrieve_s": res.retrieve_s, "load_s": time.perf_counter() - t0}}
     return st

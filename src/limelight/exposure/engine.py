@@ -7,7 +7,7 @@ retriever call and trec_eval tie order everywhere) and writes ``job.path(i)``; t
 afterwards is the same whichever engine wrote it, and any engine resumes a store another began.
 
 - ``LocalEngine`` (the default): this process, batch by batch, a background writer thread; it
-  also fills ``job.sink`` (the database of a fresh job) and hands back the pairs it computed.
+  also fills ``job.sink`` (the store's index pieces) and hands back the pairs it computed.
 - ``limelight.scale.RayEngine``: Ray tasks on a cluster. It registers itself under the name
   ``"ray"`` when ``limelight.scale`` is imported, so that ``compute_exposure(engine="ray")``
   finds it; this package never imports ``limelight.scale``.
@@ -40,8 +40,9 @@ class ShardJob:
     callable returning a ``Run``) over ``doc_ids``, the ``queries`` cut into shards of
     ``shard_size`` (retrieved ``batch_size`` at a time), top-``depth`` rows, ``lex`` (the doc
     ids' lexical ranks, for the tie order; None for a callable retriever), ``progress(done,
-    total)`` in queries, and ``sink``: a database to fill as shards are written, for an engine
-    that writes in this process (others leave it, and the store is loaded from the shards)."""
+    total)`` in queries, and ``sink``: what else to write as shards are written (the store's
+    index pieces), for an engine that writes in this process (others leave it, and the store
+    builds it from the shards)."""
 
     retriever: object
     queries: Queries

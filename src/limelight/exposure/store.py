@@ -5,31 +5,28 @@ A store directory looks like::
     DIR/manifest.json         format, retriever fingerprint and settings, query/doc fingerprints
     DIR/queries.parquet       q, qid, text, weight          (the query set, o_q = weight)
     DIR/documents.parquet     d, docid                      (every document of the collection)
-    DIR/shards/part-NNNNN.parquet   q int32, d int32, rank int16 (1-based), score float32
+    DIR/shards/part-NNNNN.parquet      q int32, d int32, rank int16 (1-based), score float32
+    DIR/doc_index/part-NNNNN.npy       the shard's rows grouped by document (and its queries'
+                                       number of documents and threshold)
     DIR/query_stats.parquet   q, n_retrieved, threshold     (written when the job completes)
-    DIR/doc_offsets.npy       int64 [n_docs + 1]            (written when the job completes)
-    DIR/doc_index.npy         int32 [n_pairs]               (written when the job completes)
 
 The shards are the only copy of the pairs (``limelight.exposure.shards`` writes them, one file per
-shard of queries, atomically). Their rows are in query order and, within a query, in rank order
-(ranks 1..n), so that row ``i`` of the pairs (the shards concatenated) is query ``q`` at rank
-``i - query_offsets[q] + 1``: the query offsets (the cumulated ``n_retrieved``) turn a row number
-into its query and rank without reading the shards. ``doc_index.npy`` lists the row numbers of the
-pairs grouped by document (query order within a document), ``doc_offsets.npy`` where each
-document's rows begin: the document × query matrix of ranks in CSR form, with the row numbers as
-its entries. Both are memory-mapped, so a document's exposing queries cost a slice, and only the
-score column is read from the shards. ``manifest.json`` says ``complete`` once these files are
-written (it is written last, atomically).
+shard of queries, atomically), their rows in query order and, within a query, in rank order, so
+that a row number is a query and a rank (``limelight.exposure.docindex``). Each shard's index
+piece lists its row numbers grouped by document; the pieces are memory-mapped, so a document's
+exposing queries cost a few slices and a read of the score column, never a pass over the pairs.
+``manifest.json`` says ``complete`` once every piece and ``query_stats.parquet`` are written (it
+is written last, atomically).
 
 DuckDB reads the store without a copy: ``ExposureStore.connect()`` gives an in-memory connection
 whose ``exposure`` is a view over the shards and whose ``queries`` (with ``n_retrieved`` and
 ``threshold``) and ``documents`` are the small tables.
 
 Stores of the first layout (``limelight-exposure/1``: the same shards plus a DuckDB copy of the
-pairs in ``exposure.duckdb``) are migrated when opened: the index files are written from the
-shards, the manifest is rewritten and the DuckDB copy removed (the shards, the pairs, are kept
-as they are). A store that cannot be migrated (not writable) is a one-line error naming the
-command that rebuilds it.
+pairs in ``exposure.duckdb``) are migrated when opened: their files re-encoded as this layout
+writes them (the same rows), the index built from the shards, the manifest rewritten and the
+DuckDB copy removed. A store that cannot be migrated (not writable) is a one-line error naming
+the command that rebuilds it.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ import json
 import os
 from pathlib import Path
 
-import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,6 +45,15 @@ from limelight._io import atomic_path
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
+from limelight.exposure.docindex import (
+    INDEX_DIR,
+    QUERY_STATS,
+    Piece,
+    complete_index,
+    global_index,
+    load_pieces,
+    remove_index,
+)
 from limelight.exposure.retrievability import Retrievability, analyse_pairs
 from limelight.exposure.shards import SHARD_GLOB, _shard_table, shard_path, write_shard
 
@@ -56,10 +61,6 @@ FORMAT = "limelight-exposure/2"
 OLD_FORMAT = "limelight-exposure/1"  # the pairs twice: Parquet shards and exposure.duckdb
 DB_NAME = "exposure.duckdb"  # the first layout's DuckDB copy (removed by the migration)
 BUILDING_DB = f".{DB_NAME}.building.tmp"  # what a job of the first layout left while running
-QUERY_STATS = "query_stats.parquet"
-DOC_OFFSETS = "doc_offsets.npy"
-DOC_INDEX = "doc_index.npy"
-INDEX_FILES = (QUERY_STATS, DOC_OFFSETS, DOC_INDEX)
 
 
 def resolve_query_id(ids: IdMap, qid: str, where: str | None = None) -> int:
@@ -90,8 +91,12 @@ class ExposureStore:
     """An exposure store directory: the query set, the documents, and every exposure pair.
 
     ``queries`` and ``doc_ids`` are read from the store on first use when not given; the pairs
-    are read from the shards on first use (``pair_arrays``) and kept.
+    are read from the shards on first use (``pair_arrays``) and kept, unless ``keep_pairs`` is
+    set to False (a server holding many stores: each call then reads them again, and lookups
+    keep the score column only, 4 bytes a pair instead of 14).
     """
+
+    keep_pairs: bool = True
 
     def __init__(self, path: str | os.PathLike, manifest: dict, queries: Queries | None = None,
                  doc_ids: IdMap | None = None):
@@ -101,9 +106,10 @@ class ExposureStore:
         self._doc_ids = doc_ids
         self._ranks: sp.csr_matrix | None = None
         self._pairs: tuple | None = None
+        self._scores: np.ndarray | None = None
         self._qstats: tuple[np.ndarray, np.ndarray] | None = None
         self._qoff: np.ndarray | None = None
-        self._doc_index: tuple[np.ndarray, np.ndarray] | None = None
+        self._pieces: list[Piece] | None = None
         self._arrow: dict[str, pa.Table] = {}  # queries.parquet / documents.parquet as read
 
     def __repr__(self) -> str:
@@ -116,7 +122,9 @@ class ExposureStore:
         see the module's docstring)."""
         path = Path(path)
         manifest = read_manifest(path)
-        if manifest.get("format") == OLD_FORMAT and manifest.get("complete"):
+        if manifest.get("complete") and (manifest.get("format") == OLD_FORMAT or (
+                manifest.get("format") == FORMAT and not (path / INDEX_DIR).is_dir()
+                and (path / _GLOBAL_INDEX[0]).exists())):
             manifest = _migrate(path, manifest)
         if manifest.get("format") not in (FORMAT, OLD_FORMAT):
             raise IndexMismatchError(f"{path / 'manifest.json'}: unsupported store format "
@@ -198,9 +206,26 @@ class ExposureStore:
 
     def pair_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every exposure pair as numpy arrays ``(q, d, rank, score)`` in query order (kept)."""
-        if self._pairs is None:
-            self._pairs = _read_pairs(self.shard_files(), self.depth)
-        return self._pairs  # type: ignore[return-value]
+        if self._pairs is not None:
+            return self._pairs  # type: ignore[return-value]
+        pairs = _read_pairs(self.shard_files(), self.depth)
+        if self.keep_pairs:
+            self._pairs = pairs
+        return pairs
+
+    def scores(self) -> np.ndarray:
+        """The score of every pair (float32, row order; kept once read)."""
+        if self._pairs is not None:
+            return self._pairs[3]
+        if self._scores is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # pyarrow reads off the GIL: the shards in parallel
+            with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+                cols = list(pool.map(lambda p: _read(p, ["score"]).column("score").to_numpy(),
+                                     self.shard_files()))
+            self._scores = np.concatenate(cols) if cols else np.zeros(0, dtype=np.float32)
+        return self._scores
 
     # -- the index --
     def _stats(self) -> tuple[np.ndarray, np.ndarray]:
@@ -233,18 +258,17 @@ class ExposureStore:
         """Query code ``q``'s score at rank n (NaN when it retrieved fewer than n documents)."""
         return float(self._stats()[1][q])
 
-    def doc_index(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(offsets, rows)``: document ``d``'s pairs are the rows ``rows[offsets[d]:offsets[d +
-        1]]`` of the pairs, in query order (memory-mapped)."""
-        if self._doc_index is None:
-            self._doc_index = (np.load(self.path / DOC_OFFSETS, mmap_mode="r"),
-                               np.load(self.path / DOC_INDEX, mmap_mode="r"))
-        return self._doc_index
+    def pieces(self) -> list[Piece]:
+        """The per-document index, one piece per shard (memory-mapped; see
+        ``limelight.exposure.docindex``)."""
+        if self._pieces is None:
+            self._pieces = load_pieces(self.path, self.n_shards)
+        return self._pieces
 
     def _document_rows(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Document code ``d``'s pair rows and their queries and ranks (query order)."""
-        off, rows = self.doc_index()
-        r = np.asarray(rows[off[d]:off[d + 1]], dtype=np.int64)
+        parts = [p.rows_of(d) for p in self.pieces()]
+        r = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         qoff = self.query_offsets()
         q = np.searchsorted(qoff, r, side="right") - 1
         return r, q, r - qoff[q] + 1
@@ -258,36 +282,14 @@ class ExposureStore:
         """``(q, rank, score)`` of the queries that expose document code ``d``, ordered by rank
         (1-based), then query id."""
         r, q, rank = self._document_rows(d)
-        score = self._scores_at(r, self.query_offsets())
+        score = self.scores()[r]
         order = _rank_then_id_order(rank, self._query_columns(q)[0])
         return q[order], rank[order], score[order]
-
-    def _scores_at(self, rows: np.ndarray, qoff: np.ndarray) -> np.ndarray:
-        """The score of pair rows ``rows`` (ascending): from the pairs in memory, else from the
-        score column of the shards that hold them."""
-        if self._pairs is not None:
-            return self._pairs[3][rows]
-        size = int(self.manifest["shard_size"])
-        starts = qoff[np.minimum(np.arange(self.n_shards + 1) * size, len(qoff) - 1)]
-        shard = np.searchsorted(starts, rows, side="right") - 1
-        out = np.empty(len(rows), dtype=np.float32)
-
-        def gather(i: int) -> None:
-            sel = shard == i
-            col = _read(shard_path(self.path, i), ["score"]).column("score")
-            out[sel] = col.to_numpy()[rows[sel] - starts[i]]
-
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow reads off the GIL
-            list(pool.map(gather, np.unique(shard).tolist()))
-        return out
 
     def ranks(self) -> sp.csr_matrix:
         """Documents × queries sparse matrix of 1-based ranks (0 = not in the query's top-n)."""
         if self._ranks is None:
-            off, rows = self.doc_index()
-            r = np.asarray(rows, dtype=np.int64)
+            off, r = global_index(self.pieces(), len(self.doc_ids))
             qoff = self.query_offsets()
             q = (np.searchsorted(qoff, r, side="right") - 1).astype(np.int32)
             rank = (r - qoff[q] + 1).astype(np.int32)
@@ -309,7 +311,10 @@ class ExposureStore:
     def n_exposing(self, c: int | None = None) -> np.ndarray:
         """Number of queries that expose each document (within rank ``c``, default the depth)."""
         if c is None or c >= self.depth:
-            return np.diff(np.asarray(self.doc_index()[0])).astype(np.int64)
+            n = np.zeros(len(self.doc_ids), dtype=np.int64)
+            for p in self.pieces():
+                n[np.asarray(p.docs)] += np.diff(np.asarray(p.offs))
+            return n
         _, d, rank, _ = self.pair_arrays()
         return np.bincount(d[rank <= c], minlength=len(self.doc_ids))
 
@@ -412,9 +417,9 @@ def read_manifest(path: Path) -> dict:
 
 
 def is_complete(path: Path, manifest: dict) -> bool:
-    """Whether the store's job finished (its manifest says so and its index files exist)."""
-    return bool(manifest.get("complete")) and manifest.get("format") == FORMAT and all(
-        (path / f).exists() for f in INDEX_FILES)
+    """Whether the store's job finished (its manifest says so and its index exists)."""
+    return bool(manifest.get("complete")) and manifest.get("format") == FORMAT and (
+        path / QUERY_STATS).exists() and (path / INDEX_DIR).is_dir()
 
 
 # ---- writing a store ----------------------------------------------------------------------------
@@ -450,131 +455,37 @@ def _write_inputs(store: Path, queries: Queries, doc_ids: IdMap) -> pa.Table:
     return qtable
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _index_pass(q, d, rank, score, bounds, n_docs, depth, counts, n_ret, thr,
-                bad):  # pragma: no cover - numba
-    """Over chunk ``t`` (rows ``bounds[t]:bounds[t+1]``, chunks in parallel): count each
-    document's rows into ``counts[t]``, and for the last row of each query its number of rows
-    (``n_ret``) and for the row at rank ``depth`` its score (``thr``). ``bad[t]``: the first row
-    that breaks the layout (query order, ranks 1..n within a query, codes in range), else -1."""
-    nq = len(n_ret)
-    for t in numba.prange(len(bounds) - 1):
-        for i in range(bounds[t], bounds[t + 1]):
-            qi, di, ri = q[i], d[i], rank[i]
-            if i == 0:
-                ok = ri == 1
-            else:
-                ok = (qi == q[i - 1] and ri == rank[i - 1] + 1) or (qi > q[i - 1] and ri == 1)
-            if not ok or di < 0 or di >= n_docs or qi < 0 or qi >= nq or ri > depth:
-                bad[t] = i
-                break
-            counts[t, di] += 1
-            if i == len(q) - 1 or q[i + 1] != qi:
-                n_ret[qi] = ri
-            if ri == depth:
-                thr[qi] = score[i]
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _index_scatter(d, bounds, start, rows):  # pragma: no cover - numba
-    """Rows grouped by document, query order within one: chunk ``t`` writes its rows from
-    ``start[t, doc]`` on (the positions before it are the earlier chunks' rows of ``doc``)."""
-    for t in numba.prange(len(bounds) - 1):
-        pos = start[t].copy()
-        for i in range(bounds[t], bounds[t + 1]):
-            di = d[i]
-            rows[pos[di]] = i
-            pos[di] += 1
-
-
-def build_index(q: np.ndarray, d: np.ndarray, rank: np.ndarray, score: np.ndarray, n_queries: int,
-                n_docs: int, depth: int) -> dict[str, np.ndarray] | int:
-    """The store's index from its pairs in row order: ``n_retrieved``, ``threshold`` (per
-    query), ``doc_offsets`` and ``doc_index`` (a stable counting sort of the rows by document,
-    in parallel chunks). Returns the first row that breaks the layout (rows in query order, ranks
-    1..n within a query) instead when there is one."""
-    n = len(d)
-    chunks = max(1, min(numba.get_num_threads(), 8, n // 65536, (1 << 25) // max(n_docs, 1)))
-    bounds = np.linspace(0, n, chunks + 1).astype(np.int64)
-    counts = np.zeros((chunks, n_docs), dtype=np.int64)
-    n_ret = np.zeros(n_queries, dtype=np.int32)
-    thr = np.full(n_queries, np.nan)
-    bad = np.full(chunks, -1, dtype=np.int64)
-    _index_pass(q, d, rank, score, bounds, n_docs, depth, counts, n_ret, thr, bad)
-    # chunk boundaries: the first row of chunk t continues chunk t-1's query (checked in _index_pass)
-    if (bad >= 0).any():
-        return int(bad[bad >= 0].min())
-    total = counts.sum(axis=0)
-    off = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(total, out=off[1:])
-    start = np.cumsum(counts, axis=0) - counts + off[:-1]
-    rows = np.empty(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
-    _index_scatter(d, bounds, start, rows)
-    return {"n_retrieved": n_ret, "threshold": thr, "doc_offsets": off, "doc_index": rows}
-
-
-def _save_npy(path: Path, a: np.ndarray) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.save(f, a, allow_pickle=False)
-
-
-def write_index(store: Path, pairs: tuple, n_queries: int, n_docs: int, depth: int,
-                shard_size: int) -> tuple:
-    """Write the index files of ``store`` from its ``pairs`` (``(q, d, rank, score)`` in row
-    order), each atomically; returns the pairs (re-ordered, and the shards rewritten, when a
-    shard's rows were out of query order: a callable retriever's run of the first layout)."""
-    idx = build_index(*pairs, n_queries, n_docs, depth)
-    if isinstance(idx, int):
-        pairs = _reorder_shards(store, pairs, n_queries, depth, shard_size)
-        idx = build_index(*pairs, n_queries, n_docs, depth)
-        if isinstance(idx, int):
-            raise IndexMismatchError(f"{store}: pair row {idx} is not a query's next rank; "
-                                     f"the shards are damaged: {rebuild_hint(store, {})}")
-    _write_small(pa.table({"q": pa.array(np.arange(n_queries, dtype=np.int32)),
-                           "n_retrieved": pa.array(idx["n_retrieved"]),
-                           "threshold": pa.array(idx["threshold"], from_pandas=True)}),
-                 store / QUERY_STATS)
-    _save_npy(store / DOC_OFFSETS, idx["doc_offsets"])
-    _save_npy(store / DOC_INDEX, idx["doc_index"])
-    return pairs
-
-
-def _reorder_shards(store: Path, pairs: tuple, n_queries: int, depth: int, shard_size: int) -> tuple:
-    """Sort the pairs by (query, rank) and rewrite every shard whose rows change (same rows)."""
-    q, d, rank, score = pairs
-    order = np.lexsort((rank, q))
-    pairs = (q[order], d[order], rank[order], score[order])
-    n_shards = (n_queries + shard_size - 1) // shard_size
-    bounds = np.searchsorted(pairs[0], np.arange(n_shards + 1) * shard_size, side="left")
-    for i in range(n_shards):
-        s, e = int(bounds[i]), int(bounds[i + 1])
-        if not np.array_equal(order[s:e], np.arange(s, e)):
-            write_shard(shard_path(store, i), tuple(a[s:e] for a in pairs), depth)
-    return pairs
+# the one-file document index of this format's first weeks (commit caa4a2c): replaced by pieces
+_GLOBAL_INDEX = ("doc_offsets.npy", "doc_index.npy")
 
 
 def _migrate(path: Path, manifest: dict) -> dict:
     """A complete store of the first layout in this one: its files re-encoded as this layout
     writes them (the same rows: the score column plain for fast lookups, the small tables
-    plain), the index files from its shards, the manifest (format 2), then the DuckDB copy
+    plain), the index built from its shards, the manifest (format 2), then the DuckDB copy
     removed; returns the new manifest. Every step replaces whole files atomically and the
-    manifest comes last, so an interrupted migration runs again on the next open."""
+    manifest comes last, so an interrupted migration runs again on the next open. A store of
+    this format with the one-file index of its first weeks gets its pieces the same way."""
     new = {**manifest, "format": FORMAT}
+    old = manifest.get("format") == OLD_FORMAT
     try:
-        st = ExposureStore(path, manifest)
         depth = int(manifest["depth"])
-        for p in st.shard_files():
-            write_shard(p, _read(p), depth)
-        for name in ("queries", "documents"):
-            _write_small(_read(path / f"{name}.parquet"), path / f"{name}.parquet")
-        nq, nd = int(manifest["n_queries"]), int(manifest["n_docs"])
-        write_index(path, st.pair_arrays(), nq, nd, depth, int(manifest["shard_size"]))
-        _write_manifest(path, new)
+        if old:
+            for p in ExposureStore(path, manifest).shard_files():
+                write_shard(p, _read(p), depth)
+            for name in ("queries", "documents"):
+                _write_small(_read(path / f"{name}.parquet"), path / f"{name}.parquet")
+        complete_index(path, int(manifest["n_queries"]), int(manifest["n_docs"]), depth,
+                       int(manifest["shard_size"]))
+        if old:
+            _write_manifest(path, new)
     except OSError as e:
-        raise LimelightError(f"{path}: an exposure store of the old layout ({OLD_FORMAT}, with "
-                             f"{DB_NAME}) that cannot be migrated here ({e.strerror or e}); "
-                             f"rebuild it with {rebuild_hint(path, manifest)}") from None
+        what = f"of the old layout ({OLD_FORMAT}, with {DB_NAME})" if old else "with an old index"
+        raise LimelightError(f"{path}: an exposure store {what} that cannot be migrated here "
+                             f"({e.strerror or e}); rebuild it with {rebuild_hint(path, manifest)}") from None
     _remove_db(path / DB_NAME)
+    for f in _GLOBAL_INDEX:
+        (path / f).unlink(missing_ok=True)
     return new
 
 
@@ -584,11 +495,6 @@ def _remove_db(path: Path) -> None:
     Path(str(path) + ".wal").unlink(missing_ok=True)
 
 
-def _remove_index(store: Path) -> None:
-    for f in INDEX_FILES:
-        (store / f).unlink(missing_ok=True)
-
-
 def _clear_store(store: Path) -> None:
     """Remove what ``compute_exposure`` writes into a store (the directory too when left empty)."""
     import shutil
@@ -596,7 +502,7 @@ def _clear_store(store: Path) -> None:
     shutil.rmtree(store / "shards", ignore_errors=True)
     for p in ("manifest.json", "queries.parquet", "documents.parquet"):
         (store / p).unlink(missing_ok=True)
-    _remove_index(store)
+    remove_index(store)
     for p in store.glob(".*.tmp"):
         _remove_db(p) if p.is_file() else shutil.rmtree(p, ignore_errors=True)
     _remove_db(store / DB_NAME)

@@ -115,8 +115,23 @@ class AuditService:
         self._memo: dict[tuple, Any] = {}  # derived per-(system, c) results: Lorenz, orders, groups
         self.systems: dict[str, _System] = {}
         settings = {s.get("name"): s for s in self.manifest.get("systems", []) if isinstance(s, dict)}
+        shared_queries: dict[str, Any] = {}  # one query set in memory per fingerprint
+        docs_fp = None
         for name in self.audit.systems:
             store = self.audit.store(name)
+            # a server holds every system's store: lookups keep the score column, not the pairs
+            store.keep_pairs = False
+            qfp = store.manifest.get("queries")
+            if qfp in shared_queries:
+                store.queries = shared_queries[qfp]
+            elif qfp:
+                shared_queries[qfp] = store.queries
+            if docs_fp is None:
+                from limelight.exposure.fingerprints import ids_fingerprint
+
+                docs_fp = ids_fingerprint(self.doc_ids)
+            if store.manifest.get("documents") == docs_fp:
+                store.doc_ids = self.doc_ids  # the served documents, in the store's order
             rows = self.doc_ids.encode(store.doc_ids.strings, missing=-1)
             if (rows < 0).any():
                 raise NotAnAuditError(f"{self.audit.store_dir(name)}: documents missing from the "
