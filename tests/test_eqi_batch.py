@@ -82,13 +82,14 @@ def test_bm25_batch_split_across_threads_is_the_same(bm25_batch):
     ret, qs, st, texts, ids = bm25_batch
     ex = ExactReverse.build(st, ret)
     dptr, dterm, dw = ex._bm25_doc_weights(texts)
-    args = (dptr, dterm, dw, ex.n_ext, ex.qptr, ex.qtok, ex.iptr, ex.iq, ex.thr, ex.full)
-    one = batch.bm25_candidates(*args, threads=1)
+    args = (dptr, dterm, dw, ex.n_ext, ex.qptr, ex.qtok, ex.iptr, ex.iq, ex.S, ex.L, ex.nvalid,
+            ex.thr, ex.full, ex._new_lexkeys(ids))
+    one = batch.bm25_exposure(*args, threads=1)
+    assert len(one[0]) > 5000 and np.all(np.diff(one[0]) >= 0)  # grouped by ascending query
     for t in (2, 3):
-        many = batch.bm25_candidates(*args, threads=t)
+        many = batch.bm25_exposure(*args, threads=t)
         for a, b in zip(one, many, strict=True):
             assert np.array_equal(a, b)
-    assert np.all(np.diff(one[0]) >= 0)  # grouped by ascending query
 
 
 # ---- dense ----------------------------------------------------------------------------------------

@@ -67,23 +67,42 @@ def _query_work(qs, qptr, qtok, pptr):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True, nogil=True)
-def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m, out_q, out_d, out_s
-                  ):  # pragma: no cover - numba
-    """Candidates ``(q, doc, score)`` of the queries ``qs`` (ascending) against the batch.
+@numba.njit(cache=True, nogil=True, inline="always")
+def _n_above(S, L, q, m, s, lx):  # pragma: no cover - numba
+    """Entries among the first ``m`` of stored list ``q`` ranked above (score ``s``, lexical key
+    ``lx``) in trec_eval's order (score desc, then id desc) — the stored lists' order."""
+    lo, hi = 0, m
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if S[q, mid] > s or (S[q, mid] == s and L[q, mid] > lx):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
-    A full list whose bound (the sum of its tokens' largest batch weights) cannot beat its
-    threshold is skipped. Otherwise the query's tokens are read in token order and each posting
-    adds ``1.0 * w(t, d)`` to its document's float32 accumulator — for every document, the
-    engine's sum in the engine's order (a term a document lacks adds nothing). A full list keeps
-    scores strictly above its threshold (the engine keeps the lower, stored document on a tie), a
-    list not full every positive score. Writes the first ``len(out_q)`` candidates into
-    ``out_q``/``out_d``/``out_s`` and returns how many there are (the caller retries with room
-    for all when they did not fit: growing arrays inside the loop would slow it several-fold)."""
+
+@numba.njit(cache=True, nogil=True)
+def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m, S, L, nvalid, lex, n,
+                  out_q, out_d, out_s, out_r):  # pragma: no cover - numba
+    """The new documents entering the lists of the queries ``qs`` (ascending), with their ranks.
+
+    Per query: a full list whose bound (the sum of its tokens' largest batch weights) cannot beat
+    its threshold is skipped. Otherwise the query's tokens are read in token order and each
+    posting adds ``1.0 * w(t, d)`` to its document's float32 accumulator — for every document,
+    the engine's sum in the engine's order (a term a document lacks adds nothing). The documents
+    above the threshold (any positive score for a list not full) are merged with the stored list
+    (``nvalid`` entries, by score desc then lexical key ``L`` desc) as the engine keeps its top-n
+    — score desc, then the lower code: stored documents win ties, then new ones in batch order —
+    and ranked by (score desc, lexical key ``lex`` desc). Writes the first ``len(out_q)`` entries
+    and returns how many there are (the caller retries with room for all when they did not fit:
+    growing arrays inside the loop would slow it several-fold)."""
     acc = np.zeros(m, dtype=np.float32)
     touched = np.empty(m, dtype=np.int32)
+    cd = np.empty(m, dtype=np.int32)     # the query's candidates: document, score, position
+    cs = np.empty(m, dtype=np.float32)
+    cp = np.empty(m, dtype=np.int64)
     cap = len(out_q)
-    n = 0
+    n_out = 0
     for q in qs:
         z0 = qptr[q]
         z1 = qptr[q + 1]
@@ -104,28 +123,64 @@ def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m, out_q, out
                     touched[nt] = d
                     nt += 1
                 acc[d] += np.float32(1.0) * pw[p]
+        k = 0
         for a in range(nt):
             d = touched[a]
             s = acc[d]
             acc[d] = 0
             if (f and s > th) or (not f and s > 0):
-                if n < cap:
-                    out_q[n] = q
-                    out_d[n] = d
-                    out_s[n] = s
-                n += 1
-    return n
+                # insertion into the candidates by (score desc, document asc)
+                b = k - 1
+                while b >= 0 and (cs[b] < s or (cs[b] == s and cd[b] > d)):
+                    cs[b + 1] = cs[b]
+                    cd[b + 1] = cd[b]
+                    b -= 1
+                cs[b + 1] = s
+                cd[b + 1] = d
+                k += 1
+        if k == 0:
+            continue
+        # candidate j enters iff the stored entries scoring at least as high (they win ties)
+        # and the j candidates before it leave it room: a prefix of the candidates enters
+        nv = nvalid[q]
+        sel = 0
+        for j in range(k):
+            s = cs[j]
+            pos = _n_above(S, L, q, nv, s, lex[cd[j]])
+            a = pos
+            while a < nv and S[q, a] >= s:
+                a += 1
+            if a + j >= n:
+                break
+            cp[j] = pos
+            sel = j + 1
+        n_old = min(nv, n - sel)  # the stored entries left: a prefix of the stored list
+        for j in range(sel):
+            s = cs[j]
+            lx = lex[cd[j]]
+            better = min(cp[j], n_old)
+            for b in range(sel):
+                if b != j and (cs[b] > s or (cs[b] == s and lex[cd[b]] > lx)):
+                    better += 1
+            if n_out < cap:
+                out_q[n_out] = q
+                out_d[n_out] = cd[j]
+                out_s[n_out] = s
+                out_r[n_out] = better + 1
+            n_out += 1
+    return n_out
 
 
-def _bm25_run(qs: np.ndarray, args: tuple, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_bm25_queries`` over ``qs`` with room for ``cap`` candidates (again with room for all
-    of them when they are more)."""
+def _bm25_run(qs: np.ndarray, args: tuple, cap: int) -> tuple[np.ndarray, ...]:
+    """``_bm25_queries`` over ``qs`` with room for ``cap`` entries (again with room for all of
+    them when they are more)."""
     while True:
-        out = (np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.float32))
-        n = _bm25_queries(qs, *args, *out)
-        if n <= cap:
-            return out[0][:n], out[1][:n], out[2][:n]
-        cap = n
+        out = (np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.float32),
+               np.empty(cap, np.int32))
+        k = _bm25_queries(qs, *args, *out)
+        if k <= cap:
+            return tuple(x[:k] for x in out)
+        cap = k
 
 
 def _split(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -138,44 +193,49 @@ def _split(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
-def bm25_candidates(dptr: np.ndarray, dterm: np.ndarray, dw: np.ndarray, n_terms: int,
-                    qptr: np.ndarray, qtok: np.ndarray, iptr: np.ndarray, iq: np.ndarray,
-                    thr: np.ndarray, full: np.ndarray, threads: int | None = None
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(q, doc, score)`` of every (query, new document) pair that may enter the query's top-n.
+def bm25_exposure(dptr: np.ndarray, dterm: np.ndarray, dw: np.ndarray, n_terms: int,
+                  qptr: np.ndarray, qtok: np.ndarray, iptr: np.ndarray, iq: np.ndarray,
+                  S: np.ndarray, L: np.ndarray, nvalid: np.ndarray, thr: np.ndarray,
+                  full: np.ndarray, lex: np.ndarray, threads: int | None = None
+                  ) -> tuple[np.ndarray, ...]:
+    """``(q, doc, score, rank)`` of every new document entering a query's top-n (BM25).
 
-    New documents: CSR ``dptr``/``dterm`` (sorted within each document)/``dw`` (float32 weights)
-    over ``n_terms`` terms. Queries: tokens ``qptr``/``qtok`` in text order, inverted index
-    ``iptr``/``iq`` (term → queries), stored thresholds ``thr`` and whether the list is ``full``.
-    Queries are split across ``threads`` (default: numba's thread count) by their work."""
+    New documents: CSR ``dptr``/``dterm`` (ext term ids)/``dw`` (float32 weights) over
+    ``n_terms`` terms, lexical keys ``lex``. Queries: tokens ``qptr``/``qtok`` in text order,
+    inverted index ``iptr``/``iq`` (term → queries), stored lists ``S`` (scores, -inf padded)
+    and ``L`` (lexical keys) with ``nvalid`` entries, threshold ``thr`` (the n-th score) where
+    ``full``. The queries are
+    split across ``threads`` (default: numba's thread count) by their work; the result is
+    grouped by ascending query."""
     m = len(dptr) - 1
-    nq = len(qptr) - 1
-    empty = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+    nq, n = S.shape
+    empty = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.int32))
     if m == 0 or len(dterm) == 0:
         return empty
     dterm = np.ascontiguousarray(dterm, dtype=np.int64)
     dw = np.ascontiguousarray(dw, dtype=np.float32)
     # the batch's inverted index: term → new documents (ascending), largest weight per term
     order = np.argsort(dterm, kind="stable")
-    drow = np.repeat(np.arange(m, dtype=np.int32), np.diff(dptr))
-    pdoc = drow[order]
+    pdoc = np.repeat(np.arange(m, dtype=np.int32), np.diff(dptr))[order]
     pptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(dterm, minlength=n_terms), out=pptr[1:])
     maxw = np.zeros(n_terms, dtype=np.float64)
     np.maximum.at(maxw, dterm, dw.astype(np.float64))
-    terms = np.flatnonzero(pptr[1:] > pptr[:-1])
-    qs = _touched_queries(terms, iptr, iq, nq)
+    qs = _touched_queries(np.flatnonzero(pptr[1:] > pptr[:-1]), iptr, iq, nq)
     if len(qs) == 0:
         return empty
     threads = max(1, int(threads or numba.get_num_threads()))
-    parts = _split(_query_work(qs, qptr, qtok, pptr), threads * 2 if threads > 1 else 1)
-    args = (qptr, qtok, thr, full, pptr, pdoc, dw[order], maxw, m)
-    cap = 1024 + 256 * m // len(parts)  # ~125 candidates per new document on the Debian log
+    work = _query_work(qs, qptr, qtok, pptr)
+    # small batches (a document or a few) in one piece: no thread start-up
+    parts = _split(work, threads * 2 if threads > 1 and work.sum() > 200_000 else 1)
+    args = (qptr, qtok, thr, full, pptr, pdoc, dw[order], maxw, m, S, L, nvalid,
+            np.ascontiguousarray(lex, dtype=np.float64), n)
+    cap = 1024 + 256 * m // len(parts)  # ~125 entries per new document on the Debian log
     if len(parts) == 1:
         return _bm25_run(qs, args, cap)
     with ThreadPoolExecutor(min(threads, len(parts))) as pool:
         res = list(pool.map(lambda ab: _bm25_run(qs[ab[0]:ab[1]], args, cap), parts))
-    return tuple(np.concatenate([r[i] for r in res]) for i in range(3))
+    return tuple(np.concatenate([r[i] for r in res]) for i in range(4))
 
 
 # ---- dense ---------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.exposure.eqi.base import DEFAULT_CACHE, check_k, check_texts, rows
 from limelight.exposure.eqi.batch import (
-    bm25_candidates,
+    bm25_exposure,
     dense_candidates,
     faiss_min_k_reservoir,
     faiss_rerun,
@@ -86,72 +86,6 @@ class NewExposure:
 
 
 # ---- kernels -----------------------------------------------------------------------------------
-@numba.njit(cache=True, inline="always")
-def _n_above(S, L, q, m, s, lx):  # pragma: no cover - numba
-    """Entries among the first ``m`` of list ``q`` ranked above (score ``s``, lexical key ``lx``)
-    by trec_eval's order (score desc, then id desc) — the order of the stored list."""
-    lo, hi = 0, m
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if S[q, mid] > s or (S[q, mid] == s and L[q, mid] > lx):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def _merge_py(cptr, cq, cdoc, cscore, clex, S, L, nvalid, n):  # pragma: no cover - numba
-    """Per query with candidates (sorted here by score desc, new-doc code asc): merge with the
-    stored list (``nvalid`` entries, scores ``S`` desc then lexical keys ``L`` desc) keeping the
-    engine's top-n (on a tie the lower document code: stored documents, then new ones in batch
-    order), and rank each selected candidate by (score desc, lexical key desc). One binary search
-    of the stored list per candidate (a list is a few cache lines, read once). Returns ranks
-    (0 = out)."""
-    nq_c = len(cptr) - 1
-    out = np.zeros(len(cdoc), dtype=np.int32)
-    for g in numba.prange(nq_c):
-        lo, hi = cptr[g], cptr[g + 1]
-        if lo == hi:
-            continue
-        q = cq[lo]
-        # insertion sort of the group by (score desc, new-doc code asc), in place
-        for a in range(lo + 1, hi):
-            sa, da, la = cscore[a], cdoc[a], clex[a]
-            b = a - 1
-            while b >= lo and (cscore[b] < sa or (cscore[b] == sa and cdoc[b] > da)):
-                cscore[b + 1] = cscore[b]
-                cdoc[b + 1] = cdoc[b]
-                clex[b + 1] = clex[b]
-                b -= 1
-            cscore[b + 1] = sa
-            cdoc[b + 1] = da
-            clex[b + 1] = la
-        # the candidate at position j enters iff the stored entries scoring at least as high
-        # (they win ties) and the j candidates before it leave it room: a prefix enters
-        nv = nvalid[q]
-        sel_hi = lo
-        for c in range(lo, hi):
-            s = cscore[c]
-            p = _n_above(S, L, q, nv, s, clex[c])
-            a = p
-            while a < nv and S[q, a] >= s:
-                a += 1
-            if a + (c - lo) >= n:
-                break
-            out[c] = p
-            sel_hi = c + 1
-        n_old = min(nv, n - (sel_hi - lo))  # the stored entries left: a prefix of the list
-        for c in range(lo, sel_hi):
-            s = cscore[c]
-            lx = clex[c]
-            better = min(out[c], n_old)
-            for b in range(lo, sel_hi):
-                if b != c and (cscore[b] > s or (cscore[b] == s and clex[b] > lx)):
-                    better += 1
-            out[c] = better + 1
-    return out
-
-
 def _merge_faiss_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, reservoir, n_chunks
                     ):  # pragma: no cover - numba
     """FAISS's top-n of each query with candidates, replayed: its heap (after the collection's
@@ -232,8 +166,6 @@ def _merge_faiss_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, reservoir, 
 
 
 # parallel kernel for batches; serial one for a document or two (no thread wake-ups)
-_merge_par = numba.njit(cache=True, parallel=True)(_merge_py)
-_merge_ser = numba.njit(cache=True)(_merge_py)
 _merge_faiss_par = numba.njit(cache=True, parallel=True)(_merge_faiss_py)
 _merge_faiss_ser = numba.njit(cache=True)(_merge_faiss_py)
 
@@ -390,16 +322,22 @@ class ExactReverse:
         np.cumsum(np.bincount(drow, minlength=m), out=dptr[1:])
         return dptr, dterm.astype(np.int32), w
 
-    # -- candidates --
-    def _candidates(self, texts: list[str] | None, emb: np.ndarray | None,
-                    thr: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(query, new-doc index, score), grouped by ascending query, of every pair that may
-        enter a query's top-n given its threshold ``thr`` (``full``: the list holds n)."""
-        if self.kind == "bm25":
-            dptr, dterm, dw = self._bm25_doc_weights(texts)
-            return bm25_candidates(dptr, dterm, dw, self.n_ext, self.qptr, self.qtok, self.iptr,
-                                   self.iq, thr, full)
-        return dense_candidates(self.query_emb, thr, full, emb, self._flat_embeddings())
+    # -- the batch --
+    def _bm25_new(self, texts: list[str], lists: tuple, new_lex: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(query, new-doc index, score, rank) of the new documents entering the lists (BM25):
+        one pass over the affected queries, merged with the stored lists as it goes."""
+        S, _D, L, nvalid, thr, full = lists
+        dptr, dterm, dw = self._bm25_doc_weights(texts)
+        return bm25_exposure(dptr, dterm, dw, self.n_ext, self.qptr, self.qtok, self.iptr, self.iq,
+                             S, L, nvalid, thr, full, new_lex)
+
+    def _dense_new(self, emb: np.ndarray, lists: tuple, new_lex: np.ndarray, rerun: bool
+                   ) -> tuple[np.ndarray, ...]:
+        """(query, new-doc index, score, rank) of the new documents entering the lists (dense):
+        FAISS range search against the thresholds, then FAISS's top-n replayed."""
+        S, D, L, _nvalid, thr, full = lists
+        cq, cdoc, cs = dense_candidates(self.query_emb, thr, full, emb, self._flat_embeddings())
+        return self._merge_dense(cq, cdoc, cs, new_lex, S, D, L, emb if rerun else None)
 
     def _flat_embeddings(self) -> np.ndarray | None:
         """The collection's vectors when the dense index is flat float32 (FAISS searches them
@@ -418,10 +356,10 @@ class ExactReverse:
         return emb
 
     def _lists_without(self, edited: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Stored lists ``(S, D, L, thr, full)`` with the old versions of ``edited`` codes
-        removed (each list compacted: its threshold becomes the new n-th score, if any)."""
+        """Stored lists ``(S, D, L, nvalid, thr, full)`` with the old versions of ``edited``
+        codes removed (each list compacted: its threshold becomes the new n-th score, if any)."""
         if not (edited >= 0).any():
-            return self.S, self.D, self.L, self.thr, self.full
+            return self.S, self.D, self.L, self.nvalid, self.thr, self.full
         S, D = self.S.copy(), self.D.copy()
         hit = np.isin(D, edited[edited >= 0])
         for r in np.flatnonzero(hit.any(axis=1)).tolist():  # few rows: compact each list
@@ -434,7 +372,7 @@ class ExactReverse:
         full = D[:, -1] >= 0
         thr = np.where(full, S[:, -1], -np.inf).astype(np.float32)
         L = np.where(D >= 0, self._old_lexkey[np.maximum(D, 0)], -1.0)
-        return S, D, L, thr, full
+        return S, D, L, (D >= 0).sum(axis=1, dtype=np.int32), thr, full
 
     def _check_new(self, texts, docids, embeddings) -> tuple[list[str] | None, list[str]]:
         """Validated texts and document ids of a batch (default ids ``new-0``, ``new-1``, ...)."""
@@ -465,13 +403,14 @@ class ExactReverse:
             return NewExposure([], np.zeros(1, np.int64), np.zeros(0, np.int32),
                                np.zeros(0, np.int32), np.zeros(0, np.float32))
         edited = np.array([self.store.doc_ids.get(x) for x in docids], dtype=np.int64)
-        S, D, L, thr, full = self._lists_without(edited)
-        emb = self._doc_vectors(texts, embeddings) if self.kind == "dense" else None
-        cq, cdoc, cs = self._candidates(texts, emb, thr, full)
-        rerun = None
-        if emb is not None and (edited < 0).all() and self._flat_embeddings() is not None:
-            rerun = emb
-        cq, cdoc, cs, rank = self._merge(cq, cdoc, cs, self._new_lexkeys(docids), S, D, L, rerun)
+        lists = self._lists_without(edited)
+        new_lex = self._new_lexkeys(docids)
+        if self.kind == "bm25":
+            cq, cdoc, cs, rank = self._bm25_new(texts, lists, new_lex)
+        else:
+            rerun = (edited < 0).all() and self._flat_embeddings() is not None
+            cq, cdoc, cs, rank = self._dense_new(self._doc_vectors(texts, embeddings), lists,
+                                                 new_lex, rerun)
         qlex = self.queries.ids.lexical_rank()
         nq = len(self.queries)
         key = (cdoc.astype(np.int64) * (self.depth + 1) + rank) * nq + qlex[cq]
@@ -481,43 +420,29 @@ class ExactReverse:
         np.cumsum(np.bincount(cdoc, minlength=m), out=ptr[1:])
         return NewExposure(docids, ptr, cq, rank.astype(np.int32), cs)
 
-    def _merge(self, cq: np.ndarray, cdoc: np.ndarray, cs: np.ndarray, new_lex: np.ndarray,
-               S: np.ndarray, D: np.ndarray, L: np.ndarray, rerun: np.ndarray | None = None
-               ) -> tuple[np.ndarray, ...]:
-        """Candidates that enter their query's top-n, with their 1-based ranks.
+    def _merge_dense(self, cq: np.ndarray, cdoc: np.ndarray, cs: np.ndarray, new_lex: np.ndarray,
+                     S: np.ndarray, D: np.ndarray, L: np.ndarray, rerun: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, ...]:
+        """Dense candidates that enter their query's top-n, with their 1-based ranks.
 
-        Ties at the cut: the BM25 engine's order is total (score, then the lower document code:
-        a query keeps at most its n best candidates); FAISS's heap depends on the order it sees
-        the documents in, and is replayed (``_merge_faiss_py``). Where FAISS's reservoir (n ≥
-        100) may settle a tie otherwise, the query is re-run by FAISS when the new documents'
-        vectors ``rerun`` are given (a flat index and no edited document)."""
+        FAISS's heap depends on the order it sees the documents in, and is replayed
+        (``_merge_faiss_py``). Where FAISS's reservoir (n ≥ 100) may settle a tie otherwise, the
+        query is re-run by FAISS when the new documents' vectors ``rerun`` are given (a flat
+        index and no edited document)."""
         n = self.depth
         if len(cq) and not (cq[1:] >= cq[:-1]).all():
             order = np.argsort(cq, kind="stable")
             cq, cdoc, cs = cq[order], cdoc[order], cs[order]
-        if self.kind == "bm25" and len(cq) and np.bincount(cq).max() > n:
-            order = np.lexsort((cdoc, -cs, cq))  # each query's n best candidates
-            cq, cdoc, cs = cq[order], cdoc[order], cs[order]
-            starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]])
-            pos = np.arange(len(cq)) - np.repeat(starts, np.diff(np.r_[starts, len(cq)]))
-            keep = pos < n
-            cq, cdoc, cs = cq[keep], cdoc[keep], cs[keep]
         cdoc = np.ascontiguousarray(cdoc, dtype=np.int32)
         cs = np.ascontiguousarray(cs, dtype=np.float32)
         starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]]) if len(cq) else np.zeros(0, np.int64)
         cptr = np.r_[starts, len(cq)].astype(np.int64)
         par = len(cptr) > 4096
-        if self.kind == "bm25":
-            rank = (_merge_par if par else _merge_ser)(cptr, cq, cdoc, cs, new_lex[cdoc], S, L,
-                                                       (D >= 0).sum(axis=1, dtype=np.int32)
-                                                       if D is not self.D else self.nvalid, n)
-        else:
-            reservoir = n >= faiss_min_k_reservoir()
-            rank, amb = (_merge_faiss_par if par else _merge_faiss_ser)(
-                cptr, cq, cdoc, cs, new_lex[cdoc], S, D, L, n, len(self.store.doc_ids), reservoir,
-                numba.get_num_threads() * 4 if par else 1)
-            if amb.any() and rerun is not None:
-                return self._rerun_ties(cq, cdoc, cs, rank, cq[cptr[:-1][amb > 0]], new_lex, rerun)
+        rank, amb = (_merge_faiss_par if par else _merge_faiss_ser)(
+            cptr, cq, cdoc, cs, new_lex[cdoc], S, D, L, n, len(self.store.doc_ids),
+            n >= faiss_min_k_reservoir(), numba.get_num_threads() * 4 if par else 1)
+        if amb.any() and rerun is not None:
+            return self._rerun_ties(cq, cdoc, cs, rank, cq[cptr[:-1][amb > 0]], new_lex, rerun)
         sel = rank > 0
         return cq[sel], cdoc[sel], cs[sel], rank[sel]
 
