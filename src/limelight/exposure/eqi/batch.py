@@ -1,24 +1,25 @@
 """Batch kernels of exact reverse search: many new documents scored against the query log at once.
 
-BM25 (``bm25_candidates``): query-major. The new documents form a small inverted index (term →
-the new documents holding it, with their frozen-statistics weights, and per term the largest
-weight over the batch). Each query holding a term of the batch is visited once: a full list whose
-upper bound (the sum of its tokens' largest weights) cannot beat its stored threshold is skipped;
+BM25 (``bm25_exposure``): query-major. The new documents form a small inverted index (term → the
+new documents holding it, with their frozen-statistics weights, and per term the largest weight
+over the batch). Each query holding a term of the batch is visited once: a full list whose upper
+bound (the sum of its tokens' largest weights) cannot beat its stored threshold is skipped;
 otherwise its tokens' postings are read in token order into one float32 accumulator per new
-document, which is, for every document, the engine's sum in the engine's order. The work is
-shared across the batch: one pass over the affected queries and their thresholds, with an
-accumulator array that stays in cache, instead of one pass over the log per document (where each
-touched query is scored through a vocabulary-sized weight map). Threads split the queries.
+document — for every document, the engine's sum in the engine's order — and the documents above
+the threshold are merged with the stored list right away. The work is shared across the batch:
+one pass over the affected queries and their thresholds, with accumulators that stay in cache,
+instead of one pass over the log per document (where each touched query is scored through a
+vocabulary-sized weight map). Threads split the queries.
 
-Dense (``dense_candidates``): the queries, ordered by stored threshold, are searched in blocks by
-FAISS range search — the same BLAS inner products as a FAISS top-k search, without the heap —
-over the new documents' vectors behind the old documents of their FAISS database block (so that
-every score is, bit for bit, the one a search over the enlarged collection computes), with each
-block's smallest threshold as radius; each query then keeps the documents above its own
-threshold.
+Dense (``dense_candidates``): FAISS range search — the same BLAS inner products as a FAISS top-k
+search, without the heap — of the queries, in FAISS's query blocks, over the new documents'
+vectors behind the old documents of their FAISS database block (so that every score is, bit for
+bit, the one a search over the enlarged collection computes), with each block's smallest
+threshold as radius; each query then keeps the documents above its own threshold, and
+``exact`` replays FAISS's top-n over them (``faiss_rerun`` re-runs the queries whose ties at the
+cut only FAISS's reservoir can settle).
 
-Both return ``(query code, new-document index, score)`` grouped by ascending query code: every
-pair that may enter a query's top-n (ties at the cut are settled by the merge in ``exact``).
+Results are grouped by ascending query code.
 """
 
 from __future__ import annotations
@@ -101,7 +102,6 @@ def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m, S, L, nval
     cd = np.empty(m, dtype=np.int32)     # the query's candidates: document, score, position
     cs = np.empty(m, dtype=np.float32)
     cp = np.empty(m, dtype=np.int64)
-    cap = len(out_q)
     n_out = 0
     for q in qs:
         z0 = qptr[q]
@@ -138,36 +138,46 @@ def _bm25_queries(qs, qptr, qtok, thr, full, pptr, pdoc, pw, maxw, m, S, L, nval
                 cs[b + 1] = s
                 cd[b + 1] = d
                 k += 1
-        if k == 0:
-            continue
-        # candidate j enters iff the stored entries scoring at least as high (they win ties)
-        # and the j candidates before it leave it room: a prefix of the candidates enters
-        nv = nvalid[q]
-        sel = 0
-        for j in range(k):
-            s = cs[j]
-            pos = _n_above(S, L, q, nv, s, lex[cd[j]])
-            a = pos
-            while a < nv and S[q, a] >= s:
-                a += 1
-            if a + j >= n:
-                break
-            cp[j] = pos
-            sel = j + 1
-        n_old = min(nv, n - sel)  # the stored entries left: a prefix of the stored list
-        for j in range(sel):
-            s = cs[j]
-            lx = lex[cd[j]]
-            better = min(cp[j], n_old)
-            for b in range(sel):
-                if b != j and (cs[b] > s or (cs[b] == s and lex[cd[b]] > lx)):
-                    better += 1
-            if n_out < cap:
-                out_q[n_out] = q
-                out_d[n_out] = cd[j]
-                out_s[n_out] = s
-                out_r[n_out] = better + 1
-            n_out += 1
+        if k > 0:
+            n_out = _enter(q, cd, cs, cp, k, S, L, nvalid[q], lex, n, out_q, out_d, out_s, out_r,
+                           n_out)
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _enter(q, cd, cs, cp, k, S, L, nv, lex, n, out_q, out_d, out_s, out_r, n_out
+           ):  # pragma: no cover - numba
+    """Merge the ``k`` candidates of query ``q`` (documents ``cd``, scores ``cs``, by score desc
+    then document asc) with its stored list (``nv`` entries): candidate j enters iff the stored
+    entries scoring at least as high (they win ties) and the j candidates before it leave it
+    room, so a prefix enters; the stored entries left are a prefix of the stored list. Writes
+    (q, document, score, rank) from ``n_out`` on while there is room; returns the new count."""
+    sel = 0
+    for j in range(k):
+        s = cs[j]
+        pos = _n_above(S, L, q, nv, s, lex[cd[j]])
+        a = pos
+        while a < nv and S[q, a] >= s:
+            a += 1
+        if a + j >= n:
+            break
+        cp[j] = pos
+        sel = j + 1
+    n_old = min(nv, n - sel)
+    cap = len(out_q)
+    for j in range(sel):
+        s = cs[j]
+        lx = lex[cd[j]]
+        better = min(cp[j], n_old)
+        for b in range(sel):
+            if b != j and (cs[b] > s or (cs[b] == s and lex[cd[b]] > lx)):
+                better += 1
+        if n_out < cap:
+            out_q[n_out] = q
+            out_d[n_out] = cd[j]
+            out_s[n_out] = s
+            out_r[n_out] = better + 1
+        n_out += 1
     return n_out
 
 
