@@ -195,6 +195,29 @@ def _batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_id
     return _run_rows(retriever, queries, b, be, depth, doc_ids)
 
 
+def _huge_empty(n: int, dtypes: list) -> list[np.ndarray]:
+    """Empty arrays of ``n`` items of each of ``dtypes``, in one anonymous mapping that asks for
+    transparent huge pages (``MADV_HUGEPAGE``): the first writes then fault 2 MiB at a time.
+    With 4 KiB pages the first touch of the Debian log's 124 MB of pairs cost 0.1-0.35 s of
+    page faults in the main thread, 12 ms with huge pages (measured). Falls back to
+    ``np.empty`` where the platform lacks it; freed with the arrays."""
+    import mmap
+
+    sizes = [(n * np.dtype(t).itemsize + 63) // 64 * 64 for t in dtypes]
+    if n == 0 or not hasattr(mmap, "MADV_HUGEPAGE") or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return [np.empty(n, t) for t in dtypes]
+    try:
+        m = mmap.mmap(-1, sum(sizes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except (OSError, ValueError):
+        return [np.empty(n, t) for t in dtypes]
+    out, off = [], 0
+    for t, size in zip(dtypes, sizes, strict=True):
+        out.append(np.frombuffer(m, dtype=t, count=n, offset=off))
+        off += size
+    return out
+
+
 class _PairBuffer:
     """Exposure pairs of one job, filled batch by batch in query order (no per-shard copies or
     final concatenation); sized for ``n_queries × depth`` rows, which costs nothing until
@@ -203,10 +226,8 @@ class _PairBuffer:
     def __init__(self, n_queries: int, depth: int, n_total: int, n_docs: int | None = None):
         # a query's top-n holds at most every document: depth beyond that costs nothing
         cap = n_queries * (depth if n_docs is None else min(depth, n_docs))
-        self.q = np.empty(cap, np.int32)
-        self.d = np.empty(cap, np.int32)
-        self.rank = np.empty(cap, _rank_type(depth).to_pandas_dtype())
-        self.score = np.empty(cap, np.float32)
+        self.q, self.d, self.rank, self.score = _huge_empty(
+            cap, [np.int32, np.int32, _rank_type(depth).to_pandas_dtype(), np.float32])
         self.pos = 0
         self.depth = depth
         self.n_retrieved = np.zeros(n_total, np.int32)

@@ -55,7 +55,7 @@ from limelight.exposure.docindex import (
     remove_index,
 )
 from limelight.exposure.retrievability import Retrievability, analyse_pairs
-from limelight.exposure.shards import SHARD_GLOB, _shard_table, shard_path, write_shard
+from limelight.exposure.shards import SHARD_GLOB, _huge_empty, _shard_table, shard_path, write_shard
 
 FORMAT = "limelight-exposure/2"
 OLD_FORMAT = "limelight-exposure/1"  # the pairs twice: Parquet shards and exposure.duckdb
@@ -394,7 +394,7 @@ def _read_pairs(files: list[Path], depth: int) -> tuple[np.ndarray, ...]:
     metas = [pq.read_metadata(p).num_rows for p in files]
     n = int(sum(metas))
     rt = np.int16 if depth < 32767 else np.int32
-    out = (np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, rt), np.empty(n, np.float32))
+    out = tuple(_huge_empty(n, [np.int32, np.int32, rt, np.float32]))
     pos = 0
     for p, m in zip(files, metas, strict=True):
         t = _read(p)
