@@ -154,3 +154,32 @@ def test_dense_batch_equals_brute_force_with_ties(dense_batch, monkeypatch):
         one = ex.add_documents(None, ids[i:i + 1], embeddings=new[i:i + 1])
         _same(one, recompute_new_exposure(ret, qs, depth, None, ids[i:i + 1], query_embeddings=qemb,
                                           doc_embeddings=new[i:i + 1]))
+
+
+def test_dense_scores_are_those_of_one_search_bit_for_bit():
+    """FAISS's inner products depend in their last bits on the BLAS blocks (and a small search
+    goes pair by pair): the new documents' scores equal, bit for bit, those of one FAISS search
+    of every query over the collection plus them — here with a last query block too small for
+    BLAS on its own, and the new documents straddling a database block."""
+    from limelight.exposure.eqi import batch
+    from limelight.exposure.eqi.base import faiss_ip_index
+
+    rng = np.random.default_rng(5)
+
+    def unit(n):
+        x = rng.standard_normal((n, 384)).astype(np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    old, new, q = unit(1100), unit(30), unit(4096 + 50)
+    none = np.zeros(len(q), dtype=bool)  # no list is full: every pair is a candidate
+    cq, cd, cs = batch.dense_candidates(q, np.full(len(q), -np.inf, np.float32), none, new, old)
+    assert len(cq) == len(q) * len(new)
+    scores, codes = faiss_ip_index(np.vstack([old, new])).search(q, 1130)
+    want = np.empty((len(q), 1130), np.float32)
+    np.put_along_axis(want, codes, scores, axis=1)
+    assert np.array_equal(cs, want[cq, 1100 + cd])
+    # the new documents searched alone, or the last 50 queries alone, differ in some last bits
+    cq2, cd2, cs2 = batch.dense_candidates(q, np.full(len(q), -np.inf, np.float32), none, new)
+    assert np.array_equal(cq2, cq) and np.array_equal(cd2, cd) and not np.array_equal(cs2, cs)
+    s_last, c_last = faiss_ip_index(np.vstack([old, new])).search(q[4096:], 1130)
+    assert not np.array_equal(np.take_along_axis(want[4096:], c_last, axis=1), s_last)

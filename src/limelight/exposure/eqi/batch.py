@@ -250,7 +250,8 @@ def bm25_exposure(dptr: np.ndarray, dterm: np.ndarray, dw: np.ndarray, n_terms: 
 
 # ---- dense ---------------------------------------------------------------------------------------
 def _faiss_blocks() -> tuple[int, int, int]:
-    """FAISS's exhaustive-search blocking: (query block, database block, BLAS threshold)."""
+    """FAISS's exhaustive-search blocking: (query block, database block, BLAS threshold on
+    queries × dimension)."""
     import faiss
 
     cv = faiss.cvar
@@ -285,7 +286,7 @@ def dense_candidates(query_emb: np.ndarray, thr: np.ndarray, full: np.ndarray,
     index = faiss_ip_index(vecs)
     t = np.where(full, thr, -np.inf).astype(np.float32)
     out_q, out_d, out_s = [], [], []
-    for a, b in _aligned_blocks(nq):
+    for a, b in _aligned_blocks(nq, query_emb.shape[1]):
         tb = t[a:b]
         low = float(tb.min())
         radius = -np.inf if low == -np.inf else low  # FAISS keeps scores above the radius
@@ -310,14 +311,22 @@ def faiss_min_k_reservoir() -> int:
     return int(faiss.cvar.distance_compute_min_k_reservoir)
 
 
-def _aligned_blocks(nq: int) -> list[tuple[int, int]]:
-    """FAISS's query blocks of a search over ``nq`` queries (a last block too small for BLAS
-    goes with the one before it, so that each block searched alone is searched as in one call)."""
-    qbs, _, blas_min = _faiss_blocks()
-    starts = list(range(0, nq, qbs))
-    if nq >= blas_min and len(starts) > 1 and nq - starts[-1] < blas_min:
-        starts.pop()
-    bounds = [*starts, nq]
+def _aligned_blocks(nq: int, d: int) -> list[tuple[int, int]]:
+    """Row ranges of ``nq`` queries of dimension ``d`` that, each searched alone, are searched
+    exactly as one FAISS search over all of them searches them: FAISS computes inner products by
+    BLAS in blocks of ``distance_compute_blas_query_bs`` queries from the first when
+    ``nq * d`` reaches ``distance_compute_blas_threshold`` (FAISS 1.15), one pair at a time
+    otherwise — and the two differ in the last bits. Each range starts on a block boundary and is
+    large enough for BLAS when the whole search is (a too small remainder joins the range before
+    it); a search one pair at a time is the same in any split: one range."""
+    qbs, _, thr = _faiss_blocks()
+    if nq * d < thr or nq <= qbs:
+        return [(0, nq)]
+    step = qbs * max(1, -(-thr // (d * qbs)))  # whole blocks, enough rows for BLAS
+    bounds = list(range(0, nq, step))
+    if len(bounds) > 1 and (nq - bounds[-1]) * d < thr:
+        bounds.pop()
+    bounds.append(nq)
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
@@ -332,7 +341,7 @@ def faiss_rerun(query_emb: np.ndarray, old_emb: np.ndarray, doc_emb: np.ndarray,
     queries = np.asarray(queries, dtype=np.int64)
     codes = np.full((len(queries), k), -1, dtype=np.int64)
     scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    for a, b in _aligned_blocks(len(query_emb)):
+    for a, b in _aligned_blocks(len(query_emb), query_emb.shape[1]):
         at = np.flatnonzero((queries >= a) & (queries < b))
         if len(at):
             c, s = faiss_search(index, query_emb[a:b], k)
