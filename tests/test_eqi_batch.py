@@ -75,6 +75,23 @@ def test_bm25_batch_equals_brute_force_with_ties(bm25_batch):
         _same(one, recompute_new_exposure(ret, qs, 50, texts[i:i + 1], ids[i:i + 1], frozen=True))
 
 
+def test_compiled_document_analysis_equals_the_analyzer(bm25_batch, log):
+    """New documents analyzed by the compiled lexicon give the same weights as ``analyze_flat``
+    (tokens, stopwords, words no query asks for counted in the length only), on the batch, on
+    queries of the log as documents, and on texts with tricky characters."""
+    ret, qs, st, texts, ids = bm25_batch
+    ex = ExactReverse.build(st, ret)
+    assert ex._doc_lexicon is not None
+    tricky = ["İstanbul ΟΔΟΣ straße the and of a_b __ x1 9 99 é́e Ǆungla ﬁle ß ẞ",
+              "linux-image-6.1 (amd64) — the kernel's modules; C++ & Ruby/Rails x86_64 e-mail",
+              "a", "日本語 テキスト 中文 한국어 ٱلْعَرَبِيَّة हिन्दी", "\x00\t\n  — ", "0 00 000"]
+    for batch_texts in (texts, log.texts[:3000].tolist(), tricky):
+        a = ex._bm25_doc_weights(batch_texts)
+        b = ex._bm25_doc_weights(batch_texts, compiled=False)
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(x, y)
+
+
 def test_bm25_batch_split_across_threads_is_the_same(bm25_batch):
     """The query-major kernel splits the queries across threads: any split gives the same lists."""
     from limelight.exposure.eqi import batch

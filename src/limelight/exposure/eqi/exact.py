@@ -57,6 +57,7 @@ from limelight.exposure.eqi.batch import (
     faiss_min_k_reservoir,
     faiss_rerun,
 )
+from limelight.exposure.eqi.lexicon import DocLexicon
 
 
 @dataclass
@@ -280,6 +281,7 @@ class ExactReverse:
         unknown = np.flatnonzero(lut < 0)
         lut[unknown] = V + np.arange(len(unknown))
         self._ext_terms = {t: int(lut[i]) for i, t in enumerate(terms)}
+        self._doc_lexicon = DocLexicon.build(ix.analyzer, terms, lut)
         self._vocab_get = get
         self.n_ext = V + len(unknown)
         tok = lut[codes].astype(np.int32)
@@ -300,26 +302,37 @@ class ExactReverse:
                                    np.full(len(unknown), idf0, dtype=np.float32)])
         self.avgdl = ix.avgdl
 
-    def _bm25_doc_weights(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """CSR (ptr, extended term, float32 BM25 weight) of new documents, frozen statistics."""
-        from limelight.retrieval.bm25 import analyze_flat
-
+    def _bm25_doc_weights(self, texts: list[str], compiled: bool = True
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CSR (ptr, extended term, float32 BM25 weight) of new documents, frozen statistics.
+        Only the terms of the query log are kept (no other term can change a score); every
+        token that is not a stopword counts in a document's length. Analysis is compiled
+        (``lexicon.DocLexicon``) where it can be, else ``analyze_flat`` (``compiled=False``
+        forces it); both give the same arrays."""
         r = self.retriever
         m = len(texts)
-        rows_, codes, terms = analyze_flat(r.index.analyzer, texts)
-        doc_len = np.bincount(rows_, minlength=m).astype(np.float64)
-        ext = np.fromiter((self._ext_terms.get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
-        t = ext[codes]
-        keep = t >= 0
-        key, tf = np.unique(rows_[keep] * self.n_ext + t[keep], return_counts=True)
-        drow, dterm = key // self.n_ext, key % self.n_ext
+        lex = self._doc_lexicon if compiled else None
+        if lex is not None:
+            doc_len, dptr, dterm, tf = lex.analyze(texts)
+            drow = np.repeat(np.arange(m), np.diff(dptr))
+        else:
+            from limelight.retrieval.bm25 import analyze_flat
+
+            rows_, codes, terms = analyze_flat(r.index.analyzer, texts)
+            doc_len = np.bincount(rows_, minlength=m)
+            ext = np.fromiter((self._ext_terms.get(t, -1) for t in terms), dtype=np.int64,
+                              count=len(terms))
+            t = ext[codes]
+            keep = t >= 0
+            key, tf = np.unique(rows_[keep] * self.n_ext + t[keep], return_counts=True)
+            drow, dterm = key // self.n_ext, key % self.n_ext
+            dptr = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(np.bincount(drow, minlength=m), out=dptr[1:])
         tf = tf.astype(np.float64)
-        dl = doc_len[drow]
+        dl = doc_len.astype(np.float64)[drow]
         k1, b = r.k1, r.b
         norm = k1 * ((1.0 - b) + b * dl / self.avgdl)  # as BM25Index.weights computes it
         w = (self.idf[dterm].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
-        dptr = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(np.bincount(drow, minlength=m), out=dptr[1:])
         return dptr, dterm.astype(np.int32), w
 
     # -- the batch --
