@@ -40,6 +40,7 @@ from limelight.exposure.docindex import (
 )
 from limelight.exposure.engine import (
     ComputedShards,
+    LocalEngine,
     Progress,
     ShardEngine,
     ShardJob,
@@ -159,8 +160,6 @@ def compute_exposure(
         if store.exists() and any(store.iterdir()):
             raise LimelightError(f"{store}: exists and is not an exposure store; use an empty or new directory")
         store.mkdir(parents=True, exist_ok=True)
-        # the query set and documents first, so that a partial store is self-describing
-        _write_inputs(store, queries, doc_ids)
         _write_manifest(store, {**manifest, "complete": False})
     try:
         return _run_job(retriever, queries, store, manifest, doc_ids, opts, eng, progress)
@@ -283,13 +282,23 @@ def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: 
     if todo:  # the statistics of an earlier run (if any) no longer cover every shard
         (store / QUERY_STATS).unlink(missing_ok=True)
     has_batch = hasattr(retriever, "search_batch")
-    # the engine's writer (in this process) writes each shard's index piece beside the shard
+
+    def write_inputs() -> None:  # the query set and the documents: a partial store describes itself
+        if not ((store / "queries.parquet").exists() and (store / "documents.parquet").exists()):
+            _write_inputs(store, queries, doc_ids)
+
+    # the local engine's writer thread writes them before its first shard, while the first batch
+    # is retrieved, and each shard's index piece beside the shard; other engines ignore the sink
+    local = isinstance(engine, LocalEngine) and bool(todo)
+    if not local:
+        write_inputs()
     job = ShardJob(retriever, queries, store, depth, opts.shard_size, opts.batch_size or opts.shard_size,
                    doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress,
-                   IndexWriter(store, len(doc_ids), depth, opts.shard_size))
+                   IndexWriter(store, len(doc_ids), depth, opts.shard_size, write_inputs if local else None))
     if progress:
         progress(job.n_done(todo), nq)
     res = engine.compute(job, todo) if todo else ComputedShards()
+    write_inputs()  # (an engine that left the sink)
     t0 = time.perf_counter()
     st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
     if res.pairs is not None:  # computed in this call: keep the pairs in memory for analysis

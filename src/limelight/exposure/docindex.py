@@ -26,6 +26,7 @@ memory-mapped: a few slices per shard, no pass over the pairs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numba
@@ -188,13 +189,18 @@ def global_index(pieces: list[Piece], n_docs: int) -> tuple[np.ndarray, np.ndarr
 
 class IndexWriter:
     """The index pieces of a job's shards, written by the shard writer's thread as it writes each
-    shard (a ``limelight.exposure.shards.ShardSink``)."""
+    shard (a ``limelight.exposure.shards.ShardSink``); ``first``: what that thread does before
+    the first shard (the store's query and document tables, off the main thread)."""
 
-    def __init__(self, store: Path, n_docs: int, depth: int, shard_size: int):
+    def __init__(self, store: Path, n_docs: int, depth: int, shard_size: int,
+                 first: Callable[[], None] | None = None):
         self.store, self.n_docs, self.depth, self.shard_size = store, n_docs, depth, shard_size
+        self.first = first
 
     def open(self) -> None:
         (self.store / INDEX_DIR).mkdir(exist_ok=True)
+        if self.first is not None:
+            self.first()
 
     def add(self, table: pa.Table, s: int, e: int, info) -> None:
         cols = [table.column(c).to_numpy() for c in ("q", "d", "rank", "score")]
