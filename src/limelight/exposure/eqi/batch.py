@@ -259,6 +259,26 @@ def _faiss_blocks() -> tuple[int, int, int]:
             int(cv.distance_compute_blas_threshold))
 
 
+@numba.njit(cache=True, nogil=True)
+def _above(lims, codes, scores, t, a, lead):  # pragma: no cover - numba
+    """The range-search results of queries ``a, a+1, ...`` (``lims``) that are new documents
+    (code ≥ ``lead``) scoring above their query's threshold ``t``: ``(q, doc, score)``."""
+    k = len(codes)
+    out_q = np.empty(k, dtype=np.int32)
+    out_d = np.empty(k, dtype=np.int32)
+    out_s = np.empty(k, dtype=np.float32)
+    n = 0
+    for r in range(len(lims) - 1):
+        th = t[a + r]
+        for j in range(lims[r], lims[r + 1]):
+            if codes[j] >= lead and scores[j] > th:
+                out_q[n] = a + r
+                out_d[n] = codes[j] - lead
+                out_s[n] = scores[j]
+                n += 1
+    return out_q[:n].copy(), out_d[:n].copy(), out_s[:n].copy()
+
+
 def dense_candidates(query_emb: np.ndarray, thr: np.ndarray, full: np.ndarray,
                      doc_emb: np.ndarray, old_emb: np.ndarray | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -291,14 +311,10 @@ def dense_candidates(query_emb: np.ndarray, thr: np.ndarray, full: np.ndarray,
         low = float(tb.min())
         radius = -np.inf if low == -np.inf else low  # FAISS keeps scores above the radius
         lims, s, c = index.range_search(np.ascontiguousarray(query_emb[a:b]), radius)
-        lims = lims.astype(np.int64)
-        q = np.repeat(np.arange(a, b, dtype=np.int32), np.diff(lims))
-        c = c.astype(np.int64) - lead
-        s = s.astype(np.float32)
-        keep = (c >= 0) & (s > t[q])
-        out_q.append(q[keep])
-        out_d.append(c[keep].astype(np.int32))
-        out_s.append(s[keep])
+        q, d, s = _above(lims.astype(np.int64), c, s, t, a, lead)
+        out_q.append(q)
+        out_d.append(d)
+        out_s.append(s)
     if not out_q:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
     return tuple(np.concatenate(x) for x in (out_q, out_d, out_s))

@@ -27,11 +27,13 @@ depends on the order it sees them in: it is replayed, from the stored list, over
 documents in code order. Ranks inside a list follow trec_eval (score, then doc id descending).
 
 FAISS's inner product of a pair depends in its last bits on the pair's place in FAISS's BLAS
-blocks: the new documents are searched behind the old documents of their database block, the
-queries in their order (``batch.dense_candidates``), as a re-run over the enlarged collection
-lays them out, so that their scores are that re-run's bit for bit. (The re-run may itself give
-the old documents of the collection's last, partial block other last bits than the store holds.)
-Dense scores depend on the query embeddings: use the ones the store was
+blocks (and a search too small for BLAS goes pair by pair): the new documents are searched behind
+the old documents of their database block, the queries in their order and in ranges FAISS treats
+as one search of all of them does (``batch.dense_candidates``), so that their scores are, bit
+for bit, those of a re-run (one FAISS search of every query over the enlarged collection). That
+re-run may itself give some old documents other last bits than the store holds — those of the
+collection's last, partial database block, and all of them for queries of a store shard too
+small for BLAS — which can reorder exact near-ties with them. Dense scores depend on the query embeddings: use the ones the store was
 computed from (``query_embeddings=``); re-encoding may differ from them in the last bits.
 
 An edited document (an id of the store) replaces its old version: its stored entries are
