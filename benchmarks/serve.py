@@ -18,6 +18,12 @@ and its peak (``VmHWM`` of ``/proc/PID/status``: the high-water mark over its wh
 load included). The ``groups`` endpoint is left out for an audit without a group field. The anchor, side by side and as a ratio, is the same call made
 in-process through ``AuditService`` (no HTTP, one at a time): p50 over HTTP under load ÷ p50 of
 the library call. Client and server share the machine's cores; the load average is printed.
+
+Before the load, the document endpoint alone (issue 20): ``--latency`` requests ``GET
+/api/documents/{id}`` (limit 50, a system drawn per request), one at a time from one client
+over documents drawn (seeded) among those the first system exposes, plus the most exposed one,
+and the same calls through ``AuditService.document`` in-process: p50, p99, max. The server's
+resident memory after start-up (load and warm-up) is recorded with it.
 """
 
 from __future__ import annotations
@@ -32,8 +38,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record  # noqa: E402
 
 ENDPOINTS = ["search", "document", "query", "find_queries", "retrievability", "ranked", "groups", "eqi"]
 
@@ -169,6 +179,48 @@ async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
     return {"lat": lat, "errors": errors, "wall": wall}
 
 
+def _pcts(ts: list[float]) -> dict[str, float]:
+    ms = np.asarray(ts) * 1000
+    return {"n": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max())}
+
+
+def document_latency(base: str, svc, n: int, seed: int = 0) -> dict:
+    """The document endpoint alone: ``n`` documents (+ the most exposed one), one request at a
+    time over HTTP, and the same calls through ``AuditService.document`` in-process."""
+    import httpx
+
+    st = next(iter(svc.systems.values())).store
+    n_exp = st.n_exposing()
+    rng = random.Random(seed)
+    exposed = st.doc_ids.decode(np.flatnonzero(n_exp > 0)).tolist()
+    docs = rng.sample(exposed, min(n, len(exposed))) + [str(st.doc_ids[int(np.argmax(n_exp))])]
+    systems = [rng.choice(list(svc.systems)) for _ in docs]
+    for name, s in svc.systems.items():  # r(d) of every system, as the warmed server has it
+        svc.retrievability(name, min(100, s.store.depth))
+    http, lib = [], []
+    with httpx.Client(base_url=base, timeout=120) as c:
+        for docid, system in list(zip(docs, systems, strict=True))[:10]:  # warm
+            c.get(f"/api/documents/{quote(docid)}", params={"system": system, "limit": 50})
+            svc.document(docid, system, limit=50)
+        for docid, system in zip(docs, systems, strict=True):
+            t0 = time.perf_counter()
+            r = c.get(f"/api/documents/{quote(docid)}", params={"system": system, "limit": 50})
+            http.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise SystemExit(f"GET /api/documents/{docid}: {r.status_code} {r.text[:200]}")
+            t0 = time.perf_counter()
+            svc.document(docid, system, limit=50)
+            lib.append(time.perf_counter() - t0)
+    out = {"documents": len(docs), "http": _pcts(http), "library": _pcts(lib),
+           "most_exposed_http_ms": http[-1] * 1000, "load_average": [round(x, 2) for x in os.getloadavg()]}
+    print(f"document endpoint, {len(docs)} documents one at a time: HTTP p50 {out['http']['p50_ms']:.1f} ms, "
+          f"p99 {out['http']['p99_ms']:.1f} ms, max {out['http']['max_ms']:.1f} ms; AuditService.document "
+          f"p50 {out['library']['p50_ms']:.1f} ms, p99 {out['library']['p99_ms']:.1f} ms; load "
+          f"{out['load_average']}", flush=True)
+    return out
+
+
 def anchor(work: Workload, n: int) -> dict[str, float]:
     out = {}
     for kind in work.endpoints:
@@ -219,6 +271,8 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--screenshots", help="write docs/serve-*.png into this folder and exit")
     ap.add_argument("--build", choices=["debian", "movies"], help="build the audit first (if absent)")
+    ap.add_argument("--latency", type=int, default=300,
+                    help="documents timed one at a time on the document endpoint (0: skip)")
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if a.build:
@@ -246,6 +300,7 @@ def main() -> None:
             for p in screenshots(base, Path(a.screenshots), work):
                 print("wrote", p)
             return
+        lat = document_latency(base, svc, a.latency) if a.latency else None
         load_before = os.getloadavg()
         res = asyncio.run(load(base, work, a.clients, a.seconds))
         load_after = os.getloadavg()
@@ -283,12 +338,21 @@ def main() -> None:
             print(f"  error {k}: {e}")
     server_log = log.read_text().strip().splitlines()
     print(f"server log ({log}): {len(server_log)} lines", *server_log[-5:], sep="\n  ")
+    record(f"limelight serve resident memory after start-up (load and warm-up), audit {Path(a.audit).name}",
+           mem_start.get("rss_mib", float("nan")), unit="MiB", anchor="3.0 GB before issue 20 (docs/results.md)",
+           note=f"peak {peak:.0f} MiB over the whole run, the {a.clients}-client load included")
+    if lat is not None:
+        record(f"web app document endpoint (GET /api/documents/{{id}}, limit 50), p99, one client, audit "
+               f"{Path(a.audit).name}", lat["http"]["p99_ms"], unit="ms", anchor="50 ms",
+               ratio=lat["http"]["p99_ms"] / 50, target="≤ 50 ms", met=lat["http"]["p99_ms"] <= 50,
+               note=f"{lat['documents']} documents; AuditService.document p99 {lat['library']['p99_ms']:.1f} ms, "
+                    f"HTTP max {lat['http']['max_ms']:.1f} ms")
     if a.json:
         Path(a.json).write_text(json.dumps({"clients": a.clients, "seconds": res["wall"], "total": total,
                                             "errors": n_err, "endpoints": rows, "load_before": load_before,
                                             "load_after": load_after, "load_anchor": load_end,
-                                            "server_memory_start": mem_start, "server_memory": mem},
-                                           indent=1))
+                                            "server_memory_start": mem_start, "server_memory": mem,
+                                            "document_latency": lat}, indent=1))
     if n_err:
         raise SystemExit(f"{n_err} errors")
 
