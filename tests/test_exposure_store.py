@@ -96,6 +96,31 @@ def test_lookups_equal_the_pairs(ref):
     assert np.isnan(np.delete(thr, q[full])).all()
 
 
+def test_scores_of_a_few_rows_read_their_row_groups_only(movies, ref, tmp_path, monkeypatch):
+    """``exposure doc`` reads a document's scores from the row groups that hold them: equal to
+    the whole column, whatever row groups the shards were cut into (the store of ``ref`` has one
+    per shard; this one 97 rows per group, so that groups straddle queries)."""
+    from limelight.exposure import shards as shards_mod
+
+    retriever, fp, qs = movies
+    monkeypatch.setattr(shards_mod, "SHARD_ROW_GROUP", 97)
+    st = compute_exposure(retriever, qs, tmp_path / "s", depth=20, shard_size=400, fingerprint=fp)
+    assert pq.ParquetFile(shard_path(st.path, 0)).metadata.num_row_groups > 5
+    fresh = ExposureStore.open(st.path)
+    score = ref.pair_arrays()[3]
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 50, 3000):
+        rows = np.sort(rng.choice(len(score), size=n, replace=False))
+        np.testing.assert_array_equal(fresh.scores_at(rows), score[rows])
+        np.testing.assert_array_equal(ExposureStore.open(ref.path).scores_at(rows), score[rows])
+    assert fresh._scores is None  # never the whole column
+    n_exp = fresh.n_exposing()
+    for dc in np.argsort(-n_exp, kind="stable")[:3].tolist():
+        got = [(r["qid"], r["rank"], r["score"]) for r in ExposureStore.open(st.path).exposing_queries(
+            fresh.doc_ids[dc])]
+        assert got == brute_exposing(ref, dc)
+
+
 def test_duckdb_reads_the_shards_in_place(ref, tmp_path, monkeypatch):
     q, d, rank, score = ref.pair_arrays()
     monkeypatch.chdir(tmp_path)  # absolute paths: the cwd does not matter

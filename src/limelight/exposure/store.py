@@ -227,6 +227,21 @@ class ExposureStore:
             self._scores = np.concatenate(cols) if cols else np.zeros(0, dtype=np.float32)
         return self._scores
 
+    def scores_at(self, rows: np.ndarray) -> np.ndarray:
+        """The scores of the pairs ``rows`` (ascending row numbers): from memory when the
+        scores are loaded, else only the row groups of the shards that hold them."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._pairs is not None or self._scores is not None or not len(rows):
+            return self.scores()[rows] if len(rows) else np.zeros(0, dtype=np.float32)
+        starts = np.array([p.start for p in self.pieces()], dtype=np.int64)
+        shard = np.searchsorted(starts, rows, side="right") - 1
+        out = np.empty(len(rows), dtype=np.float32)
+        bounds = np.flatnonzero(np.diff(shard)) + 1  # rows ascending: one run per shard
+        for a, b in zip(np.r_[0, bounds], np.r_[bounds, len(rows)], strict=True):
+            i = int(shard[a])
+            out[a:b] = _read_rows(shard_path(self.path, i), "score", rows[a:b] - starts[i])
+        return out
+
     # -- the index --
     def _stats(self) -> tuple[np.ndarray, np.ndarray]:
         if self._qstats is None:
@@ -282,7 +297,7 @@ class ExposureStore:
         """``(q, rank, score)`` of the queries that expose document code ``d``, ordered by rank
         (1-based), then query id."""
         r, q, rank = self._document_rows(d)
-        score = self.scores()[r]
+        score = self.scores_at(r)
         order = _rank_then_id_order(rank, self._query_columns(q)[0])
         return q[order], rank[order], score[order]
 
@@ -387,6 +402,20 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file's ``columns`` (``ParquetFile.read``: about half the fixed cost of
     ``pq.read_table``, which goes through the datasets layer: 0.7 vs 1.7 ms per score column)."""
     return pq.ParquetFile(path).read(columns=columns)
+
+
+def _read_rows(path: Path, column: str, rows: np.ndarray) -> np.ndarray:
+    """``column`` at ``rows`` (ascending) of a Parquet file, decoding only their row groups."""
+    f = pq.ParquetFile(path)
+    md = f.metadata
+    rg = np.zeros(md.num_row_groups + 1, dtype=np.int64)
+    np.cumsum([md.row_group(g).num_rows for g in range(md.num_row_groups)], out=rg[1:])
+    g = np.searchsorted(rg, rows, side="right") - 1
+    used = np.unique(g)
+    col = f.read_row_groups(used.tolist(), columns=[column]).column(column).to_numpy()
+    base = np.zeros(len(used), dtype=np.int64)  # where each used row group begins in ``col``
+    np.cumsum((rg[used + 1] - rg[used])[:-1], out=base[1:])
+    return col[base[np.searchsorted(used, g)] + rows - rg[g]]
 
 
 def _read_pairs(files: list[Path], depth: int) -> tuple[np.ndarray, ...]:
