@@ -68,8 +68,10 @@ def test_sets(study: Study) -> dict:
 
 
 def generator_pairs(study: Study, click: dict[str, pd.DataFrame], lab, test_texts: set) -> tuple:
-    """(CtrlQGen pairs, QGen pairs, WeakLabeling-IP agreement) from the Click train split."""
-    from limelight.querygen.weaklabel import normalize_query, weaklabel_ip
+    """(CtrlQGen pairs, QGen pairs, WeakLabeling-IP agreement) from the Click train split: the
+    CtrlQGen pairs are the library's ``ip_un_pairs`` (IP on the first ``n_ip`` Click train
+    pairs, ``n_un`` Un pairs outside the held-out entities, test texts dropped)."""
+    from limelight.querygen.weaklabel import ip_un_pairs
     from limelight.retrieval.dense import Encoder
 
     wl = study.cfg["weaklabels"]
@@ -79,25 +81,14 @@ def generator_pairs(study: Study, click: dict[str, pd.DataFrame], lab, test_text
         raise LimelightError(f"the Click train split has {len(click['train'])} pairs, weaklabels "
                              f"needs {max(n_qgen, wl['n_ip'])}: raise click.n_queries")
     qgen = click["train"].iloc[:n_qgen][["entity", "entity_id", "text"]].reset_index(drop=True)
-    tr = click["train"].iloc[:wl["n_ip"]]
+    tr = click["train"]
     enc = Encoder(max_seq_length=wl["ip_max_seq_length"], variant="torch-fp32")
-    ip = weaklabel_ip(tr["text"].tolist(), coll, schema, tr["entity"].to_numpy(), enc)
-    agree = {it: {"n": int((tr["intent"] == it).sum()),
-                  "agreement": float((ip[(tr["intent"] == it).to_numpy()] == it).mean())}
-             for it in ("narrow", "broad")}
-    ctrl_ip = pd.DataFrame({"entity": tr["entity"], "entity_id": tr["entity_id"], "text": tr["text"],
-                            "intent": ip.astype(str), "source": "ip", "wl_intent": tr["intent"]})
-    rng = np.random.default_rng(wl["seed"])
-    pool = np.setdiff1d(np.arange(len(coll)), np.load(study.dir("weaklabels") / "heldout.npy"))
-    ue = rng.choice(pool, wl["n_un"])
-    ui = np.where(np.arange(wl["n_un"]) % 2 == 0, "narrow", "broad")
-    e2, i2, q2 = lab.generate(ue, ui, seed=wl["seed"] + 1)
-    keep = np.asarray([normalize_query(q) not in test_texts for q in q2.tolist()], dtype=bool)
-    un = pd.DataFrame({"entity": e2[keep], "entity_id": coll.ids.strings[e2[keep]],
-                       "text": q2[keep].astype(str), "intent": i2[keep].astype(str), "source": "un",
-                       "wl_intent": i2[keep].astype(str)})
-    return (pd.concat([ctrl_ip, un], ignore_index=True), qgen, agree,
-            {"un_generated": len(q2), "un_dropped_test_text": int((~keep).sum())})
+    pairs = ip_un_pairs(coll, schema, tr["text"].tolist(), tr["entity"].to_numpy(),
+                        tr["intent"].tolist(), n_ip=wl["n_ip"], n_un=wl["n_un"], seed=wl["seed"],
+                        labeler=lab, encoder=enc,
+                        exclude_entities=np.load(study.dir("weaklabels") / "heldout.npy"),
+                        exclude_texts=test_texts)
+    return pairs.to_frame(coll), qgen, pairs.agreement, pairs.info
 
 
 def stage_weaklabels(study: Study, only: str | None = None) -> None:
@@ -106,6 +97,7 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
         WeakLabelingUn,
         assert_no_leakage,
         click_dataset,
+        heldout_entities,
         normalize_query,
     )
 
@@ -115,8 +107,7 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
     c, d = study.cfg, study.dir("weaklabels")
     d.mkdir(parents=True, exist_ok=True)
     coll, schema = study.collection, study.schema
-    perm = np.random.default_rng(c["split"]["seed"]).permutation(len(coll))
-    held = np.sort(perm[:int(round(c["split"]["heldout_fraction"] * len(coll)))])
+    held = heldout_entities(len(coll), c["split"]["heldout_fraction"], c["split"]["seed"])
     np.save(d / "heldout.npy", held)
     lab = WeakLabelingUn(schema).fit(coll)
     ck = c["click"]

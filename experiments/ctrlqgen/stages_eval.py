@@ -217,8 +217,10 @@ def stage_tests(study: Study, only: str | None = None) -> None:
 
 
 def suggestions(study: Study, ents: np.ndarray) -> dict[int, list[str]]:
-    """``n_suggestions`` broad CtrlQGen queries per entity, generated in resumable chunks."""
-    from limelight.querygen.generator import QueryGenerator, generate_queries
+    """``n_suggestions`` broad CtrlQGen queries per entity (the library's
+    ``broad_suggestions``), generated in resumable chunks."""
+    from limelight.querygen.generator import QueryGenerator
+    from limelight.querygen.suggest import broad_suggestions
 
     h = study.cfg["h2"]
     d = study.dir("h2")
@@ -238,11 +240,13 @@ def suggestions(study: Study, ents: np.ndarray) -> dict[int, list[str]]:
                 raise LimelightError("H2 needs the CtrlQGen generator: run the generator stage")
             g = QueryGenerator.load(done["model"])
             g.check_base(done["base_model"], "the H2 generator")
-        qs = generate_queries(study.collection, study.schema, "broad", n=h["n_suggestions"],
-                              generator=g, entity_ids=ids[i * chunk:(i + 1) * chunk].tolist(),
-                              seed=h["seed"] + i, batch_size=study.cfg["generate"]["batch_size"])
-        write_parquet(pd.DataFrame({"entity_id": qs.fields["entity_id"].astype(str),
-                                    "text": qs.texts.astype(str)}), p)
+        by_e = broad_suggestions(study.collection, study.schema,
+                                 ids[i * chunk:(i + 1) * chunk].tolist(), n=h["n_suggestions"],
+                                 generator=g, seed=h["seed"] + i,
+                                 batch_size=study.cfg["generate"]["batch_size"])
+        rows = [(e, t) for e, ts in by_e.items() for t in ts]
+        write_parquet(pd.DataFrame({"entity_id": np.asarray([e for e, _ in rows], dtype=str),
+                                    "text": np.asarray([t for _, t in rows], dtype=str)}), p)
         made += 1
         log(f"h2 suggestions chunk {i + 1}/{n_chunks}, load {load_avg()[0]}")
     df = pd.concat([pd.read_parquet(d / f"sugg-{i:04d}.parquet") for i in range(n_chunks)])
@@ -255,6 +259,8 @@ def suggestions(study: Study, ents: np.ndarray) -> dict[int, list[str]]:
 def h2_added_sets(study: Study, sample: np.ndarray) -> tuple[dict, dict]:
     """Per H2 system: the suggestion texts (3 per top-5 entity of each sampled query, under its
     seed-0 model) and as many control queries (other log queries: the Click val split)."""
+    from limelight.querygen.suggest import ranked_suggestions
+
     h = study.cfg["h2"]
     top5 = {sy: load_topk(study, f"{sy}-s{study.seeds[0]}")["test"][sample, :h["top_k"]]
             for sy in h["models"]}
@@ -264,7 +270,7 @@ def h2_added_sets(study: Study, sample: np.ndarray) -> tuple[dict, dict]:
     order = np.random.default_rng(h["seed"] + 1).permutation(len(val))
     added, control = {}, {}
     for sy, t in top5.items():
-        added[sy] = [q for row in t for e in row[row >= 0].tolist() for q in sugg.get(e, [])]
+        added[sy] = [q for row in t for q, _ in ranked_suggestions(row[row >= 0].tolist(), sugg)]
         if len(added[sy]) > len(val):
             raise LimelightError(f"H2 control needs {len(added[sy])} other log queries, the Click "
                                  f"val split has {len(val)}: raise click.n_queries")

@@ -75,11 +75,24 @@ def restore_rngs(state: dict, rng: np.random.Generator) -> None:
     rng.bit_generator.state = json.loads(state["np_rng"])
 
 
+def describe_base(base: dict) -> str:
+    """A generator's base model (``name``, ``model_type``, ``num_layers``, ``vocab_size``) in
+    words: ``name (model type, N layers, vocabulary V)``."""
+    return (f"{base.get('name')} ({base.get('model_type')}, {base.get('num_layers')} layers, "
+            f"vocabulary {base.get('vocab_size')})")
+
+
 def check_meta(path: str | os.PathLike, saved: dict, current: dict) -> None:
-    """Raise a one-line error when a checkpoint's settings differ from the resuming run's."""
+    """Raise a one-line error when a checkpoint's settings differ from the resuming run's (a base
+    model with an architecture is named in words: ``describe_base``)."""
     for key in current:
         if saved.get(key) != current[key]:
             what = "base model" if key == "base_model" else key
+            old, new = saved.get(key), current[key]
+            if key == "base_model" and all(isinstance(b, dict) and "model_type" in b for b in (old, new)):
+                old_s, new_s = describe_base(old), describe_base(new)
+            else:
+                old_s, new_s = repr(old), repr(new)
             raise LimelightError(
-                f"{Path(path) / STATE_FILE}: checkpoint written for {what} {saved.get(key)!r}, "
-                f"this run has {current[key]!r} (use another checkpoint folder or delete it)")
+                f"{Path(path) / STATE_FILE}: checkpoint written for {what} {old_s}, "
+                f"this run has {new_s} (use another checkpoint folder or delete it)")

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from limelight._checkpoint import describe_base
 from limelight._io import atomic_dir
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
@@ -130,6 +131,22 @@ def _resolve(model: str | os.PathLike | None) -> Path:
     return p
 
 
+def base_model_of(backbone: str | os.PathLike | None) -> dict:
+    """The ``base_model`` a generator fine-tuned from ``backbone`` records (its name and
+    ``model_signature``), read from the backbone's config only: no weights are loaded."""
+    from transformers import AutoConfig
+
+    default = backbone is None or str(backbone) in ("smollm2", "default")
+    path = _resolve(backbone)
+    with _quiet():
+        try:
+            cfg = AutoConfig.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise LimelightError(f"cannot read backbone {path}: {msg}") from None
+    return {"name": "smollm2-135m-instruct" if default else path.name, **model_signature(cfg)}
+
+
 @dataclass
 class TrainStats:
     """What a ``fit`` did: steps, examples, seconds and the loss of each step.
@@ -149,8 +166,9 @@ class TrainStats:
 
 def model_signature(model) -> dict:
     """What identifies a generator's base architecture: model type, layers, width, vocabulary
-    (two checkpoints with different signatures cannot share weights)."""
-    cfg = model.config
+    (two checkpoints with different signatures cannot share weights). ``model`` is a model or
+    its Hugging Face config."""
+    cfg = getattr(model, "config", model)
     return {"model_type": str(cfg.model_type),
             "architectures": list(getattr(cfg, "architectures", None) or []),
             "vocab_size": int(cfg.vocab_size),
@@ -494,11 +512,8 @@ class QueryGenerator:
         ``expected`` (another generator's ``base_model``, or that generator)."""
         exp = expected.base_model if isinstance(expected, QueryGenerator) else expected
         if exp != self.base_model:
-            def name(b: dict) -> str:
-                return (f"{b.get('name')} ({b.get('model_type')}, {b.get('num_layers')} layers, "
-                        f"vocabulary {b.get('vocab_size')})")
             raise LimelightError(f"{what} {self.path} was trained from base model "
-                                 f"{name(self.base_model)}, not {name(exp)}")
+                                 f"{describe_base(self.base_model)}, not {describe_base(exp)}")
 
 
 def _schema_dict(s: Schema) -> dict:
@@ -519,6 +534,72 @@ def _schema_dict(s: Schema) -> dict:
         if o:
             d["fields"][f.name] = o
     return d
+
+
+def same_schema(a: Schema, b: Schema) -> bool:
+    """Whether two schemas give the same field roles and settings (their names may differ)."""
+    da, db = _schema_dict(a), _schema_dict(b)
+    da.pop("name")
+    db.pop("name")
+    return da == db
+
+
+def describe_schema(s: Schema) -> str:
+    """A schema in words: ``'debian' (narrow name, summary; broad section, tags; ...)``."""
+    roles = "; ".join(f"{r} {', '.join(names)}" for r, names in
+                      (("narrow", s.narrow), ("broad", s.broad), ("broad_ft", s.broad_ft)) if names)
+    return f"{s.name!r} ({roles})"
+
+
+def check_generator(path: str | os.PathLike, schema: Schema | str | None = None,
+                    backbone: str | os.PathLike | None = None, what: str = "generator") -> dict:
+    """Check a saved generator against the configured schema and backbone before loading it
+    (its ``limelight_qgen.json`` only: no weights are read); returns that metadata.
+
+    One-line ``LimelightError`` when ``path`` is not a saved generator (a training checkpoint
+    folder is named as such), when it was trained for another schema (``same_schema``), or,
+    with ``backbone``, when it was fine-tuned from another base model (``base_model_of``)."""
+    p = Path(path)
+    if not (p / META).exists():
+        import limelight._checkpoint as ck
+
+        if (p / ck.STATE_FILE).exists():
+            raise LimelightError(f"{what} {path} is a training checkpoint, not a saved generator "
+                                 "(finish the training: limelight generate train ... --resume)")
+        raise LimelightError(f"{what} {path}: not a saved limelight generator (no {META})")
+    try:
+        meta = json.loads((p / META).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise LimelightError(f"{p / META}: unreadable ({type(e).__name__})") from None
+    if schema is not None and meta.get("schema"):
+        want, saved = load_schema(schema), Schema.from_dict(meta["schema"], str(p / META))
+        if not same_schema(saved, want):
+            raise LimelightError(f"{what} {path} was trained for schema {describe_schema(saved)}, "
+                                 f"not the configured schema {describe_schema(want)}")
+    if backbone is not None and meta.get("base_model"):
+        want_b = base_model_of(backbone)
+        if meta["base_model"] != want_b:
+            raise LimelightError(f"{what} {path} was trained from base model "
+                                 f"{describe_base(meta['base_model'])}, not the configured "
+                                 f"backbone {describe_base(want_b)}")
+    return meta
+
+
+def load_generator(path: str | os.PathLike, schema: Schema | str | None = None,
+                   backbone: str | os.PathLike | None = None, what: str = "generator",
+                   **kw) -> QueryGenerator:
+    """``QueryGenerator.load(path)`` after ``check_generator`` (same schema and, when given,
+    same base model as the configured ``backbone``)."""
+    check_generator(path, schema, backbone, what)
+    return QueryGenerator.load(path, **kw)
+
+
+def generator_source(generator: QueryGenerator | str | os.PathLike | None) -> str:
+    """Where generated queries come from, in words (what reports and the CLI print)."""
+    if generator is None:
+        return "WeakLabeling-Un (the weak-label fallback: no trained generator configured)"
+    path = generator.path if isinstance(generator, QueryGenerator) else generator
+    return f"trained generator {path}"
 
 
 def _clean(t: str) -> str:
@@ -571,18 +652,24 @@ def generate_queries(catalog_or_collection: Collection | str, schema: Schema | s
                      n: int = 1, generator: QueryGenerator | str | os.PathLike | None = None,
                      entity_ids: Sequence[str] | None = None, n_entities: int | None = None,
                      seed: int = 0, batch_size: int = 16,
-                     labeler: WeakLabelingUn | None = None) -> Queries:
+                     labeler: WeakLabelingUn | None = None, empty: str = "skip") -> Queries:
     """``n`` queries of ``intent`` for each selected entity of a catalog (see module docstring).
 
     ``generator=None`` uses WeakLabeling-Un (pass a fitted ``labeler`` to reuse its IDF);
-    a path loads a saved ``QueryGenerator``. Entities are ``entity_ids``, else ``n_entities``
-    drawn at random (seeded), else the whole catalog.
+    a path loads a saved ``QueryGenerator`` (``load_generator``: it must have been trained for
+    ``schema``; so must a ``QueryGenerator`` passed in). Entities are ``entity_ids``, else
+    ``n_entities`` drawn at random (seeded), else the whole catalog. An entity that gives no
+    query (WeakLabeling-Un: its fields of that intent are empty; a generator: every output
+    rejected, after three retries) is left out, or, with ``empty="error"``, is a one-line
+    ``LimelightError`` naming it.
     """
     from limelight.data.loaders import load_catalog
 
     check_intent(intent)
     if n < 1:
         raise LimelightError(f"n must be ≥ 1, got {n}")
+    if empty not in ("skip", "error"):
+        raise LimelightError(f"empty must be 'skip' or 'error', got {empty!r}")
     coll = load_catalog(catalog_or_collection) if isinstance(catalog_or_collection, str) \
         else catalog_or_collection
     schema = load_schema(schema)
@@ -597,28 +684,45 @@ def generate_queries(catalog_or_collection: Collection | str, schema: Schema | s
 
         for e in ents:  # an entity with every field empty is an error, not a silent skip
             _check(e, schema, e["id"])
-        ei, _, qs = lab.generate(np.repeat(idx, n), intent, seed=seed)
-        src, texts = ei, qs
+        src, _, texts = lab.generate(np.repeat(idx, n), intent, seed=seed)
     else:
-        gen = generator if isinstance(generator, QueryGenerator) else QueryGenerator.load(generator)
+        gen = generator if isinstance(generator, QueryGenerator) else load_generator(generator, schema)
         if gen.schema is None:
             gen.schema = schema
-        ents = entity_dicts(coll, gen.schema, idx)
-        it = intent if gen.kind == "ctrlqgen" else None
-        outs = [[q for q in qs if acceptable_query(q)]
-                for qs in gen.generate(ents, it, n=n, batch_size=batch_size, seed=seed)]
-        for attempt in range(1, 4):  # rejected queries (too short, a stop word) are regenerated
-            short = [i for i, qs in enumerate(outs) if len(qs) < n]
-            if not short:
-                break
-            again = gen.generate([ents[i] for i in short], it, n=n, batch_size=batch_size,
-                                 seed=seed + attempt)
-            for i, qs in zip(short, again, strict=True):
-                outs[i] += [q for q in qs if acceptable_query(q)][:n - len(outs[i])]
-        src = np.repeat(idx, [len(qs) for qs in outs])
-        texts = np.asarray([q for qs in outs for q in qs], dtype=object)
+        elif not same_schema(gen.schema, schema):
+            raise LimelightError(f"generator {gen.path} was trained for schema "
+                                 f"{describe_schema(gen.schema)}, not {describe_schema(schema)}")
+        src, texts = _model_queries(gen, entity_dicts(coll, gen.schema, idx), idx, intent, n,
+                                    batch_size, seed)
+    if empty == "error" and len(idx) and (gone := np.setdiff1d(idx, src)).size:
+        who = coll.ids.strings[idx[np.isin(idx, gone)][0]]
+        if generator is None:
+            fields = ", ".join(schema.narrow if intent == "narrow" else schema.broad + schema.broad_ft)
+            raise LimelightError(f"entity {who!r} of {coll.name} gave no {intent} query: its "
+                                 f"{intent} fields ({fields}) are empty")
+        raise LimelightError(f"generator {gen.path} returned no acceptable {intent} query for "
+                             f"entity {who!r} of {coll.name} (4 tries)")
     eids = coll.ids.strings[src]
     qids = [f"{e}#{intent}{j}" for j, e in enumerate(eids.tolist())]
     return Queries(IdMap(qids, kind="query"), texts, None,
                    np.full(len(texts), intent, dtype=object), {"entity_id": eids},
                    name=f"generated-{intent}")
+
+
+def _model_queries(gen: QueryGenerator, ents: list[dict], idx: np.ndarray, intent: str, n: int,
+                   batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``n`` acceptable queries per entity from a generator: (entity index, text) arrays.
+    Rejected queries (too short, a stop word) are regenerated, up to three more times."""
+    it = intent if gen.kind == "ctrlqgen" else None
+    outs = [[q for q in qs if acceptable_query(q)]
+            for qs in gen.generate(ents, it, n=n, batch_size=batch_size, seed=seed)]
+    for attempt in range(1, 4):
+        short = [i for i, qs in enumerate(outs) if len(qs) < n]
+        if not short:
+            break
+        again = gen.generate([ents[i] for i in short], it, n=n, batch_size=batch_size,
+                             seed=seed + attempt)
+        for i, qs in zip(short, again, strict=True):
+            outs[i] += [q for q in qs if acceptable_query(q)][:n - len(outs[i])]
+    src = np.repeat(idx, [len(qs) for qs in outs])
+    return src, np.asarray([q for qs in outs for q in qs], dtype=object)

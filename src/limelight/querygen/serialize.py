@@ -133,12 +133,14 @@ class Schema:
         return cls(str(d.get("name", Path(source).stem)), tuple(specs), source)
 
     def check_collection(self, collection: Collection) -> None:
-        """Raise naming the first schema field the collection lacks."""
-        missing = [n for n in self.names if n not in collection.fields]
+        """Raise, in one line, naming every schema field the collection lacks (and its role)."""
+        missing = [f for f in self.fields if f.name not in collection.fields]
         if missing:
+            which = ", ".join(f"{f.name!r} ({f.role})" for f in missing)
             raise LimelightError(
-                f"schema {self.name!r} ({self.source}) names field {missing[0]!r}, which catalog "
-                f"{collection.name!r} lacks (its fields: {', '.join(collection.fields) or 'none'})")
+                f"schema {self.name!r} ({self.source}) names field{'s' if len(missing) > 1 else ''} "
+                f"{which}, which catalog {collection.name!r} lacks "
+                f"(its fields: {', '.join(collection.fields) or 'none'})")
 
 
 def load_schema(name_or_path: str | os.PathLike | Schema) -> Schema:

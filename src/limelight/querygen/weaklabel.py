@@ -29,10 +29,12 @@ All randomness takes a seed (``numpy.random.Generator``); equal seeds give equal
 
 from __future__ import annotations
 
+import os
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 
@@ -41,10 +43,12 @@ from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, UnknownIdError
 from limelight.querygen.serialize import Schema, field_values, load_schema
 
 INTENTS = ("narrow", "broad")
+HELDOUT_SPLITS = ("test", "broad_test")  # the held-out side of an entity-disjoint Click set
+HELDOUT_DIR = "heldout"  # where ClickSet.write puts it
 
 
 def check_intent(intent: str) -> str:
@@ -342,6 +346,138 @@ def weaklabel_ip(queries: Sequence[str], collection: Collection, schema: Schema 
     return (labels, sn, sb) if return_scores else labels
 
 
+# ---- generator training pairs ------------------------------------------------------------------
+
+
+@dataclass
+class WeakPairs:
+    """(entity, query, intent) pairs to train a generator on, with where each came from.
+
+    ``source`` is ``"ip"`` (a Click pair whose intent WeakLabeling-IP predicted) or ``"un"``
+    (a WeakLabeling-Un pair); ``wl_intent`` is the intent the pair was drawn with (for IP pairs,
+    the Click set's own label, ``""`` when it has none). ``agreement`` is, per intent, how often
+    WeakLabeling-IP agrees with the Click set's labels; ``info`` counts what was dropped."""
+
+    entity_idx: np.ndarray  # int64 entity indices of the catalog
+    queries: np.ndarray  # object array of str
+    intents: np.ndarray  # object array: narrow | broad
+    source: np.ndarray  # object array: ip | un
+    wl_intent: np.ndarray  # object array
+    agreement: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def to_frame(self, collection: Collection):
+        """The pairs as a DataFrame: entity, entity_id, text, intent, source, wl_intent."""
+        import pandas as pd
+
+        return pd.DataFrame({"entity": self.entity_idx.astype(np.int64),
+                             "entity_id": collection.ids.strings[self.entity_idx],
+                             "text": self.queries.astype(str).astype(object),
+                             "intent": self.intents.astype(str).astype(object),
+                             "source": self.source.astype(object),
+                             "wl_intent": self.wl_intent.astype(str).astype(object)})
+
+
+def _pool(n: int, exclude: np.ndarray | None) -> np.ndarray | None:
+    if exclude is None or not len(exclude):
+        return None
+    pool = np.setdiff1d(np.arange(n), np.asarray(exclude, dtype=np.int64))
+    if not len(pool):
+        raise LimelightError(f"every one of the {n} entities is excluded (held out)")
+    return pool
+
+
+def _drop_texts(ei, it, qs, exclude_texts) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    if not exclude_texts:
+        return ei, it, qs, 0
+    keep = np.asarray([normalize_query(q) not in exclude_texts for q in qs.tolist()], dtype=bool)
+    return ei[keep], it[keep], qs[keep], int((~keep).sum())
+
+
+def un_pairs(collection: Collection, schema: Schema | str, n: int, p_narrow: float = 0.5,
+             seed: int = 0, labeler: WeakLabelingUn | None = None,
+             exclude_entities: np.ndarray | None = None,
+             exclude_texts: set[str] | None = None) -> WeakPairs:
+    """``n`` WeakLabeling-Un pairs for entities drawn uniformly (with replacement, seeded), each
+    narrow with probability ``p_narrow``: what ``limelight generate train --weak un`` trains on.
+    ``exclude_entities`` are never drawn; queries whose normalized text is in ``exclude_texts``
+    are dropped (held-out test data)."""
+    if not 0 <= p_narrow <= 1:
+        raise LimelightError(f"p_narrow must be in [0, 1], got {p_narrow}")
+    lab = labeler or WeakLabelingUn(load_schema(schema))
+    if lab._collection is not collection:
+        lab.fit(collection)
+    rng = np.random.default_rng(seed)
+    pool = _pool(len(collection), exclude_entities)
+    ent = rng.choice(len(collection), n) if pool is None else rng.choice(pool, n)
+    intents = np.where(rng.random(n) < p_narrow, "narrow", "broad")
+    ei, it, qs = lab.generate(ent, intents, seed=seed + 1)
+    ei, it, qs, dropped = _drop_texts(ei, it, qs, exclude_texts)
+    return WeakPairs(ei, qs, it.astype(object), np.full(len(qs), "un", dtype=object),
+                     it.astype(object), info={"un_generated": len(qs) + dropped,
+                                              "un_dropped_test_text": dropped})
+
+
+def ip_un_pairs(collection: Collection, schema: Schema | str, click_queries: Sequence[str],
+                click_entities: Sequence[int] | np.ndarray,
+                click_intents: Sequence[str] | None = None, n_ip: int = 5000, n_un: int = 5000,
+                seed: int = 0, labeler: WeakLabelingUn | None = None, encoder=None,
+                exclude_entities: np.ndarray | None = None,
+                exclude_texts: set[str] | None = None) -> WeakPairs:
+    """CtrlQGen's training set (the paper's 2a + 2b): the first ``n_ip`` Click pairs with
+    their intents predicted by WeakLabeling-IP, then ``n_un`` WeakLabeling-Un pairs (intents
+    alternating narrow, broad) for entities drawn uniformly (seeded, with replacement) outside
+    ``exclude_entities``; Un queries whose normalized text is in ``exclude_texts`` are dropped.
+
+    ``encoder`` defaults to all-MiniLM-L6-v2 (torch, float32, 64 tokens). With
+    ``click_intents`` (a WeakLabeling-Un Click set's labels), ``agreement`` holds, per intent,
+    the share of IP predictions equal to them. The issue-26 study builds its 5,000 + 5,000
+    pairs with this call."""
+    from limelight.retrieval.dense import Encoder
+
+    if len(click_queries) < n_ip:
+        raise LimelightError(f"the Click set has {len(click_queries)} pairs, WeakLabeling-IP "
+                             f"needs {n_ip}")
+    q_ip = list(click_queries)[:n_ip]
+    e_ip = np.asarray(click_entities, dtype=np.int64)[:n_ip]
+    enc = encoder if encoder is not None else Encoder(max_seq_length=64, variant="torch-fp32")
+    ip = weaklabel_ip(q_ip, collection, schema, e_ip, enc)
+    wl = np.full(n_ip, "", dtype=object) if click_intents is None \
+        else np.asarray(list(click_intents)[:n_ip], dtype=object)
+    agree = {} if click_intents is None else {
+        it: {"n": int((wl == it).sum()), "agreement": float((ip[wl == it] == it).mean())}
+        for it in INTENTS}
+    lab = labeler or WeakLabelingUn(load_schema(schema))
+    if lab._collection is not collection:
+        lab.fit(collection)
+    rng = np.random.default_rng(seed)
+    pool = _pool(len(collection), exclude_entities)
+    ue = rng.choice(np.arange(len(collection)) if pool is None else pool, n_un)
+    ui = np.where(np.arange(n_un) % 2 == 0, "narrow", "broad")
+    e2, i2, q2 = lab.generate(ue, ui, seed=seed + 1)
+    e2, i2, q2, dropped = _drop_texts(e2, i2, q2, exclude_texts)
+    return WeakPairs(np.concatenate([e_ip, e2]), np.asarray(q_ip + q2.tolist(), dtype=object),
+                     np.concatenate([ip.astype(str).astype(object), i2.astype(object)]),
+                     np.asarray(["ip"] * n_ip + ["un"] * len(q2), dtype=object),
+                     np.concatenate([wl, i2.astype(object)]), agree,
+                     {"un_generated": len(q2) + dropped, "un_dropped_test_text": dropped})
+
+
+def heldout_entities(n: int, fraction: float, seed: int = 0) -> np.ndarray:
+    """A seeded ``fraction`` of ``n`` entities to hold out (sorted indices): the first
+    round(fraction × n) of a seeded permutation."""
+    if not 0 < fraction < 1:
+        raise LimelightError(f"the held-out fraction must be in (0, 1), got {fraction}")
+    k = int(round(fraction * n))
+    if k < 1 or k >= n:
+        raise LimelightError(f"a held-out fraction of {fraction} of {n} entities holds out {k}: "
+                             "choose a fraction that keeps some entities on each side")
+    return np.sort(np.random.default_rng(seed).permutation(n)[:k])
+
+
 # ---- Click sets -------------------------------------------------------------------------------
 
 
@@ -357,6 +493,40 @@ class ClickSet:
     def pairs(self, split: str) -> tuple[list[str], np.ndarray]:
         """(query texts, source-entity indices) of a split, for bi-encoder training."""
         return self.queries[split].texts.tolist(), self.entity_idx[split]
+
+    def write(self, out: str | os.PathLike, collection: Collection) -> Path:
+        """Write ``{split}.queries.tsv``, ``{split}.qrels.txt`` and ``{split}.intents.tsv`` per
+        split into ``out`` (atomically). With held-out entities, the held-out splits (``test``,
+        ``broad_test``) and ``entities.txt`` (the held-out entity ids) go to ``out/heldout/``
+        and only the training splits (``train``, ``val``) to ``out``; ``check_heldout`` runs
+        first."""
+        from limelight._io import atomic_dir
+        from limelight.data.formats import write_queries_tsv, write_trec_qrels
+
+        if self.heldout is not None:
+            self.check_heldout(collection)
+        with atomic_dir(out) as tmp:
+            for split, qs in self.queries.items():
+                d = tmp / HELDOUT_DIR if self.heldout is not None and split in HELDOUT_SPLITS else tmp
+                d.mkdir(exist_ok=True)
+                write_queries_tsv(qs, d / f"{split}.queries.tsv")
+                write_trec_qrels(self.qrels[split], d / f"{split}.qrels.txt")
+                (d / f"{split}.intents.tsv").write_text("".join(
+                    f"{q}\t{i}\n" for q, i in zip(qs.ids.strings.tolist(), qs.intents.tolist(), strict=True)))
+            if self.heldout is not None:
+                (tmp / HELDOUT_DIR / "entities.txt").write_text(
+                    "".join(f"{e}\n" for e in collection.ids.strings[self.heldout].tolist()))
+        return Path(out)
+
+    def check_heldout(self, collection: Collection) -> None:
+        """One-line ``LimelightError`` unless the training splits (train, val) are disjoint from
+        the held-out side: no pair for a held-out entity, no held-out query text
+        (``assert_no_leakage``)."""
+        train = {s: self.pairs(s) for s in self.queries if s not in HELDOUT_SPLITS}
+        test = {s: self.pairs(s) for s in self.queries if s in HELDOUT_SPLITS}
+        if self.heldout is not None:
+            test["held-out entities"] = ([], self.heldout)
+        assert_no_leakage(train, test, collection.ids.strings)
 
 
 def click_dataset(collection: Collection, schema: Schema | str, n_queries: int = 10_000,
@@ -461,7 +631,61 @@ def _click_heldout(collection: Collection, lab: WeakLabelingUn, n_queries: int, 
     cs = _click_parts(collection, {"train": (ei[tr], it[tr], qs[tr]), "val": (ei[va], it[va], qs[va]),
                                    "test": test, "broad_test": broad})
     cs.heldout = held
+    cs.check_heldout(collection)  # disjoint by construction; checked all the same
     return cs
+
+
+def read_click_split(folder: str | os.PathLike, split: str, collection: Collection
+                     ) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """One split of a Click set written by ``ClickSet.write`` (or any ``queries.tsv`` +
+    ``qrels.txt`` pair named ``{split}.*``): (query texts, entity indices of the first
+    relevant entity of each query, intents or None). Queries without a relevant entity are
+    left out; a judged entity missing from ``collection`` is a one-line error."""
+    from limelight.data.formats import read_queries_tsv, read_trec_qrels
+
+    d = Path(folder)
+    qp, rp = d / f"{split}.queries.tsv", d / f"{split}.qrels.txt"
+    for f in (qp, rp):
+        if not f.exists():
+            raise LimelightError(f"{folder}: no {f.name} (a Click set folder written by "
+                                 "`limelight generate dataset`)")
+    qs = read_queries_tsv(qp)
+    qrels = read_trec_qrels(rp, doc_map=collection.ids, strict_docs=True)
+    first: dict[str, int] = {}
+    for q, dcode, rel in zip(qrels.qids.decode(qrels.q).tolist(), qrels.d.tolist(),
+                             qrels.rel.tolist(), strict=True):
+        if rel > 0 and q not in first:
+            first[q] = int(dcode)
+    keep = [i for i, q in enumerate(qs.ids.strings.tolist()) if q in first]
+    intents = None
+    ip = d / f"{split}.intents.tsv"
+    if ip.exists():
+        lab = dict(line.split("\t", 1) for line in ip.read_text(encoding="utf-8").splitlines() if line)
+        intents = np.asarray([lab.get(qs.ids.strings[i], "") for i in keep], dtype=object)
+    return ([qs.texts[i] for i in keep],
+            np.asarray([first[qs.ids.strings[i]] for i in keep], dtype=np.int64), intents)
+
+
+def read_heldout(folder: str | os.PathLike, collection: Collection) -> tuple[np.ndarray, set[str]]:
+    """The held-out side of a Click set folder (``ClickSet.write`` with held-out entities):
+    (held-out entity indices, normalized texts of its queries); empty when it has none."""
+    d = Path(folder) / HELDOUT_DIR
+    if not (d / "entities.txt").exists():
+        return np.zeros(0, dtype=np.int64), set()
+    ids = [x for x in (d / "entities.txt").read_text(encoding="utf-8").split("\n") if x]
+    out = []
+    for e in ids:
+        try:
+            out.append(collection.ids.lookup(e))
+        except (KeyError, LimelightError):
+            raise UnknownIdError("entity", e, f"{collection.name} ({d / 'entities.txt'})") from None
+    texts = set()
+    for split in HELDOUT_SPLITS:
+        if (d / f"{split}.queries.tsv").exists():
+            from limelight.data.formats import read_queries_tsv
+
+            texts |= {normalize_query(t) for t in read_queries_tsv(d / f"{split}.queries.tsv").texts}
+    return np.unique(np.asarray(out, dtype=np.int64)), texts
 
 
 def normalize_query(text: str) -> str:
