@@ -35,7 +35,14 @@ also works: ``config.is_encoder_decoder`` decides. Causal models are fine-tuned 
 prompt → query. Only the top ``train_layers`` transformer blocks (and the final norm) are trained
 on CPU-sized budgets; ``train_layers=None`` trains everything. Sampling uses the paper's
 ``do_sample=True, top_k=10``. ``save(path)`` / ``QueryGenerator.load(path)`` keep the model, the
-tokenizer and ``limelight_qgen.json`` (kind, schema, prompt settings).
+tokenizer and ``limelight_qgen.json`` (kind, schema, prompt settings, base model).
+
+**Using a saved generator.** ``load_generator(path, schema, backbone=None)`` (what the CLI, the
+audit and ``generate_queries`` call) first checks ``limelight_qgen.json`` (``check_generator``):
+a generator trained for another schema (other field roles), or, when a ``backbone`` is
+configured, fine-tuned from another base model, is a one-line ``LimelightError`` naming the
+folder and both; so is a training checkpoint folder given in place of a saved generator. Training
+from a catalog (weak pairs, checkpoints, resume): ``limelight.querygen.training``.
 """
 
 from __future__ import annotations
