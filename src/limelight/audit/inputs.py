@@ -6,8 +6,9 @@ that an audit that cannot load them leaves nothing behind.
 from the collection itself, as CtrlQGen does (Penha et al., WWW 2023): for every entity (or a
 seeded sample of ``[ctrlqgen] n_entities`` of them), ``[ctrlqgen] n`` queries (default 1) of each
 intent of ``[ctrlqgen] intents`` (default narrow and broad), by WeakLabeling-Un (no model) or the
-trained ``[ctrlqgen] generator``, from the fields of the entity schema ``[ctrlqgen] schema``
-(default: the one shipped for the collection, ``debian`` or ``movies``). The generated queries
+trained ``[ctrlqgen] generator`` (checked up front against the schema and, if set,
+``[ctrlqgen] backbone``: ``check_ctrlqgen_generator``), from the fields of the entity schema
+``[ctrlqgen] schema`` (default: the one shipped for the collection, ``debian`` or ``movies``). The generated queries
 are then a query log: normalised, identical texts merged into one query whose weight o_q is the
 number of times it was generated (r(d) is unchanged: it is additive over queries); a query keeps
 the id, intent and entity of its first occurrence. ``queries.sample`` and ``--quick`` sample them
@@ -64,6 +65,7 @@ def load_inputs(cfg: AuditConfig, quick: bool = False) -> AuditInputs:
     if cfg.group_field and cfg.group_field not in coll.fields:
         raise LimelightError(f"{where}: audit.group_field {cfg.group_field!r} is not a field of "
                              f"{ds.name} (fields: {', '.join(sorted(coll.fields)) or 'none'})")
+    check_ctrlqgen_generator(cfg, ds)
     n = cfg.quick_queries if quick else cfg.query_sample
     queries = load_queries(cfg, ds, n)
     if n:
@@ -76,6 +78,28 @@ def load_inputs(cfg: AuditConfig, quick: bool = False) -> AuditInputs:
             eval_q = eval_q.sample(cfg.quick_eval_queries, seed=cfg.seed)
     text_h = stable_hash(ids_fingerprint(coll.ids), _text_digest(coll.texts))
     return AuditInputs(ds, queries, text_h, queries_fingerprint(queries), eval_q)
+
+
+def check_ctrlqgen_generator(cfg: AuditConfig, ds) -> None:
+    """A configured ``[ctrlqgen] generator`` must have been trained for the configured entity
+    schema (``[ctrlqgen] schema``, default the collection's) and, when ``[ctrlqgen] backbone``
+    is set, from that base model: checked from its metadata before anything runs, so a wrong
+    generator is a one-line error, not a failure half-way (``check_generator``). Nothing is
+    checked when no stage uses it or when the collection has no entity schema (the ctrlqgen
+    stage is then skipped with its reason)."""
+    from limelight.querygen.generator import check_generator
+    from limelight.querygen.serialize import load_schema
+
+    opts = cfg.options.get("ctrlqgen", {})
+    if not opts.get("generator") or not (cfg.stages.get("ctrlqgen", True)
+                                         or cfg.query_source == "generated"):
+        return
+    try:
+        schema = load_schema(opts.get("schema", ds.name))
+    except LimelightError:
+        return
+    check_generator(opts["generator"], schema, opts.get("backbone"),
+                    what=f"{cfg.path or '<config>'}: [ctrlqgen] generator")
 
 
 def load_queries(cfg: AuditConfig, ds, n: int = 0):
@@ -120,6 +144,10 @@ def generated_queries(cfg: AuditConfig, ds, n: int = 0):
     if n:
         n_entities = min(n, n_entities or n)
     generator = opts.get("generator")
+    if generator is not None:  # loaded once for every intent
+        from limelight.querygen.generator import load_generator
+
+        generator = load_generator(generator, schema)
     labeler = WeakLabelingUn(schema).fit(coll) if generator is None else None
     parts = [generate_queries(coll, schema, intent, n=int(opts.get("n", 1)), generator=generator,
                               n_entities=n_entities, seed=cfg.seed, labeler=labeler)

@@ -633,17 +633,19 @@ def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
     log, under the generated queries, and under both (r is additive over queries)."""
     from limelight.exposure.exact import compute_exposure
     from limelight.exposure.retrievability import gini, retrievable_fraction
-    from limelight.querygen.generator import generate_queries
+    from limelight.querygen.generator import generate_queries, generator_source, load_generator
     from limelight.querygen.serialize import load_schema
 
     cfg, coll, opts = audit.cfg, audit.inputs.dataset.collection, _ctrlqgen_opts(audit)
     spec = cfg.systems[0]
     schema = load_schema(opts["schema"])
+    generator = None if not opts["generator"] else load_generator(
+        opts["generator"], schema, opts.get("backbone"), what="[ctrlqgen] generator")
     base = pd.read_parquet(audit.dir.retrievability_path(spec.name))
     rows, n_gen = [], {}
     intents = list(opts["intents"])
     for i, intent in enumerate(intents):
-        gen = generate_queries(coll, schema, intent, n=int(opts["n"]), generator=opts["generator"],
+        gen = generate_queries(coll, schema, intent, n=int(opts["n"]), generator=generator,
                                n_entities=min(int(opts["n_entities"]), len(coll)), seed=cfg.seed)
         n_gen[intent] = len(gen)
         st = compute_exposure(audit.retriever(spec, query_vectors=False), gen,
@@ -665,13 +667,23 @@ def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
     df = pd.DataFrame(rows).sort_values(["c", "queries"], kind="stable", ignore_index=True)
     _write_table(audit, "ctrlqgen", df)
     return {"summary": {"system": spec.name, "n_generated": n_gen,
-                        "generator": opts["generator"] or "WeakLabeling-Un"}}
+                        "generator": opts["generator"] or "WeakLabeling-Un",
+                        "source": generator_source(generator)}}
+
+
+def _ctrlqgen_note(audit: Audit) -> str:
+    """Where the stage's queries came from (shown under the CtrlQGen section of the report)."""
+    from limelight.querygen.generator import generator_source
+
+    gen = _ctrlqgen_opts(audit)["generator"]
+    return f"Generated queries: {generator_source(gen)}."
 
 
 CTRLQGEN = Stage("ctrlqgen", "CtrlQGen synthetic queries and their retrievability effect", _ctrlqgen,
                  key=lambda a: (a.key(f"retrievability-{a.cfg.systems[0].name}"),
                                 dict(_ctrlqgen_opts(a)), a.cfg.seed),
-                 outputs=lambda a: (a.dir.path / "ctrlqgen",), skip=_ctrlqgen_skip)
+                 outputs=lambda a: (a.dir.path / "ctrlqgen",), skip=_ctrlqgen_skip,
+                 note=_ctrlqgen_note)
 
 
 # ---- intervention: stochastic (Plackett-Luce) policies over each system ------------------------

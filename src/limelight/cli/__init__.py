@@ -3,7 +3,8 @@
 One module per command group, each with top-level command functions (and a module-level Typer app
 for a group with subcommands): ``core`` (index, search, retrieve, info), ``exposure`` (exposure
 compute|doc|query|diff, retrievability), ``eqi``, ``evaluate`` (evaluate, compare), ``rerank``,
-``variations`` (variations, robustness, simulate), ``generate``, ``audit`` and ``serve``;
+``variations`` (variations, robustness, simulate), ``generate`` (generate entity|train|dataset,
+suggest), ``audit`` and ``serve``;
 ``console`` prints tables and progress; ``root`` assembles the app. Nothing outside this package
 imports it (``limelight.demo``, the old ``make demo`` entry point, is an alias of ``limelight
 audit``).
