@@ -16,7 +16,7 @@ Example (``configs/debian.toml``)::
     source = "log"              # "log" (shared query log), "dataset" (the collection's own
                                 # queries), "generated" (CtrlQGen queries generated from the
                                 # collection; [ctrlqgen] schema, intents, n, n_entities,
-                                # generator: see limelight.audit.inputs), or a TSV / query-log
+                                # generator, backbone: see limelight.audit.inputs), or a TSV / query-log
                                 # file path
     # sample = 2000             # a seeded sample of n ≥ 1 queries (leave out: every distinct query)
 
