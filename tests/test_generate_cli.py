@@ -126,8 +126,11 @@ def test_budget_stop_and_resume_give_the_weights_of_one_uninterrupted_run(t5, ot
     ck, out = tmp_path / "ck", tmp_path / "res"
     res = runner.invoke(app, [*args, "--out", str(out), "--checkpoint-dir", str(ck), "--budget-min", "0"])
     assert res.exit_code == 3, res.output
-    assert "step 1/4" in res.stderr and "--resume" in res.stderr and res.stderr.count("\n") == 1
+    last = res.stderr.strip().splitlines()[-1]  # after any plain progress lines
+    assert last.startswith("stopped (budget of 0.0 min spent) at step 1/4") and "--resume" in last
     assert not out.exists() and (ck / "train_state.pt").exists() and (ck / "pairs.json").exists()
+    fails(["generate", "--catalog", "movies", "--generator", str(ck), "movie00001"], capsys,
+          f"generator {ck} is a training checkpoint, not a saved generator")
     # the stopped run is neither silently restarted nor resumed with other settings or base model
     fails([*args, "--out", str(out), "--checkpoint-dir", str(ck)], capsys, str(ck), "--resume")
     bad = [*args, "--out", str(out), "--checkpoint-dir", str(ck), "--resume"]
@@ -208,6 +211,8 @@ def test_errors_generator_of_another_base_model_or_schema(movies_gen, t5, other_
            str(movies_gen)], capsys, "trained for schema 'movies'")
     fails(["generate", "--catalog", "movies", "--generator", str(movies_gen.parent), "movie00001"],
           capsys, "not a saved limelight generator")
+    fails(["generate", "--catalog", "movies", "--backbone", str(t5), "movie00001"], capsys,
+          "--backbone is checked against --generator")
 
 
 # ---- suggest -----------------------------------------------------------------------------------

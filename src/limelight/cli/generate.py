@@ -51,6 +51,12 @@ def _checked(catalog: str, schema: str | None):
     return coll, sch
 
 
+def _backbone_needs_generator(backbone: Path | None, generator: Path | None) -> None:
+    if backbone is not None and generator is None:
+        raise LimelightError("--backbone is checked against --generator: give both (without "
+                             "--generator, queries come from WeakLabeling-Un, no model)")
+
+
 def _schema_for(catalog: str, schema: str | None) -> str:
     if schema:
         return schema
@@ -85,6 +91,7 @@ def entity(
     from limelight.querygen.weaklabel import check_intent
 
     check_intent(intent)
+    _backbone_needs_generator(backbone, generator)
     coll, sch = _checked(catalog, schema)
     gen = None if generator is None else load_generator(generator, sch, backbone)
     qs = generate_queries(coll, sch, intent, n=n, generator=gen, entity_ids=entity_ids, seed=seed,
@@ -239,6 +246,7 @@ def suggest_cmd(
     from limelight.retrieval.spec import RetrieverSpec
 
     query = check_query_text(query)
+    _backbone_needs_generator(backbone, generator)
     if n < 1:
         raise LimelightError(f"--n must be ≥ 1, got {n}")
     top_k = check_k(top_k, "--top-k", index_size(index))
