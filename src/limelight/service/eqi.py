@@ -26,7 +26,8 @@ def exact_reverse(service, sysm, text: str, k: int) -> dict:
                 "message": f"exact reverse search of a new document covers bm25 and dense systems; "
                            f"{sysm.name!r} is {kind}"}
     engine = _cached(service, ("exact", sysm.name), lambda: _build_exact(service, sysm, kind))
-    q, rank, score = engine.add_documents([text], [NEW_DOCID]).lists(0)
+    with service._exact_lock:
+        q, rank, score = engine.add_documents([text], [NEW_DOCID]).lists(0)
     qs = sysm.store.queries
     rows = [{"position": i + 1, "qid": str(qs.ids[j]), "query": str(qs.texts[j]), "weight": float(qs.weights[j]),
              "rank": int(r), "score": float(s), "in_both": False}
