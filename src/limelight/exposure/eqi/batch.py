@@ -11,12 +11,11 @@ one pass over the affected queries and their thresholds, with accumulators that 
 instead of one pass over the log per document (where each touched query is scored through a
 vocabulary-sized weight map). Threads split the queries.
 
-Dense (``dense_candidates``): a FAISS top-16 search of the queries, in FAISS's query blocks, over
-the new documents' vectors behind the old documents of their FAISS database block (so that every
-score is, bit for bit, the one a search over the enlarged collection computes); where a top-16
-may miss a new document above its query's threshold, the block is range-searched instead (the
-same inner products, with the block's smallest threshold as radius). Each query then keeps the
-documents above its own threshold, and
+Dense (``dense_candidates``): FAISS range search — the same BLAS inner products as a FAISS top-k
+search, without the heap — of the queries, in FAISS's query blocks, over the new documents'
+vectors behind the old documents of their FAISS database block (so that every score is, bit for
+bit, the one a search over the enlarged collection computes), with each block's smallest
+threshold as radius; each query then keeps the documents above its own threshold, and
 ``exact`` replays FAISS's top-n over them (``faiss_rerun`` re-runs the queries whose ties at the
 cut only FAISS's reservoir can settle).
 
@@ -260,34 +259,6 @@ def _faiss_blocks() -> tuple[int, int, int]:
             int(cv.distance_compute_blas_threshold))
 
 
-# FAISS's top-16 of the queries over the searched vectors almost always holds every new document
-# above the threshold (1,000 new Debian documents: at most a few per list); the old documents in
-# front of them fill the top-16 of a few queries per block, which ``_top_k_complete`` settles
-_TOP_K = 16
-
-
-def _top_k_complete(x: np.ndarray, t: np.ndarray, s: np.ndarray, c: np.ndarray,
-                    doc_emb: np.ndarray, lead: int) -> bool:
-    """Whether the top-k ``(s, c)`` of the queries ``x`` (thresholds ``t``) holds every new
-    document above its query's threshold. Where a query's k-th is above its threshold, the new
-    documents outside its top-k are bounded: their inner products computed here differ from
-    FAISS's by at most 2·γ_d·Σ|x_i y_i| (γ_d = d·u / (1 − d·u), u = 2^-24: any summation order),
-    so a document whose bound stays at or below the threshold cannot beat it."""
-    rows = np.flatnonzero(s[:, -1] > t)
-    if not len(rows):
-        return True
-    xr = x[rows].astype(np.float64)
-    y = doc_emb.astype(np.float64)
-    d = x.shape[1]
-    gamma = d * 2.0 ** -24 / (1 - d * 2.0 ** -24)
-    bound = xr @ y.T + 2.0 * gamma * (np.abs(xr) @ np.abs(y).T) * (1 + 1e-6)
-    maybe = bound > t[rows, None].astype(np.float64)
-    top = c[rows] - lead
-    r, j = np.nonzero(top >= 0)
-    maybe[r, top[r, j]] = False  # in the top-k: known exactly
-    return not maybe.any()
-
-
 @numba.njit(cache=True, nogil=True)
 def _above(lims, codes, scores, t, a, lead):  # pragma: no cover - numba
     """The range-search results of queries ``a, a+1, ...`` (``lims``) that are new documents
@@ -334,19 +305,13 @@ def dense_candidates(query_emb: np.ndarray, thr: np.ndarray, full: np.ndarray,
             vecs = np.vstack([np.asarray(old_emb[n_old - lead:], dtype=np.float32), doc_emb])
     index = faiss_ip_index(vecs)
     t = np.where(full, thr, -np.inf).astype(np.float32)
-    k = min(_TOP_K, index.ntotal)
     out_q, out_d, out_s = [], [], []
     for a, b in _aligned_blocks(nq, query_emb.shape[1]):
-        x = np.ascontiguousarray(query_emb[a:b])
-        s, c = index.search(x, k)
-        if k < index.ntotal and not _top_k_complete(x, t[a:b], s, c, doc_emb, lead):
-            low = float(t[a:b].min())
-            radius = -np.inf if low == -np.inf else low  # FAISS keeps scores above the radius
-            lims, s, c = index.range_search(x, radius)
-            lims = lims.astype(np.int64)
-        else:
-            lims = np.arange(0, (b - a) * k + 1, k, dtype=np.int64)
-        q, d, s = _above(lims, c.ravel(), s.ravel(), t, a, lead)
+        tb = t[a:b]
+        low = float(tb.min())
+        radius = -np.inf if low == -np.inf else low  # FAISS keeps scores above the radius
+        lims, s, c = index.range_search(np.ascontiguousarray(query_emb[a:b]), radius)
+        q, d, s = _above(lims.astype(np.int64), c, s, t, a, lead)
         out_q.append(q)
         out_d.append(d)
         out_s.append(s)
