@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _summary import record  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 ENDPOINTS = ["search", "document", "query", "find_queries", "retrievability", "ranked", "groups", "eqi"]
 
 
@@ -287,7 +288,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     port = free_port()
-    log = Path(a.json or "serve-bench").with_suffix(".server.log")
+    log = Path(a.json).with_suffix(".server.log") if a.json else ROOT / ".cache" / "bench" / "serve.server.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     proc = start_server(a.audit, port, log)
     mem_start = rss_mib(proc.pid)
     print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); resident "
