@@ -164,6 +164,32 @@ def test_leakage_check_fails_on_a_leak():
         assert_no_leakage({"gen": (["Space  Horror"], np.asarray([9]))}, test)
 
 
+def test_click_popularity_from_a_numeric_field(movies, tmp_path):
+    """click.popularity = 'field' (the movies study: IMDB Votes): weights 1 + log(1 + v), a
+    missing value counted as 0 votes; a missing, absent or non-numeric field is a one-line error."""
+    import stages
+
+    cfg = {"catalog": "movies", "schema": "movies", "work": str(tmp_path / "w"),
+           "click": {"popularity": "field", "popularity_field": "IMDB Votes"}}
+    w = stages.popularity(pipeline.Study(cfg))
+    votes = movies.fields["IMDB Votes"].tolist()
+    assert w.shape == (len(movies),)
+    for i in (0, 3, 6):  # 1,071 votes, none, 15,133 votes
+        assert w[i] == pytest.approx(1 + np.log1p(votes[i] or 0))
+    assert votes[3] is None and w[3] == 1.0
+    cfg["click"]["popularity"] = "uniform"
+    assert stages.popularity(pipeline.Study(cfg)) is None
+    for field, msg in ((None, "needs click.popularity_field"), ("Votes", "is not a field"),
+                       ("Title", "must hold counts")):
+        cfg["click"] = {"popularity": "field", "popularity_field": field}
+        with pytest.raises(LimelightError, match=msg) as e:
+            stages.popularity(pipeline.Study(cfg))
+        assert "\n" not in str(e.value)
+    cfg["click"] = {"popularity": "votes"}
+    with pytest.raises(LimelightError, match="'revdeps', 'field' or 'uniform'"):
+        stages.popularity(pipeline.Study(cfg))
+
+
 # ---- the pipeline on a tiny setting ------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import shutil
 import time
 from pathlib import Path
@@ -31,12 +32,16 @@ def _want(only: str | None, name: str) -> bool:
 
 
 def popularity(study: Study) -> np.ndarray | None:
-    """Entity weights of the Click log: 1 + log(1 + reverse dependencies) (Debian), else None."""
+    """Entity weights of the Click log (``click.popularity``): ``"revdeps"``, 1 + log(1 + reverse
+    dependencies) (Debian); ``"field"``, 1 + log(1 + the numeric field ``click.popularity_field``),
+    e.g. the movies' ``IMDB Votes`` (a missing value counts as 0); ``"uniform"``: None."""
     how = study.cfg["click"].get("popularity", "uniform")
     if how == "uniform":
         return None
+    if how == "field":
+        return field_popularity(study.collection, study.cfg["click"].get("popularity_field"))
     if how != "revdeps":
-        raise LimelightError(f"click.popularity must be 'revdeps' or 'uniform', got {how!r}")
+        raise LimelightError(f"click.popularity must be 'revdeps', 'field' or 'uniform', got {how!r}")
     coll = study.collection
     if "depends" not in coll.fields or "name" not in coll.fields:
         raise LimelightError(f"click.popularity = 'revdeps' needs the fields 'depends' and 'name', "
@@ -46,6 +51,26 @@ def popularity(study: Study) -> np.ndarray | None:
     rev = dict(zip(names.tolist(), counts.tolist(), strict=True))
     n = np.asarray([rev.get(x, 0) for x in coll.fields["name"].tolist()], dtype=np.float64)
     return 1 + np.log1p(n)
+
+
+def field_popularity(coll, name: str | None) -> np.ndarray:
+    """1 + log(1 + v) of a numeric catalog field (missing: v = 0); a one-line error when the
+    field is absent, not numeric or negative."""
+    if not name:
+        raise LimelightError("click.popularity = 'field' needs click.popularity_field (a numeric "
+                             "field of the catalog, e.g. 'IMDB Votes')")
+    if name not in coll.fields:
+        raise LimelightError(f"click.popularity_field {name!r} is not a field of catalog "
+                             f"{coll.name!r}")
+    vals = []
+    for i, v in enumerate(coll.fields[name].tolist()):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            v = 0
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or v < 0:
+            raise LimelightError(f"click.popularity_field {name!r} must hold counts ≥ 0 or be "
+                                 f"empty; entity {coll.ids.strings[i]!r} has {v!r}")
+        vals.append(float(v))
+    return 1 + np.log1p(np.asarray(vals, dtype=np.float64))
 
 
 def click_frames(study: Study, click) -> dict[str, pd.DataFrame]:
