@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXP = REPO / "experiments" / "ctrlqgen"
 sys.path.insert(0, str(EXP))
 import pipeline  # noqa: E402  (experiments/ctrlqgen/pipeline.py)
+from _tiny_models import tiny_t5  # noqa: E402  (tests/_tiny_models.py)
 
 
 @pytest.fixture(scope="module")
@@ -38,25 +39,9 @@ def movies():
     return load_catalog("movies")
 
 
-def _tiny_t5(path: Path, d_model: int = 32) -> Path:
-    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
-
-    from limelight.querygen.generator import default_backbone
-
-    tok = AutoTokenizer.from_pretrained(str(default_backbone()))
-    tok.pad_token = tok.pad_token or tok.eos_token
-    cfg = T5Config(vocab_size=len(tok), d_model=d_model, d_ff=64, d_kv=16, num_layers=1,
-                   num_decoder_layers=1, num_heads=2, pad_token_id=tok.pad_token_id,
-                   eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.pad_token_id)
-    torch.manual_seed(0)
-    T5ForConditionalGeneration(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="module")
 def t5(tmp_path_factory):
-    return _tiny_t5(tmp_path_factory.mktemp("t5") / "t5")
+    return tiny_t5(tmp_path_factory.mktemp("t5") / "t5")
 
 
 def _pairs(gen, movies, n=12):
@@ -104,7 +89,7 @@ def test_causal_loss_on_query_positions_equals_the_full_model_loss(movies):
 
 
 def test_generator_checkpoint_of_other_base_or_data_is_refused(t5, movies, tmp_path):
-    other = _tiny_t5(tmp_path / "t5b", d_model=48)
+    other = tiny_t5(tmp_path / "t5b", d_model=48)
     a = QueryGenerator(t5, kind="ctrlqgen", schema="movies", max_input_tokens=16, max_new_tokens=4)
     prompts, targets = _pairs(a, movies)
     a.fit(prompts, targets, steps=3, batch_size=3, checkpoint_dir=tmp_path / "ck", stop=lambda s: True)
@@ -298,7 +283,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path, t5, monkeypatch, capsys):
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: schema 'debian'") and "lacks" in r.stderr
     # a generator trained from another base model than the configured backbone
-    other = _tiny_t5(tmp_path / "t5b", d_model=48)
+    other = tiny_t5(tmp_path / "t5b", d_model=48)
     g = QueryGenerator(other, kind="ctrlqgen", schema="movies")
     g.save(tmp_path / "g-other")
     cfg = tiny_config(tmp_path / "b", t5)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _tiny_models import tiny_t5
 from typer.testing import CliRunner
 
 from limelight.cli import app, main
@@ -26,23 +27,6 @@ from limelight.querygen.generator import QueryGenerator
 from limelight.querygen.weaklabel import find_leaks, normalize_query
 
 runner = CliRunner()
-
-
-def tiny_t5(path: Path, d_model: int = 32) -> Path:
-    """A randomly initialised one-layer T5 with SmolLM2's tokenizer (what the pipeline tests use)."""
-    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
-
-    from limelight.querygen.generator import default_backbone
-
-    tok = AutoTokenizer.from_pretrained(str(default_backbone()))
-    tok.pad_token = tok.pad_token or tok.eos_token
-    cfg = T5Config(vocab_size=len(tok), d_model=d_model, d_ff=64, d_kv=16, num_layers=1,
-                   num_decoder_layers=1, num_heads=2, pad_token_id=tok.pad_token_id,
-                   eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.pad_token_id)
-    torch.manual_seed(0)
-    T5ForConditionalGeneration(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 def ok(args: list[str]):
