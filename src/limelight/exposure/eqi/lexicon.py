@@ -18,56 +18,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _hash(buf, a, b):  # pragma: no cover - numba
-    """FNV-1a over the code points ``buf[a:b]``."""
-    h = _FNV_OFFSET
-    for i in range(a, b):
-        h ^= np.uint64(buf[i])
-        h *= _FNV_PRIME
-    return h
-
-
-@numba.njit(cache=True, nogil=True)
-def _build(kptr, keys, n, size):  # pragma: no cover - numba
-    """Open-addressing table (``size`` slots, a power of two) of the ``n`` words
-    ``keys[kptr[w]:kptr[w + 1]]`` (distinct): slot → word, and each word's hash."""
-    slots = np.full(size, -1, dtype=np.int32)
-    whash = np.empty(n, dtype=np.uint64)
-    mask = size - 1
-    for w in range(n):
-        h = _hash(keys, kptr[w], kptr[w + 1])
-        whash[w] = h
-        s = np.int64(h & np.uint64(mask))
-        while slots[s] != -1:
-            s = (s + 1) & mask
-        slots[s] = w
-    return slots, whash
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _lookup(buf, a, b, slots, whash, kptr, keys):  # pragma: no cover - numba
-    """The word equal to ``buf[a:b]``, or -1."""
-    h = _hash(buf, a, b)
-    mask = len(slots) - 1
-    s = np.int64(h & np.uint64(mask))
-    while slots[s] != -1:
-        w = slots[s]
-        if whash[w] == h and kptr[w + 1] - kptr[w] == b - a:
-            k = kptr[w]
-            same = True
-            for i in range(b - a):
-                if keys[k + i] != buf[a + i]:
-                    same = False
-                    break
-            if same:
-                return w
-        s = (s + 1) & mask
-    return -1
+from limelight.retrieval._bm25_kernels import _find, _hash, lexicon_hashes, lexicon_slots
 
 
 @numba.njit(cache=True, nogil=True)
@@ -96,7 +47,7 @@ def _analyze(buf, starts, ends, word, slots, whash, kptr, keys, vals):  # pragma
             while r < e and word[buf[r]] != 0:
                 r += 1
             if r - p >= 2:
-                w = _lookup(buf, p, r, slots, whash, kptr, keys)
+                w = _find(buf, p, r, _hash(buf, p, r), slots, whash, kptr, keys)
                 if w < 0:
                     dl[i] += 1  # a word of the document no query asks for
                 elif vals[w] >= 0:
@@ -135,7 +86,9 @@ class DocLexicon:
         self.keys = np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"),
                                   dtype=np.uint32).copy()
         size = 1 << max(10, (2 * len(words) - 1).bit_length())
-        self.slots, self.whash = _build(self.kptr, self.keys, len(words), size)
+        # the BM25 query analysis's table (the same hash and probing)
+        self.whash = lexicon_hashes(self.kptr, self.keys, len(words))
+        self.slots = lexicon_slots(self.whash, len(words), size)
         self.vals = vals
         self.word = word_char_table()
 
