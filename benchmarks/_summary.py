@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+import numpy as np
+
 ENV = "LIMELIGHT_BENCH_SUMMARY"
 
 
@@ -34,3 +36,10 @@ def record(figure: str, value: float, *, anchor: str, ratio: float | None = None
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
     return row
+
+
+def percentiles_ms(seconds: list[float]) -> dict[str, float]:
+    """Latencies (seconds) as ``n``, ``p50_ms``, ``p99_ms``, ``max_ms``, ``mean_ms``."""
+    ms = np.asarray(seconds) * 1000
+    return {"n": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max()), "mean_ms": float(ms.mean())}

@@ -53,7 +53,7 @@ from limelight.data import load_catalog, load_query_log
 from limelight.exposure import compute_exposure, gini
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _summary import record  # noqa: E402
+from _summary import percentiles_ms, record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("bm25", "dense")
@@ -254,12 +254,6 @@ def store_size(store: Path) -> dict:
     return {"bytes": total, **{f"{k}_bytes": v for k, v in kinds.items()}}
 
 
-def _percentiles(ts: list[float]) -> dict:
-    ms = np.asarray(ts) * 1000
-    return {"n": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "max_ms": float(ms.max()), "mean_ms": float(ms.mean())}
-
-
 def bench_lookups(store: Path, n: int) -> dict:
     """``exposure doc``'s library call (open + exposing_queries) and the lookup alone, per document."""
     from limelight.exposure import ExposureStore
@@ -283,7 +277,7 @@ def bench_lookups(store: Path, n: int) -> dict:
         lens.append(len(rows))
     out = {"documents": len(docs), "exposing_queries": {"p50": float(np.median(lens)), "p99": float(
         np.percentile(lens, 99)), "max": int(max(lens))},
-        "exposure_doc": _percentiles(cli), "lookup_on_open_store": _percentiles(alone),
+        "exposure_doc": percentiles_ms(cli), "lookup_on_open_store": percentiles_ms(alone),
         "most_exposed_document_ms": cli[-1] * 1000, "load_average": load_average()}
     e = out["exposure_doc"]
     print(f"exposure doc (open + exposing_queries), {len(docs)} documents: p50 {e['p50_ms']:.1f} ms, "

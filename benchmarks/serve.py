@@ -43,7 +43,7 @@ from urllib.parse import quote
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _summary import record  # noqa: E402
+from _summary import percentiles_ms, record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDPOINTS = ["search", "document", "query", "find_queries", "retrievability", "ranked", "groups", "eqi"]
@@ -180,12 +180,6 @@ async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
     return {"lat": lat, "errors": errors, "wall": wall}
 
 
-def _pcts(ts: list[float]) -> dict[str, float]:
-    ms = np.asarray(ts) * 1000
-    return {"n": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "max_ms": float(ms.max())}
-
-
 def document_latency(base: str, svc, n: int, seed: int = 0) -> dict:
     """The document endpoint alone: ``n`` documents (+ the most exposed one), one request at a
     time over HTTP, and the same calls through ``AuditService.document`` in-process."""
@@ -213,7 +207,7 @@ def document_latency(base: str, svc, n: int, seed: int = 0) -> dict:
             t0 = time.perf_counter()
             svc.document(docid, system, limit=50)
             lib.append(time.perf_counter() - t0)
-    out = {"documents": len(docs), "http": _pcts(http), "library": _pcts(lib),
+    out = {"documents": len(docs), "http": percentiles_ms(http), "library": percentiles_ms(lib),
            "most_exposed_http_ms": http[-1] * 1000, "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(f"document endpoint, {len(docs)} documents one at a time: HTTP p50 {out['http']['p50_ms']:.1f} ms, "
           f"p99 {out['http']['p99_ms']:.1f} ms, max {out['http']['max_ms']:.1f} ms; AuditService.document "
