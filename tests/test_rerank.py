@@ -587,6 +587,16 @@ def test_train_bad_input_is_one_line(tmp_path):
     bad(["train", str(coll), "--out", str(tmp_path / "t.pt"), *ok, "--weak", "title-body"], "empty training set")
     bad(["train", str(coll), "--out", str(tmp_path / "t.pt"), *ok], "no training triple")
     bad(["train", "adi", "--out", str(tmp_path / "f.pt"), *ok, "--folds", "5", "--fold", "7"], "--fold must be")
+    bad(["train", "adi", "--out", str(tmp_path / "f.pt"), *ok, "--lr-scale", "0"], "--lr-scale must be > 0")
+    # --lr-scale scales every Adam group; resuming with another scale is refused
+    from limelight.rerank.train import load_state
+
+    r = _cli("train", "adi", "--out", str(tmp_path / "s.pt"), *ok, "--lr-scale", "0.1")
+    assert r.returncode == 0, r.stderr
+    st = load_state(tmp_path / "s.state.pt")
+    assert (st["config"]["lr_embed"], st["config"]["lr_other"]) == pytest.approx((1e-5, 1e-4))
+    assert [g["lr"] for g in st["optimizer"]["param_groups"]] == pytest.approx([1e-5, 1e-4])  # KNRM: no layers
+    bad(["train", "adi", "--out", str(tmp_path / "s.pt"), *ok, "--resume"], "other settings")
     assert not (tmp_path / "t.pt").exists() and not (tmp_path / "m.pt").exists()
     # `rerank run --interpolate`: λ = 1 writes BM25's ranking beside the pure model's run
     from limelight.data.formats import load_run

@@ -35,6 +35,10 @@ PATIENCE = 5
 CKPT_EVERY = 50
 SEEDS = {("tk2", "cranfield"): (0, 1, 2)}  # everything else: seed 0
 DEPTHS = (10, 20, 50, 100)
+# Amendment 2026-11-25 (PLAN.md): fine-tunings from a pre-trained model use the learning rates
+# times FT_LR_SCALE; the plan's rate (1.0) is kept only for the block that already ran with it.
+FT_LR_SCALE = 0.1
+PLAN_LR_BLOCKS = {("cranfield", "tk2", 0)}
 
 
 def model_args(model: str) -> list[str]:
@@ -45,8 +49,18 @@ def pre_path(c: str, m: str, src: str, seed: int) -> Path:
     return RES / c / f"pre-{src}-{m}-s{seed}.pt"
 
 
-def ft_path(c: str, m: str, init: str, seed: int, fold: int) -> Path:
-    return RES / c / f"{m}-{init}-s{seed}-f{fold}.pt"
+def ft_path(c: str, m: str, init: str, seed: int, fold: int, lr: float = 1.0) -> Path:
+    return RES / c / f"{m}-{init}{_lr_tag(lr)}-s{seed}-f{fold}.pt"
+
+
+def _lr_tag(lr: float) -> str:
+    return "" if lr == 1.0 else f"-lr{lr:g}"
+
+
+def finetune_variants(c: str, m: str, seed: int) -> list[tuple[str, float]]:
+    """(init, learning-rate scale) of the fine-tunings of one block, in run order."""
+    plan = [(src, 1.0) for src in SOURCES[c]] if (c, m, seed) in PLAN_LR_BLOCKS else []
+    return [("scratch", 1.0), *plan, *((src, FT_LR_SCALE) for src in SOURCES[c])]
 
 
 def jobs() -> list[dict]:
@@ -62,9 +76,9 @@ def jobs() -> list[dict]:
                                                   "--weak", src, "--max-steps", str(PRETRAIN_STEPS),
                                                   "--eval-every", "100", "--checkpoint-every", "100",
                                                   "--patience", "0", "--seed", str(seed), "--resume"]})
-                for init in ("scratch", *SOURCES[c]):
+                for init, lr in finetune_variants(c, m, seed):
                     for f in range(FOLDS):
-                        p = ft_path(c, m, init, seed, f)
+                        p = ft_path(c, m, init, seed, f, lr)
                         cmd = ["train", c, "--out", str(p.relative_to(ROOT)), *model_args(m), "--folds", str(FOLDS),
                                "--fold", str(f), "--split-seed", "0", "--val-share", "0.2",
                                "--max-steps", str(FINETUNE_STEPS), "--eval-every", str(EVAL_EVERY),
@@ -72,8 +86,10 @@ def jobs() -> list[dict]:
                                "--seed", str(seed), "--resume"]
                         if init != "scratch":
                             cmd += ["--init", str(pre_path(c, m, init, seed).relative_to(ROOT))]
+                        if lr != 1.0:
+                            cmd += ["--lr-scale", f"{lr:g}"]
                         out.append({"kind": "finetune", "collection": c, "model": m, "init": init, "seed": seed,
-                                    "fold": f, "out": p, "cmd": cmd})
+                                    "fold": f, "lr": lr, "out": p, "cmd": cmd})
     return out
 
 
@@ -85,6 +101,28 @@ def status(job: dict) -> str:
         return "todo"
     s = load_state(st)
     return "done" if s.get("finished") else f"partial@{s['step']}"
+
+
+def fold_models(c: str, m: str = "tk2", seed: int = 0) -> tuple[str, list[Path]]:
+    """The five fold models of the (init, learning-rate) variant with the highest mean best
+    *validation* nDCG@10 over the folds (no test query is looked at), for the analyses downstream
+    of the study (time budgets, query variations, clusters, explanations: PLAN.md amendment 2).
+    Returns the variant's label and its checkpoints, fold 0 first; only variants with all five
+    folds done compete."""
+    from limelight.rerank.ranker import NeuralRanker
+
+    best: tuple[float, str, list[Path]] | None = None
+    for init, lr in finetune_variants(c, m, seed):
+        fold_jobs = [j for j in jobs() if j["kind"] == "finetune" and (j["collection"], j["model"], j["init"],
+                                                                     j["lr"], j["seed"]) == (c, m, init, lr, seed)]
+        if len(fold_jobs) != FOLDS or any(status(j) != "done" for j in fold_jobs):
+            continue
+        val = sum(NeuralRanker.load(j["out"]).meta["best_val"]["nDCG@10"] for j in fold_jobs) / FOLDS
+        if best is None or val > best[0]:
+            best = (val, f"{m} {init}{_lr_tag(lr)} s{seed}", [j["out"] for j in fold_jobs])
+    if best is None:
+        raise SystemExit(f"{c}: no {m} seed-{seed} variant has all {FOLDS} fine-tunings done (study.py next)")
+    return best[1], best[2]
 
 
 def command(job: dict) -> str:
@@ -137,8 +175,9 @@ def evaluate_folds() -> None:
         depth, dtable = tune_depth(sub, scored, ds.qrels, val, DEPTHS)
         lam, ltable = tune_lambda(sub, scored, ds.qrels, val, depth)
         test_first = first.subset(test)
-        pure = rerank_at_depth(test_first, scored, depth).rename(f"{job['model']}-{job['init']}")
-        mixed = interpolate(test_first, scored, lam, depth, name=f"{job['model']}-{job['init']}+bm25")
+        tag = f"{job['model']}-{job['init']}{_lr_tag(job['lr'])}"
+        pure = rerank_at_depth(test_first, scored, depth).rename(tag)
+        mixed = interpolate(test_first, scored, lam, depth, name=f"{tag}+bm25")
         write_run_parquet(pure, job["out"].with_suffix(".test.parquet"))
         write_run_parquet(mixed, job["out"].with_suffix(".interp.test.parquet"))
         rec = {"depth": depth, "depth_table": dtable, "lambda": lam, "lambda_table": ltable,
@@ -166,7 +205,8 @@ def report() -> None:
                 continue
             for suffix, tag in ((".test.parquet", ""), (".interp.test.parquet", " +BM25 λ")):
                 p = job["out"].with_suffix(suffix)
-                name = f"{job['model']} {job['init']} s{job['seed']}{tag}"
+                lr = "" if job["lr"] == 1.0 else f" lr×{job['lr']:g}"
+                name = f"{job['model']} {job['init']}{lr} s{job['seed']}{tag}"
                 groups.setdefault(name, []).append(load_run(p) if p.exists() else None)
         complete = {n: rs for n, rs in groups.items() if rs and all(r is not None for r in rs)}
         if not complete:

@@ -114,6 +114,9 @@ def train_cmd(
     first_stage: Path = typer.Option(None, help="run supplying negatives (default: BM25 top 100)"),
     threads: int = typer.Option(1, help="torch CPU threads"),
     seed: int = typer.Option(0),
+    lr_scale: float = typer.Option(1.0, help="multiply the paper's learning rates (1e-4 embeddings and "
+                                   "contextualization, 1e-3 the rest) by this; e.g. 0.1 to fine-tune a "
+                                   "pre-trained --init without erasing it"),
     throttle: float = typer.Option(0.0, hidden=True, help="sleep per step (interruption tests)"),
 ) -> None:
     """Train TK or KNRM (resumable): on a fold's judged training queries, or weakly supervised."""
@@ -123,6 +126,8 @@ def train_cmd(
     from limelight.rerank.vocab import Vocabulary
 
     _check_train_options(model, weak, max_steps, epochs)
+    if not lr_scale > 0:
+        raise LimelightError(f"--lr-scale must be > 0, got {lr_scale}")
     ds = _dataset(collection, need_qrels=weak is None)
     vocab = Vocabulary.build(ds.collection.texts.tolist(), min_cf)
     cfg = TKConfig(n_layers=layers) if model == "tk" else KNRMConfig()
@@ -144,7 +149,10 @@ def train_cmd(
                f"{ranker.meta['glove_coverage']:.1%}), {data.name}: {data.n_queries} training queries, "
                f"{data.n_positives} positives, {len(val)} validation queries, {len(test)} test queries "
                f"(unused); budget {steps} steps")
+    base = FitConfig()
     fc = FitConfig(max_steps=steps, batch_size=batch_size, eval_every=eval_every,
+                   lr_embed=base.lr_embed * lr_scale, lr_context=base.lr_context * lr_scale,
+                   lr_other=base.lr_other * lr_scale,
                    checkpoint_every=checkpoint_every, patience=patience, metric=metric, seed=seed,
                    threads=threads, max_seconds=max_seconds, throttle=throttle)
     res = fit(ranker, data, fc, out, validation, resume=resume, fingerprints=fps, progress=typer.echo)
