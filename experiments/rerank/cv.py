@@ -1,44 +1,48 @@
-"""Query-level cross-validation of BM25, KNRM and TK-1/2/3 on the shared collections.
+"""Cross-validated test-fold runs of the issue-25 study's models (``experiments/rerank/study.py``).
 
-For each collection: BM25 (limelight.retrieval.bm25, k1=0.9, b=0.4) retrieves the top 100 of every
-query. Queries with a relevant document are split into ``--folds`` folds (seeded). For each fold
-and model a fresh ranker is trained on the other folds (a share of them held out for early
-stopping on MRR@10) and re-ranks the BM25 top ``--depth`` of the test fold's queries. Test-fold
-runs are concatenated into one run per model (every query scored by a model that never saw it).
-The script is resumable: finished (collection, model, fold) runs are kept in ``--out``.
+For a collection and model, ``study.fold_models`` picks the (init, learning-rate) variant with
+the highest mean *validation* nDCG@10 over the five folds (PLAN.md amendment 2). Every judged
+query's BM25 top 100 (limelight.retrieval.bm25, the study's first stage) is then re-ranked — all
+100 documents scored — by the model of the fold that held the query out (the checkpoint's meta
+``test_queries``; a query in two test folds, a test query the model trained or validated on, or
+a judged query in no test fold is an error). The concatenated run is
+``out/<collection>/<model>.cv.parquet``; ``<model>.cv.json`` records the variant's label, the
+checkpoints (with their SHA-256: the run is rebuilt when the chosen models change) and the
+folds. No model is trained here.
 
-    .venv/bin/python experiments/rerank/cv.py --collections cranfield --folds 5
-    .venv/bin/python experiments/rerank/cv.py --report   # tables + paired t-tests
+These runs feed the downstream analyses (``budget.py``: depth curves; ``analysis.py``: the
+cluster table). Effectiveness tables are ``study.py report``'s (depth and λ chosen on
+validation, Holm-corrected tests): this script computes none.
+
+    flock /tmp/heavy.lock .venv/bin/python experiments/rerank/cv.py --collections cranfield --models tk2 knrm
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import json
+import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from limelight.data.formats import read_run_parquet, write_run_parquet
 from limelight.data.loaders import load_dataset
 from limelight.data.run import Run
-from limelight.evaluation import evaluate
-from limelight.evaluation.stats import paired_t
-from limelight.rerank.models import KNRMConfig, TKConfig
-from limelight.rerank.ranker import KernelReranker, NeuralRanker
-from limelight.rerank.train import QrelsTriples, TrainConfig, train
-from limelight.rerank.vocab import Vocabulary
-from limelight.retrieval.bm25 import BM25, BM25Index
+from limelight.errors import LimelightError
 
-OUT = Path(__file__).resolve().parent / "out"
-MODELS = {"knrm": lambda: KNRMConfig(), "tk1": lambda: TKConfig(n_layers=1),
-          "tk2": lambda: TKConfig(n_layers=2), "tk3": lambda: TKConfig(n_layers=3)}
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+DEPTH = 100  # the study's first stage: BM25 top 100
 
 
-def bm25_run(name: str, out: Path, k: int = 100) -> Run:
+def bm25_run(name: str, out: Path = OUT, k: int = DEPTH) -> Run:
+    """BM25 (k1=0.9, b=0.4) top ``k`` of every query of ``name``, cached in ``out/<name>/bm25.parquet``."""
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
     path = out / name / "bm25.parquet"
     if path.exists():
         return read_run_parquet(path, "bm25")
@@ -47,6 +51,12 @@ def bm25_run(name: str, out: Path, k: int = 100) -> Run:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_parquet(run, path)
     return run
+
+
+def judged_qids(ds) -> list[str]:
+    """The queries with a relevant (grade ≥ 1) document, in query order (the study's folds)."""
+    judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+    return [q for q in ds.queries.ids if q in judged]
 
 
 def folds_of(qids: list[str], k: int, seed: int) -> list[list[str]]:
@@ -61,52 +71,6 @@ def subset(run: Run, qids: list[str]) -> Run:
     keep_q[c[c >= 0]] = True
     keep = keep_q[run.q]
     return Run.from_codes(run.qids, run.docids, run.q[keep], run.d[keep], run.score[keep], run.name, sort=False)
-
-
-def run_collection(name: str, args: argparse.Namespace) -> None:
-    torch.set_num_threads(args.threads)
-    out = args.out / name
-    out.mkdir(parents=True, exist_ok=True)
-    ds = load_dataset(name)
-    run = bm25_run(name, args.out)
-    judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
-    qids = [q for q in ds.queries.ids if q in judged]
-    folds = folds_of(qids, args.folds, args.seed)
-    vocab = Vocabulary.build(ds.collection.texts.tolist(), args.min_cf)
-    docs_enc = None
-    log = out / "log.jsonl"
-    for model_name in args.models:
-        for f, test in enumerate(folds):
-            path = out / f"{model_name}.fold{f}.parquet"
-            if path.exists() or (args.only_folds and f not in args.only_folds):
-                continue
-            rest = [q for g, fold in enumerate(folds) if g != f for q in fold]
-            rng = np.random.default_rng(args.seed + f)
-            rest = [rest[i] for i in rng.permutation(len(rest))]
-            n_val = min(args.max_val, max(1, int(len(rest) * args.val_share)))
-            val, tr = rest[:n_val], rest[n_val:]
-            ranker = NeuralRanker.create(MODELS[model_name](), vocab, seed=args.seed + f)
-            triples = QrelsTriples.build(ds.queries, ds.qrels, run, ds.collection, tr, depth=100)
-            cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, patience=args.patience,
-                              validate_every=args.validate_every, val_depth=args.val_depth,
-                              seed=args.seed + f, threads=args.threads, max_seconds=args.max_seconds)
-            t0 = time.perf_counter()
-            res = train(ranker, ds.collection, ds.queries, triples, cfg, run, ds.qrels, val)
-            stage = KernelReranker(ranker, ds.collection, depth=args.depth, batch_size=256)
-            if docs_enc is not None and docs_enc.fingerprint == vocab.fingerprint:
-                stage._docs = docs_enc
-            reranked = stage.transform(ds.queries, subset(run, test).topk(args.depth))
-            docs_enc = stage.encoded_docs
-            write_run_parquet(reranked.rename(model_name), path)
-            rec = {"collection": name, "model": model_name, "fold": f, "train_queries": len(tr),
-                   "val_queries": len(val), "test_queries": len(test), "positives": triples.n_positives,
-                   "steps": res.steps, "best_step": res.best_step, "best_val_mrr10": res.best_mrr,
-                   "stopped": res.stopped, "train_s": res.seconds,
-                   "test_model_s": stage.last_model_seconds, "test_pairs": int(len(reranked)),
-                   "total_s": time.perf_counter() - t0, "alpha": float(getattr(ranker.model, "alpha", torch.tensor(float("nan"))).detach())}
-            with open(log, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-            print(json.dumps(rec), flush=True)
 
 
 def _subset_qrels(qrels, qids: list[str]):
@@ -124,89 +88,117 @@ def concat(runs: list[Run], name: str) -> Run:
     return Run.from_pandas(pd.concat(df, ignore_index=True), name)
 
 
-def report(args: argparse.Namespace) -> dict:
-    """Evaluate the concatenated test-fold runs; paired t-tests vs BM25 and KNRM."""
-    results: dict = {}
-    lines = []
-    for name in args.collections:
-        out = args.out / name
-        ds = load_dataset(name)
-        bm25 = bm25_run(name, args.out)
-        used = args.only_folds or list(range(args.folds))
-        if args.only_folds:  # evaluate on the chosen folds' test queries only
-            judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
-            folds = folds_of([q for q in ds.queries.ids if q in judged], args.folds, args.seed)
-            keep = [q for f in used for q in folds[f]]
-            bm25 = subset(bm25, keep)
-            ds.qrels = _subset_qrels(ds.qrels, keep)
-        runs = {"bm25": bm25}
-        for m in args.models:
-            parts = [out / f"{m}.fold{f}.parquet" for f in used]
-            if all(p.exists() for p in parts):
-                runs[m] = concat([read_run_parquet(p) for p in parts], m)
-        res = evaluate(list(runs.values()), ds.qrels, "nDCG@10 RR@10")
-        per = {n: r for n, r in zip(runs, res, strict=True)}
-        tab = {}
-        for n, r in per.items():
-            row = {}
-            for meas in ("nDCG@10", "RR@10"):
-                v = r.to_pandas()[meas].to_numpy()
-                row[meas] = float(v.mean())
-                for base in ("bm25", "knrm"):
-                    if base in per and base != n:
-                        b = per[base].to_pandas()[meas].to_numpy()
-                        row[f"{meas} p vs {base}"] = paired_t(v, b)
-                        row[f"{meas} diff vs {base}"] = float(v.mean() - b.mean())
-            tab[n] = row
-        results[name] = {"n_queries": int(len(per["bm25"].qids)), "models": tab}
-        lines.append(f"\n### {name} ({len(per['bm25'].qids)} queries, {args.folds}-fold CV, folds {used})\n")
-        lines.append("| model | nDCG@10 | p vs BM25 | p vs KNRM | MRR@10 | p vs BM25 | p vs KNRM |")
-        lines.append("|---|---|---|---|---|---|---|")
-        for n, row in tab.items():
-            def cell(meas, base, row=row):
-                p = row.get(f"{meas} p vs {base}")
-                if p is None:
-                    return "–"
-                d = row[f"{meas} diff vs {base}"]
-                return f"{d:+.3f} (p={p:.3f}){' *' if p < 0.05 else ''}"
-            lines.append(f"| {n} | {row['nDCG@10']:.3f} | {cell('nDCG@10', 'bm25')} | {cell('nDCG@10', 'knrm')} "
-                         f"| {row['RR@10']:.3f} | {cell('RR@10', 'bm25')} | {cell('RR@10', 'knrm')} |")
-    stem = "cv_results" if not args.only_folds else "cv_results_folds" + "".join(map(str, args.only_folds))
-    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
-    text = "\n".join(lines)
-    (args.out / f"{stem}.md").write_text(text + "\n")
-    print(text)
-    return results
+def _study():
+    """``study.py`` of this folder as a module (loaded by path: works whether or not this folder
+    is on sys.path, e.g. from experiments/variations/table4_tk.py)."""
+    global _STUDY
+    if _STUDY is None:
+        spec = importlib.util.spec_from_file_location("rerank_study", HERE / "study.py")
+        _STUDY = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_STUDY)
+    return _STUDY
+
+
+_STUDY = None
+
+
+def study_models(name: str, model: str = "tk2", seed: int = 0) -> tuple[str, list[Path]]:
+    """``study.fold_models``: the variant chosen on validation and its five fold checkpoints
+    (fold 0 first). Raises SystemExit with a one-line message when no variant is complete."""
+    return _study().fold_models(name, model, seed)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(HERE.parents[1]))
+    except ValueError:
+        return str(path)
+
+
+def cv_run(name: str, model: str = "tk2", seed: int = 0, out: Path = OUT) -> tuple[str, Run]:
+    """``(variant label, run)``: every judged query's BM25 top 100 scored by the study model of
+    the fold that held it out (see the module docstring); cached in ``out/<name>/<model>.cv.*``.
+    SystemExit (one line) when the study has no complete variant of ``model`` for ``name``."""
+    label, ckpts = study_models(name, model, seed)
+    folder = out / name
+    path, rec_path = folder / f"{model}.cv.parquet", folder / f"{model}.cv.json"
+    key = {"label": label, "checkpoints": [{"path": _rel(p), "sha256": _sha256(p)} for p in ckpts]}
+    if path.exists() and rec_path.exists():
+        rec = json.loads(rec_path.read_text())
+        if {k: rec.get(k) for k in key} == key:
+            return label, read_run_parquet(path, model)
+    run, folds = _score_folds(name, model, ckpts, out)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_run_parquet(run, path)
+    rec = {**key, "collection": name, "model": model, "seed": seed, "depth": DEPTH, "folds": folds,
+           "queries": int(run.n_queries), "pairs": int(len(run))}
+    tmp = rec_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1) + "\n")
+    os.replace(tmp, rec_path)
+    print(f"{name}: {model} CV run of {label!r} written to {_rel(path)} ({rec['queries']} queries)", flush=True)
+    return label, run
+
+
+def _score_folds(name: str, model: str, ckpts: list[Path], out: Path) -> tuple[Run, list[dict]]:
+    """Each fold model re-ranks its own test queries' BM25 top 100; checks that the test folds
+    partition the judged queries and that no model saw its test queries."""
+    import torch
+
+    from limelight.rerank.ranker import KernelReranker, NeuralRanker
+
+    torch.set_num_threads(1)
+    ds = load_dataset(name)
+    first = bm25_run(name, out)
+    parts, folds, seen = [], [], set()
+    docs = None
+    for f, p in enumerate(ckpts):
+        ranker = NeuralRanker.load(p)
+        meta = ranker.meta
+        test = list(meta["test_queries"])
+        if leak := set(test) & (set(meta["train_queries"]) | set(meta["val_queries"])):
+            raise LimelightError(f"{p}: {len(leak)} test queries were also training/validation queries")
+        if twice := set(test) & seen:
+            raise LimelightError(f"{p}: {len(twice)} test queries already held out by another fold")
+        seen |= set(test)
+        stage = KernelReranker(ranker, ds.collection)
+        if docs is not None and docs.fingerprint == ranker.vocab.fingerprint:
+            stage._docs = docs
+        parts.append(stage.transform(ds.queries, subset(first, test)).rename(model))
+        docs = stage.encoded_docs
+        folds.append({"fold": meta.get("fold", f), "checkpoint": _rel(p), "test_queries": len(test),
+                      "best_step": meta.get("best_step"), "best_val": meta.get("best_val"),
+                      "model_seconds": round(stage.last_model_seconds, 2)})
+    judged = set(judged_qids(ds))
+    if seen != judged:
+        raise LimelightError(f"{name}: the {model} test folds hold {len(seen)} queries, not the "
+                             f"{len(judged)} judged ones ({len(judged - seen)} missing, {len(seen - judged)} extra)")
+    return concat(parts, model), folds
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--collections", nargs="+", default=["cranfield", "npl", "scifact"])
-    ap.add_argument("--models", nargs="+", default=list(MODELS))
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--collections", nargs="+", default=["cranfield", "scifact", "npl"])
+    ap.add_argument("--models", nargs="+", default=["tk2", "knrm"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--min-cf", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--patience", type=int, default=3)
-    ap.add_argument("--validate-every", type=int, default=10)
-    ap.add_argument("--val-depth", type=int, default=30)
-    ap.add_argument("--val-share", type=float, default=0.2)
-    ap.add_argument("--max-val", type=int, default=20)
-    ap.add_argument("--max-seconds", type=float, default=40.0)
-    ap.add_argument("--depth", type=int, default=50)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--only-folds", type=int, nargs="+", default=None,
-                    help="train/evaluate only these folds (e.g. a longer-training diagnostic)")
-    ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
-    if args.report:
-        report(args)
-        return
+    missing = 0
     for name in args.collections:
-        run_collection(name, args)
+        for m in args.models:
+            try:
+                label, run = cv_run(name, m, args.seed, args.out)
+            except SystemExit as e:
+                print(e, flush=True)
+                missing += 1
+                continue
+            print(f"{name}: {m} = {label} ({run.n_queries} queries, {len(run)} re-ranked pairs)", flush=True)
+    if missing:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
