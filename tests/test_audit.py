@@ -384,3 +384,160 @@ def test_retrained_checkpoint_reruns_the_reranked_stages(reranked_audit, tmp_pat
     assert {"exposure-bm25_tk", "retrievability-bm25_tk", "figures", "compare", "robustness"} <= done
     assert "exposure-bm25" not in done and "retrievability-bm25" not in done and "eqi" not in done
     assert res2["systems"]["bm25"] == res["systems"]["bm25"]
+
+
+# ---- the rerank stage: a step budget, or a trained checkpoint (issue 25) ------------------------
+RERANK_STAGE = """
+[audit]
+name = "adi-rerank-stage"
+depth = 50
+cutoffs = [10, 50]
+seed = 0
+shard_size = 128
+
+[collection]
+source = "adi"
+
+[queries]
+source = "log"
+
+[quick]
+queries = 100
+
+[[systems]]
+name = "bm25"
+kind = "bm25"
+
+[rerank]
+max_steps = 10
+eval_every = 2
+patience = 2
+layers = 1
+depth = 50
+
+[stages]
+compare = false
+eqi = false
+robustness = false
+ctrlqgen = false
+"""
+
+
+def _judged_eval_qids(runner) -> list[str]:
+    ds = runner.inputs.dataset
+    judged = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+    return [q for q in runner.inputs.eval_queries.ids.strings.tolist() if q in judged]
+
+
+@pytest.fixture(scope="module")
+def rerank_stage(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rerank-stage")
+    cfg_path = root / "stage.toml"
+    cfg_path.write_text(RERANK_STAGE)
+    out = root / "out"
+    res, runner = _run(load_config(cfg_path), out)
+    return AuditDir(out), res, runner
+
+
+def test_rerank_stage_trains_under_a_step_budget(rerank_stage):
+    """``fit`` with ``max_steps`` (no time cap): the budget is spent or validation stopped it
+    early, as recorded; validation queries come from the training half, never the test half."""
+    from limelight.rerank import NeuralRanker
+    from limelight.rerank.train import load_state
+
+    a, res, runner = rerank_stage
+    s = res["rerank"]
+    assert s["source"] == "trained here" and s["max_steps"] == 10 and s["model"] == "TK1(bm25)"
+    assert s["stopped"] in ("steps", "early") and 2 <= s["steps"] <= 10
+    assert s["steps"] == 10 or s["stopped"] == "early"  # the budget, or validation stopped it
+    log = [json.loads(line) for line in (a.path / "rerank" / "tk.log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(0, s["steps"] + 1, 2))  # validated every 2 steps
+    vals = [r["val_nDCG@10"] for r in log]
+    assert s["best_step"] == log[int(np.argmax(vals))]["step"]  # the first best (strict >)
+    after = sum(r["step"] > s["best_step"] for r in log)  # validations without improvement
+    assert (s["stopped"] == "early") == (after == 2)  # patience 2
+    meta = NeuralRanker.load(a.path / "rerank" / "tk.pt").meta
+    tr, val, te = meta["train_queries"], meta["val_queries"], meta["test_queries"]
+    assert (len(tr), len(val), len(te)) == (s["train_queries"], s["val_queries"], s["test_queries"])
+    assert len(val) > 0 and len(tr) > len(val) and len(te) >= len(tr) + len(val)
+    assert not (set(tr) | set(val)) & set(te) and not set(tr) & set(val)
+    assert sorted(tr + val + te) == sorted(_judged_eval_qids(runner))
+    assert meta["best_step"] == s["best_step"]
+    state = load_state(a.path / "rerank" / "tk.state.pt")
+    assert state["fingerprints"]["validation"] == ",".join(sorted(val)) + "@50"
+    import pandas as pd
+
+    table = pd.read_parquet(a.table("rerank"))
+    assert table["system"].tolist() == ["bm25", "TK1(bm25)"]
+    assert "trained here: " in a.report_html.read_text()
+
+
+def test_rerank_stage_key_follows_the_budget(rerank_stage, tmp_path):
+    a, res, _ = rerank_stage
+    out = tmp_path / "copy"
+    shutil.copytree(a.path, out)
+    _, same = _run(parse_config(RERANK_STAGE, a.path.parent / "stage.toml"), out)
+    assert {s.name: s.status for s in same.statuses}["rerank"] == "cached"
+    res2, runner = _run(parse_config(RERANK_STAGE.replace("max_steps = 10", "max_steps = 2"),
+                                     a.path.parent / "stage.toml"), out)
+    status = {s.name: s.status for s in runner.statuses}
+    assert status["rerank"] == "done" and status["exposure-bm25"] == "cached"
+    assert res2["rerank"]["max_steps"] == 2 and res2["rerank"]["steps"] <= 2
+
+
+def test_rerank_stage_evaluates_a_checkpoint_without_training(rerank_stage, tmp_path):
+    """``[rerank] checkpoint``: the audit's own trained model, given back as a checkpoint
+    (relative to the config's folder), is evaluated on the same test queries (its training and
+    validation queries are left out) and gives the same table, with no training."""
+    import pandas as pd
+
+    a, res, _ = rerank_stage
+    (tmp_path / "models").mkdir()
+    shutil.copy(a.path / "rerank" / "tk.pt", tmp_path / "models" / "tk.pt")
+    cfg_path = tmp_path / "ckpt.toml"
+    cfg_path.write_text(RERANK_STAGE.replace("max_steps = 10", 'checkpoint = "models/tk.pt"'))
+    out = tmp_path / "out"
+    res2, runner = _run(load_config(cfg_path), out)
+    s, trained = res2["rerank"], res["rerank"]
+    assert s["source"] == str((tmp_path / "models" / "tk.pt").resolve())
+    assert s["steps"] == trained["best_step"] and s["stopped"] is None
+    assert s["test_queries"] == trained["test_queries"]
+    assert s["excluded_queries"] == trained["train_queries"] + trained["val_queries"]
+    assert not (out / "rerank").exists()  # nothing trained
+    pd.testing.assert_frame_equal(pd.read_parquet(AuditDir(out).table("rerank")),
+                                  pd.read_parquet(a.table("rerank")))
+    assert f"checkpoint {s['source']}" in AuditDir(out).report_html.read_text()
+
+
+def test_rerank_stage_tests_a_weak_checkpoint_on_every_judged_query(tmp_path):
+    """A weakly supervised checkpoint (BM25 pseudo-labels of log queries; no judged query in its
+    meta) is tested on every judged query of the audit."""
+    from limelight.data.loaders import load_dataset, load_query_log
+    from limelight.rerank import NeuralRanker, TKConfig, Vocabulary
+    from limelight.rerank.train import FitConfig, fit
+    from limelight.rerank.weak import bm25_log_triples
+
+    ds = load_dataset("adi")
+    data = bm25_log_triples(ds.collection, load_query_log(), 200, 0, exclude=ds.queries.texts.tolist())
+    ranker = NeuralRanker.create(TKConfig(n_layers=1), Vocabulary.build(ds.collection.texts.tolist(), 2))
+    ranker.meta.update({"weak": "bm25-log", "train_queries": [], "val_queries": []})
+    fit(ranker, data, FitConfig(max_steps=3, patience=0), tmp_path / "weak.pt")
+    cfg_path = tmp_path / "weak.toml"
+    cfg_path.write_text(RERANK_STAGE.replace("max_steps = 10", 'checkpoint = "weak.pt"'))
+    res, runner = _run(load_config(cfg_path), tmp_path / "out")
+    s = res["rerank"]
+    assert s["weak"] == "bm25-log" and s["steps"] == 3 and s["excluded_queries"] == 0
+    assert s["test_queries"] == len(_judged_eval_qids(runner)) > 20
+
+
+def test_rerank_stage_refuses_a_checkpoint_of_another_vocabulary(tmp_path):
+    from limelight.rerank import NeuralRanker, TKConfig, Vocabulary, VocabularyMismatchError
+
+    vocab = Vocabulary.build(["information retrieval of documents", "search engines index text"], min_cf=1)
+    NeuralRanker.create(TKConfig(n_layers=1), vocab).save(tmp_path / "other.pt")
+    cfg_path = tmp_path / "other.toml"
+    cfg_path.write_text(RERANK_STAGE.replace("max_steps = 10", 'checkpoint = "other.pt"'))
+    with pytest.raises(VocabularyMismatchError) as e:
+        _run(load_config(cfg_path), tmp_path / "out")
+    assert "\n" not in str(e.value) and "[rerank] checkpoint" in str(e.value)
+    assert "trained with another vocabulary" in str(e.value)

@@ -218,3 +218,41 @@ def test_reranked_errors_name_file_line_and_key(tmp_path, tk_bytes, edit, line, 
     (tmp_path / "tk.pt").write_bytes(tk_bytes)
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     _assert_one_line_error(tmp_path, edit, line, words)
+
+
+# ---- the [rerank] stage's options (issue 25: step budgets, or a trained checkpoint) -------------
+@pytest.mark.parametrize("edit, line, words", [
+    (GOOD + "\n[rerank]\nlayers = 1\nmax_seconds = 15\n", 17,
+     "rerank.max_seconds was removed: a time cap makes the step count depend on the machine's load; "
+     "set max_steps = N"),
+    (GOOD + "\n[rerank]\nepochs = 1\n", 16, "rerank.epochs was removed: the budget is in optimizer "
+                                            "steps, set max_steps = N"),
+    (GOOD + "\n[rerank]\nmax_step = 10\n", 16, "unknown key 'max_step' in [rerank] (allowed: checkpoint, "
+                                              "depth, eval_every, layers, max_steps, patience)"),
+    (GOOD + "\n[rerank]\nmax_steps = 0\n", 16, "rerank.max_steps must be ≥ 1, got 0"),
+    (GOOD + "\n[rerank]\npatience = -1\n", 16, "rerank.patience must be ≥ 0, got -1"),
+    (GOOD + "\n[rerank]\nmax_steps = 1.5\n", 16, "rerank.max_steps must be a int"),
+    (GOOD + '\n[rerank]\ncheckpoint = "absent.pt"\n', 16, "rerank.checkpoint 'absent.pt': no such file"),
+    (GOOD + '\n[rerank]\ncheckpoint = "junk.pt"\n', 16,
+     "rerank.checkpoint 'junk.pt' is not a loadable TK/KNRM checkpoint"),
+])
+def test_rerank_option_errors_name_file_line_and_key(tmp_path, edit, line, words):
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    _assert_one_line_error(tmp_path, edit, line, words)
+
+
+def test_rerank_checkpoint_resolves_against_the_config_folder(tmp_path, tk_bytes, monkeypatch):
+    import hashlib
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tk.pt").write_bytes(tk_bytes)
+    p = tmp_path / "a.toml"
+    p.write_text(GOOD + '\n[rerank]\ncheckpoint = "models/tk.pt"\nmax_steps = 7\n')
+    monkeypatch.chdir(tmp_path / "models")  # not the working directory: the config's folder
+    opts = load_config(p).options["rerank"]
+    assert opts["checkpoint"] == str((tmp_path / "models" / "tk.pt").resolve())
+    assert opts["checkpoint_sha256"] == hashlib.sha256(tk_bytes).hexdigest()  # in the stage key
+    assert opts["max_steps"] == 7
+    (tmp_path / "models" / "tk.pt").write_bytes(tk_bytes + b"\0")
+    assert load_config(p).options["rerank"]["checkpoint_sha256"] != opts["checkpoint_sha256"]
+    assert "checkpoint" not in parse_config(GOOD + "\n[rerank]\nmax_steps = 7\n").options["rerank"]

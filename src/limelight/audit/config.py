@@ -40,6 +40,12 @@ Example (``configs/debian.toml``)::
     [stages]                    # each optional stage can be switched off
     eqi = true
 
+    [rerank]                    # TK re-ranking of the first system on held-out judged queries
+    max_steps = 1000            # optimizer-step budget (--quick: 30); eval_every, patience, layers,
+                                # depth: see limelight.audit.stages._rerank_opts
+    # checkpoint = "tk2.pt"     # evaluate this trained model instead of training one (relative to
+                                # this file's folder; its train/validation queries are left out)
+
     [intervention]              # optional: Plackett-Luce policies over each system's top-n
     temperatures = [0.5, 1, 2]  # relative to each query's score spread (T = 0 is always added)
     samples = 16                # sampled rankings per query (Monte-Carlo)
@@ -81,6 +87,14 @@ _TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "ev
              "robustness", "ctrlqgen", "rerank", "intervention"}
 #: [intervention]: Plackett-Luce policies over each system's store (issue 21)
 _INTERVENTION_KEYS = {"temperatures": list, "samples": int, "c": int}
+#: [rerank]: the TK re-ranking stage (budgets in optimizer steps, or a trained checkpoint)
+_RERANK_KEYS = {"max_steps": int, "eval_every": int, "patience": int, "layers": int, "depth": int,
+                "checkpoint": str}
+_RERANK_REMOVED = {
+    "epochs": "rerank.epochs was removed: the budget is in optimizer steps, set max_steps = N",
+    "max_seconds": "rerank.max_seconds was removed: a time cap makes the step count depend on the "
+                   "machine's load; set max_steps = N (optimizer steps) instead",
+}
 
 
 @dataclass
@@ -319,6 +333,8 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
             ck.fail(k, f"[{k}] must be a table")
     if "intervention" in options:
         _check_intervention(ck, options["intervention"], depth, text)
+    if "rerank" in options:
+        _check_rerank(ck, options["rerank"], text, Path(p).resolve().parent if p else Path.cwd())
     return AuditConfig(
         name=name, collection=coll["source"], systems=systems, query_source=qsrc,
         query_sample=qs.get("sample", 0), depth=depth, cutoffs=sorted(set(cutoffs)),
@@ -345,6 +361,42 @@ def _check_intervention(ck: _Checker, iv: dict, depth: int, text: str) -> None:
     if not 1 <= iv.get("c", 1) <= depth:
         ck.fail("c", f"intervention.c must be in 1..depth ({depth}), got {iv['c']}", at)
 
+
+def _check_rerank(ck: _Checker, opts: dict, text: str, base: Path) -> None:
+    """``[rerank]``: known keys (``epochs`` and ``max_seconds`` were replaced by ``max_steps``),
+    budgets ≥ 1, ``patience`` ≥ 0; a ``checkpoint`` resolved against the config file's folder
+    (as a reranked system's), loadable, its content hash added to the options (the stage key)."""
+    at = _line_of(text, "rerank") or 0
+
+    def line(key: str) -> int:
+        return ck.key_line(key, at) or at
+
+    for k in opts:
+        if k in _RERANK_REMOVED:
+            ck.fail_at(line(k), _RERANK_REMOVED[k])
+    ck.table(opts, "rerank", _RERANK_KEYS, at)
+    for k in ("max_steps", "eval_every", "layers", "depth", "patience"):
+        if opts.get(k, 1) < (0 if k == "patience" else 1):
+            ck.fail_at(line(k), f"rerank.{k} must be ≥ {0 if k == 'patience' else 1}, got {opts[k]}")
+    raw = opts.get("checkpoint")
+    if raw is None:
+        return
+    path = Path(raw).expanduser()
+    path = (path if path.is_absolute() else base / path).resolve()
+    if not path.is_file():
+        ck.fail_at(line("checkpoint"), f"rerank.checkpoint {raw!r}: no such file ({path})")
+    from limelight.errors import LimelightError
+    from limelight.rerank.ranker import NeuralRanker
+
+    try:
+        NeuralRanker.load(path)
+    except LimelightError as e:
+        msg = str(e)
+        msg = msg[len(str(path)) + 2:] if msg.startswith(f"{path}: ") else msg
+        ck.fail_at(line("checkpoint"),
+                   f"rerank.checkpoint {raw!r} is not a loadable TK/KNRM checkpoint ({msg})")
+    opts["checkpoint"] = str(path)
+    opts["checkpoint_sha256"] = file_sha256(path)
 
 
 def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,

@@ -220,6 +220,28 @@ def _diffs(audit: AuditDir, out: str) -> list[str]:
     return parts
 
 
+def _rerank_caption(stage: dict | None) -> str:
+    """The re-ranking table's caption: which model (trained here: steps, why it stopped, its
+    training/validation queries; or the checkpoint) and on how many held-out queries."""
+    summ = ((stage or {}).get("result") or {}).get("summary") or {}
+    src = summ.get("source")
+    if src == "trained here":
+        model = (f"trained here: {summ.get('steps')} of {summ.get('max_steps')} optimizer steps "
+                 f"(stopped: {summ.get('stopped')}; best validation at step {summ.get('best_step')}) "
+                 f"on {summ.get('train_queries')} judged queries, {summ.get('val_queries')} for "
+                 "validation")
+    elif src:
+        about = [f"{summ['steps']} training steps" if summ.get("steps") is not None else "",
+                 f"weakly supervised: {summ['weak']}" if summ.get("weak") else "",
+                 f"{summ.get('excluded_queries', 0)} judged queries left out as its training or "
+                 "validation queries"]
+        model = f"checkpoint {src} ({'; '.join(x for x in about if x)})"
+    else:
+        return "First stage vs TK re-ranked on held-out queries."
+    return (f"First stage vs {summ.get('model', 'TK')} re-ranked on {summ.get('test_queries')} "
+            f"held-out judged queries; model {model}.")
+
+
 def _stage_sections(audit: AuditDir, out: str) -> list[str]:
     """One section per optional stage (comparison, re-ranking, EQI, robustness, CtrlQGen,
     intervention): its tables, or why it was skipped."""
@@ -248,7 +270,7 @@ def _stage_sections(audit: AuditDir, out: str) -> list[str]:
     section("compare", "System comparison (standard measures and LexiRecall)",
             [("evaluation", "Mean over judged queries; p-values against the first system (Holm)."),
              ("preferences", "All-pairs LexiRecall preferences: wins/ties/losses with sign tests.")])
-    section("rerank", "TK re-ranking", [("rerank", "First stage vs TK re-ranked on held-out queries.")])
+    section("rerank", "TK re-ranking", [("rerank", _rerank_caption(stages.get("rerank")))])
     section("eqi", "Exposing-query identification (RELQ) and exact reverse search",
             [("relq", "Mean RELQ (Li et al., WWW 2022, eq. 1-4) of each EQI method against the exact "
                       "exposing-query lists of the store, on a seeded sample of exposed documents."),
