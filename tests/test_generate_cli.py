@@ -320,6 +320,28 @@ n_entities = 12
 """
 
 
+def test_audit_generator_resolves_against_the_config_folder_and_keys_on_its_files(movies_gen, tmp_path,
+                                                                                  monkeypatch):
+    import os
+    import shutil
+
+    from limelight.audit.config import load_config
+
+    gen = tmp_path / "models" / "gen"
+    shutil.copytree(movies_gen, gen)
+    (tmp_path / "cfg").mkdir()
+    cfg_file = tmp_path / "cfg" / "audit.toml"
+    cfg_file.write_text(AUDIT + 'generator = "../models/gen"\n')
+    monkeypatch.chdir(tmp_path / "models")  # a cwd-relative reading would find models/models/gen
+    opts = load_config(cfg_file).options["ctrlqgen"]
+    assert opts["generator"] == str(gen.resolve())
+    first = opts["generator_fingerprint"]
+    assert first and load_config(cfg_file).options["ctrlqgen"]["generator_fingerprint"] == first
+    weights = next(f for f in gen.iterdir() if f.suffix == ".safetensors")
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # "retrained"
+    assert load_config(cfg_file).options["ctrlqgen"]["generator_fingerprint"] != first
+
+
 def test_audit_ctrlqgen_stage_names_its_generator_and_checks_it(movies_gen, other_t5, tmp_path):
     from limelight.audit.config import parse_config
     from limelight.audit.layout import AuditDir

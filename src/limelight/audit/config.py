@@ -335,6 +335,8 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         _check_intervention(ck, options["intervention"], depth, text)
     if "rerank" in options:
         _check_rerank(ck, options["rerank"], text, Path(p).resolve().parent if p else Path.cwd())
+    if isinstance(options.get("ctrlqgen", {}).get("generator"), str):
+        _resolve_generator(options["ctrlqgen"], Path(p).resolve().parent if p else Path.cwd())
     return AuditConfig(
         name=name, collection=coll["source"], systems=systems, query_source=qsrc,
         query_sample=qs.get("sample", 0), depth=depth, cutoffs=sorted(set(cutoffs)),
@@ -451,6 +453,23 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
     spec.first = base_spec
     spec.checkpoint_path = str(path)
     spec.checkpoint_sha256 = file_sha256(path)
+
+
+def _resolve_generator(opts: dict, base: Path) -> None:
+    """``[ctrlqgen] generator`` (and a ``backbone`` given as a local path) resolved against the
+    config file's folder, as checkpoints are; the generator's identity (``generator_fingerprint``)
+    joins the options so that the stage's cache key follows the weights, not only the path."""
+    from limelight.querygen.generator import generator_fingerprint
+
+    def resolve(raw: str) -> Path:
+        path = Path(raw).expanduser()
+        return (path if path.is_absolute() else base / path).resolve()
+
+    opts["generator"] = str(resolve(opts["generator"]))
+    opts["generator_fingerprint"] = generator_fingerprint(opts["generator"])
+    backbone = opts.get("backbone")
+    if isinstance(backbone, str) and resolve(backbone).exists():
+        opts["backbone"] = str(resolve(backbone))
 
 
 def load_config(path: str | os.PathLike) -> AuditConfig:

@@ -592,6 +592,23 @@ def check_generator(path: str | os.PathLike, schema: Schema | str | None = None,
     return meta
 
 
+def generator_fingerprint(path: str | os.PathLike) -> str | None:
+    """A cheap identity of a saved generator folder for cache keys: its metadata and every file's
+    name, size and modification time (a retrained generator saved at the same path gets a new
+    one; hashing the ≈ 0.5 GB of weights on every audit would cost seconds). ``None`` when
+    ``path`` is not a folder (``check_generator`` reports that)."""
+    import hashlib
+
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    files = sorted(f for f in p.iterdir() if f.is_file())
+    h = hashlib.sha256(json.dumps([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]).encode())
+    if (p / META).is_file():
+        h.update((p / META).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def load_generator(path: str | os.PathLike, schema: Schema | str | None = None,
                    backbone: str | os.PathLike | None = None, what: str = "generator",
                    **kw) -> QueryGenerator:
