@@ -236,9 +236,9 @@ def test_interrupt_and_resume_gives_identical_results(audit, tmp_path):
 
 
 # ---- a reranked system (TK over BM25) -----------------------------------------------------------
-RERANKED = """
+ADI_AUDIT = """
 [audit]
-name = "adi-reranked"
+name = "{name}"
 depth = 50                      # below adi's 82 documents (a depth ≥ the collection is refused)
 cutoffs = [10, 50]
 seed = 0
@@ -251,8 +251,10 @@ source = "adi"
 source = "log"
 
 [quick]
-queries = 300
+queries = {quick}
+"""
 
+RERANKED = ADI_AUDIT.format(name="adi-reranked", quick=300) + """
 [[systems]]
 name = "bm25"
 kind = "bm25"
@@ -387,23 +389,7 @@ def test_retrained_checkpoint_reruns_the_reranked_stages(reranked_audit, tmp_pat
 
 
 # ---- the rerank stage: a step budget, or a trained checkpoint (issue 25) ------------------------
-RERANK_STAGE = """
-[audit]
-name = "adi-rerank-stage"
-depth = 50
-cutoffs = [10, 50]
-seed = 0
-shard_size = 128
-
-[collection]
-source = "adi"
-
-[queries]
-source = "log"
-
-[quick]
-queries = 100
-
+RERANK_STAGE = ADI_AUDIT.format(name="adi-rerank-stage", quick=100) + """
 [[systems]]
 name = "bm25"
 kind = "bm25"

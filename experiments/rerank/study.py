@@ -112,9 +112,9 @@ def fold_models(c: str, m: str = "tk2", seed: int = 0) -> tuple[str, list[Path]]
     from limelight.rerank.ranker import NeuralRanker
 
     best: tuple[float, str, list[Path]] | None = None
+    finetunes = [j for j in jobs() if j["kind"] == "finetune" and (j["collection"], j["model"], j["seed"]) == (c, m, seed)]
     for init, lr in finetune_variants(c, m, seed):
-        fold_jobs = [j for j in jobs() if j["kind"] == "finetune" and (j["collection"], j["model"], j["init"],
-                                                                     j["lr"], j["seed"]) == (c, m, init, lr, seed)]
+        fold_jobs = [j for j in finetunes if (j["init"], j["lr"]) == (init, lr)]
         if len(fold_jobs) != FOLDS or any(status(j) != "done" for j in fold_jobs):
             continue
         val = sum(NeuralRanker.load(j["out"]).meta["best_val"]["nDCG@10"] for j in fold_jobs) / FOLDS

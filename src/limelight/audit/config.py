@@ -467,9 +467,8 @@ def _resolve_generator(opts: dict, base: Path) -> None:
 
     opts["generator"] = str(resolve(opts["generator"]))
     opts["generator_fingerprint"] = generator_fingerprint(opts["generator"])
-    backbone = opts.get("backbone")
-    if isinstance(backbone, str) and resolve(backbone).exists():
-        opts["backbone"] = str(resolve(backbone))
+    if isinstance(opts.get("backbone"), str) and (backbone := resolve(opts["backbone"])).exists():
+        opts["backbone"] = str(backbone)
 
 
 def load_config(path: str | os.PathLike) -> AuditConfig:

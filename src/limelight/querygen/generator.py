@@ -602,8 +602,8 @@ def generator_fingerprint(path: str | os.PathLike) -> str | None:
     p = Path(path)
     if not p.is_dir():
         return None
-    files = sorted(f for f in p.iterdir() if f.is_file())
-    h = hashlib.sha256(json.dumps([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]).encode())
+    stats = sorted((f.name, st.st_size, st.st_mtime_ns) for f in p.iterdir() if f.is_file() and (st := f.stat()))
+    h = hashlib.sha256(json.dumps(stats).encode())
     if (p / META).is_file():
         h.update((p / META).read_bytes())
     return h.hexdigest()[:16]
