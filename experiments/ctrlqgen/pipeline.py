@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     except LimelightError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to continue from the last checkpoint", file=sys.stderr)
+        return 130
     return 0
 
 

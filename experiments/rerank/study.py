@@ -218,15 +218,8 @@ def report() -> None:
             r = Run.from_arrays([q for x in rs for q in x.qids.decode(x.q)], [d for x in rs for d in x.docids.decode(x.d)],
                                 [s for x in rs for s in x.score], name=n)
             runs.append(r)
-        table = evaluate_runs(runs, ds.qrels, "nDCG@10 RR@10 AP")
-        agg = table.aggregate()
-        lines.append(f"\n## {c}\n\n| run | nDCG@10 | p (Holm) | RR@10 | p (Holm) | AP |\n|---|---|---|---|---|---|")
-        for i, n in enumerate(table.names):
-            cells = []
-            for m in table.measures[:2]:
-                p = table.p_vs_first[m][i]
-                cells += [f"{agg[n][str(m)]:.4f}", "" if i == 0 else f"{p:.3g}"]
-            lines.append(f"| {n} | " + " | ".join(cells) + f" | {agg[n]['AP']:.4f} |")
+        table = evaluate_runs(runs, ds.qrels, REPORT_MEASURES)
+        lines += [f"\n## {c}\n", *_table_lines(table), *_tk_vs_knrm(table)]
     out = RES / "report.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
@@ -235,11 +228,54 @@ def report() -> None:
     print("\n".join(lines))
 
 
+REPORT_MEASURES = "nDCG@10 RR@10 R@100 AP"
+
+
+def _table_lines(table) -> list[str]:
+    """Markdown rows: every run with nDCG@10, RR@10 and R@100 (each with its Holm p against the
+    first run, BM25) and AP."""
+    agg = table.aggregate()
+    shown = table.measures[:3]
+    out = ["| run | " + " | ".join(f"{m} | p (Holm)" for m in shown) + " | AP |",
+           "|---|" + "---|---|" * len(shown) + "---|"]
+    for i, n in enumerate(table.names):
+        cells = []
+        for m in shown:
+            cells += [f"{agg[n][str(m)]:.4f}", "" if i == 0 else f"{table.p_vs_first[m][i]:.3g}"]
+        out.append(f"| {n} | " + " | ".join(cells) + f" | {agg[n]['AP']:.4f} |")
+    return out
+
+
+def _tk_vs_knrm(table) -> list[str]:
+    """TK-2 against KNRM for every row both models have (same init, learning rate, seed,
+    pure/interpolated), from the same all-pairs Holm family as the rows against BM25."""
+    idx = {n: i for i, n in enumerate(table.names)}
+    pairs = [(n, "knrm" + n[3:]) for n in table.names if n.startswith("tk2 ") and "knrm" + n[3:] in idx]
+    if not pairs:
+        return []
+    m = table.measures[0]
+    agg = table.aggregate()
+    out = [f"\nTK-2 vs KNRM ({m}, paired t-test, Holm over all pairs of runs):\n",
+           "| TK-2 row | TK-2 | KNRM | Δ | p (Holm) |", "|---|---|---|---|---|"]
+    for tk, kn in pairs:
+        a, b = agg[tk][str(m)], agg[kn][str(m)]
+        out.append(f"| {tk[4:]} | {a:.4f} | {b:.4f} | {a - b:+.4f} | {table.p_pairs[m][idx[tk], idx[kn]]:.3g} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=["list", "next", "evaluate", "report"])
     ap.add_argument("--all", action="store_true", help="next: run every remaining job")
     a = ap.parse_args()
+    try:
+        _dispatch(a)
+    except KeyboardInterrupt:
+        print("interrupted; `study.py next` continues from the job's last checkpoint", file=sys.stderr)
+        sys.exit(130)
+
+
+def _dispatch(a: argparse.Namespace) -> None:
     if a.action == "list":
         js = jobs()
         for i, j in enumerate(js, 1):

@@ -1,0 +1,68 @@
+"""Issue 25: the study driver's report pieces (experiments/rerank/study.py) — the TK-2 vs KNRM
+rows read the all-pairs Holm family of ``evaluate_runs``, pair only matching variants, and the
+table carries R@100 beside nDCG@10 and RR@10."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments" / "rerank"))
+import study  # noqa: E402  (experiments/rerank/study.py)
+
+from limelight.data.qrels import Qrels  # noqa: E402
+from limelight.data.run import Run  # noqa: E402
+from limelight.evaluation import evaluate_runs  # noqa: E402
+
+
+def _runs(rng: np.random.Generator) -> tuple[list[Run], Qrels]:
+    qids = [f"q{i}" for i in range(30)]
+    qrels = Qrels.from_dict({q: {f"{q}-rel": 1} for q in qids})
+
+    def run(name: str, p_first: float) -> Run:
+        # the relevant document is ranked first with probability p_first, else 5th
+        d = {}
+        for q in qids:
+            docs = [f"{q}-x{k}" for k in range(10)]
+            docs.insert(0 if rng.random() < p_first else 4, f"{q}-rel")
+            d[q] = {doc: float(20 - k) for k, doc in enumerate(docs)}
+        return Run.from_dict(d, name=name)
+
+    return [run("bm25", 0.4), run("tk2 bm25-log lr×0.1 s0", 0.9), run("knrm bm25-log lr×0.1 s0", 0.3),
+            run("tk2 scratch s0", 0.5)], qrels
+
+
+def test_tk_vs_knrm_pairs_matching_variants_with_the_all_pairs_holm_p():
+    runs, qrels = _runs(np.random.default_rng(0))
+    table = evaluate_runs(runs, qrels, "nDCG@10 RR@10 R@100 AP")
+    lines = study._tk_vs_knrm(table)
+    rows = [line for line in lines if line.startswith("| bm25-log")]
+    assert len(rows) == 1 and not any(line.startswith("| scratch") for line in lines)  # no KNRM scratch row
+    agg = table.aggregate()
+    tk, kn = agg["tk2 bm25-log lr×0.1 s0"]["nDCG@10"], agg["knrm bm25-log lr×0.1 s0"]["nDCG@10"]
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert float(cells[1]) == round(tk, 4) and float(cells[2]) == round(kn, 4) and tk > kn
+    p = table.p_pairs[table.measures[0]][1, 2]
+    assert 0 < p < 0.05 and float(cells[4]) == float(f"{p:.3g}")
+
+
+def test_report_table_has_r100_with_holm_p_against_bm25():
+    runs, qrels = _runs(np.random.default_rng(0))
+    table = evaluate_runs(runs, qrels, study.REPORT_MEASURES)
+    head, _, *rows = study._table_lines(table)
+    assert head.split(" | ")[1:7] == ["nDCG@10", "p (Holm)", "RR@10", "p (Holm)", "R@100", "p (Holm)"]
+    agg = table.aggregate()
+    for i, row in enumerate(rows):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        name = table.names[i]
+        assert cells[0] == name and float(cells[5]) == round(agg[name]["R@100"], 4)
+        assert cells[6] == ("" if i == 0 else f"{table.p_vs_first[table.measures[2]][i]:.3g}")
+
+
+def test_no_knrm_rows_no_section():
+    runs, qrels = _runs(np.random.default_rng(1))
+    table = evaluate_runs([runs[0], runs[1], runs[3]], qrels, "nDCG@10")
+    assert study._tk_vs_knrm(table) == []
