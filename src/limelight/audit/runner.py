@@ -120,7 +120,6 @@ class AuditRunner:
         self.command = command or self._default_command()
         self.statuses: list[StageStatus] = []
         self._encoder = None
-        self._qvec_key: str | None = None
         self._rerankers: dict[str, Any] = {}  # reranked system -> KernelReranker (docs encoded once)
 
     def _default_command(self) -> str:

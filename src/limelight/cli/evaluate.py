@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from pathlib import Path
 
@@ -35,10 +34,6 @@ def _load(qrels_path: Path, run_paths: list[Path]):
 
 def _fmt(v: float) -> str:
     return f"{v:.4f}" if abs(v) >= 1e-4 or v == 0 else f"{v:.3e}"
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 def evaluate(
