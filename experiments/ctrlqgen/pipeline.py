@@ -23,6 +23,11 @@ Stages, in order (PLAN.md pre-registers their settings and analysis):
    against a control of as many other log queries.
 8. ``validity``: narrow validity and broad WeakLabeling-IP agreement (Wilson intervals),
    appendix D overlaps.
+9. ``ablation`` (only with an ``[ablation]`` section; PLAN.md amendment 2026-11-25, the Table 4
+   analog): the ablation generators (``ABLATION_GENERATORS``), their sets, one seed-0
+   bi-encoder per set and its exposure — sub-jobs of the generator, generate, finetune and
+   exposure folders under their own names, so no existing key changes — then each row against
+   QGen (``stages_ablation.py``, ``ablation.json``).
 
 Every stage (and every sub-job: one generator, one set, one bi-encoder) writes its output under
 ``work/<stage>/<name>-<key>`` where ``key`` hashes its settings and its inputs' keys, and a
@@ -55,6 +60,75 @@ STAGES = ("weaklabels", "generator", "generate", "finetune", "exposure", "tests"
 SET_SOURCES = {"QGen": "qgen", "InPars": "inpars", "CtrlQGen_narrow": "ctrl_narrow",
                "CtrlQGen_broad": "ctrl_broad"}
 GEN_OF_SET = {"qgen": "qgen", "ctrl_narrow": "ctrlqgen", "ctrl_broad": "ctrlqgen", "inpars": None}
+# the main generators: kind, entity text (None: the kind's default), training pairs
+# (weaklabels/gen_<pairs>.parquet) and the pair ``source`` kept (None: every pair)
+MAIN_GENERATORS = {"ctrlqgen": {"kind": "ctrlqgen", "serialize": None, "pairs": "ctrlqgen", "source": None},
+                   "qgen": {"kind": "qgen", "serialize": None, "pairs": "qgen", "source": None}}
+
+# ---- the Table 4 ablation (PLAN.md, amendment 2026-11-25) ----------------------------------------
+ABLATION_STAGE = "ablation"
+ABLATION_SEED = 0  # one bi-encoder seed per ablation set; the reference rows use their seed-0 models
+ABLATION_GENERATORS = {  # s(e) = serialize; pairs "ctrlqgen" source "ip": the WeakLabeling-IP pairs
+    "qgen_ser": {"kind": "qgen", "serialize": True, "pairs": "qgen", "source": None},
+    "intent_ip": {"kind": "ctrlqgen", "serialize": False, "pairs": "ctrlqgen", "source": "ip"},
+    "intent_ipun": {"kind": "ctrlqgen", "serialize": False, "pairs": "ctrlqgen", "source": None},
+    "ctrl_ip": {"kind": "ctrlqgen", "serialize": True, "pairs": "ctrlqgen", "source": "ip"},
+}
+# Table 4 rows: the generator each needs (None: the main study's) and the bi-encoder set of its
+# narrow columns (Click test) and of its broad columns (broad test)
+ABLATION_ROWS = {
+    "QGen": (None, "QGen", "QGen"),
+    "+(1)": ("qgen_ser", "qgen_ser", "qgen_ser"),
+    "+(2a,3)": ("intent_ip", "intent_ip_narrow", "intent_ip_broad"),
+    "+(2a,2b,3)": ("intent_ipun", "intent_ipun_narrow", "intent_ipun_broad"),
+    "+(1,2a,3)": ("ctrl_ip", "ctrl_ip_narrow", "ctrl_ip_broad"),
+    "+(1,2a,2b,3)": (None, "CtrlQGen_narrow", "CtrlQGen_broad"),
+}
+ABLATION_REFERENCE = "QGen"
+# the verdicts' extra pairs (a: the component added), tested like the rows against QGen
+ABLATION_EXTRA_PAIRS = [("+(1,2a,2b,3)", "+(2a,2b,3)"), ("+(2a,2b,3)", "+(2a,3)"),
+                        ("+(1,2a,2b,3)", "+(1,2a,3)")]
+
+
+def ablation_sets_of(gen: str) -> list[str]:
+    """The sets an ablation generator gives: one (QGen kind, no intent) or a narrow and a broad
+    set (the intent-aware kinds)."""
+    if ABLATION_GENERATORS[gen]["kind"] == "qgen":
+        return [gen]
+    return [f"{gen}_narrow", f"{gen}_broad"]
+
+
+ABLATION_SETS = {s: g for g in ABLATION_GENERATORS for s in ablation_sets_of(g)}
+
+
+def generator_of_set(set_name: str) -> str | None:
+    """The generator a generated set comes from (None: InPars, the backbone few-shot)."""
+    if set_name in GEN_OF_SET:
+        return GEN_OF_SET[set_name]
+    if set_name in ABLATION_SETS:
+        return ABLATION_SETS[set_name]
+    from limelight.errors import LimelightError
+
+    raise LimelightError(f"unknown generated set {set_name!r}")
+
+
+def generator_spec(name: str) -> dict:
+    """Kind, entity text and training pairs of a main or ablation generator."""
+    spec = MAIN_GENERATORS.get(name) or ABLATION_GENERATORS.get(name)
+    if spec is None:
+        from limelight.errors import LimelightError
+
+        raise LimelightError(f"unknown generator {name!r} (main: {', '.join(MAIN_GENERATORS)}; "
+                             f"ablation: {', '.join(ABLATION_GENERATORS)})")
+    return spec
+
+
+def set_intent(set_name: str) -> tuple[str, str | None]:
+    """(intent asked of the generator, intent label stored with the set): broad for a
+    ``*_broad`` set, narrow otherwise; the label only for intent-aware (ctrlqgen) generators."""
+    intent = "broad" if set_name.endswith("_broad") else "narrow"
+    g = generator_of_set(set_name)
+    return intent, intent if g is not None and generator_spec(g)["kind"] == "ctrlqgen" else None
 
 
 class Stopped(Exception):
@@ -192,9 +266,12 @@ class Study:
             return digest({**base, "split": c["split"], "click": c["click"], "wl": c["weaklabels"]})
         wl = self.key("weaklabels")
         if stage == "generator":
+            if name in ABLATION_GENERATORS:  # new names only: the main keys stay as they were
+                return digest({"wl": wl, "gen": c["generator"], "name": name,
+                               "ablation": ABLATION_GENERATORS[name]})
             return digest({"wl": wl, "gen": c["generator"], "name": name})
         if stage == "generate":
-            g = GEN_OF_SET[name]
+            g = generator_of_set(name)
             up = self.key("generator", g) if g else digest({"wl": wl, "backbone": c["generator"]})
             skip = ("sets", "n_generate")  # more entities extend a set (chunks are per index)
             return digest({"up": up, "gen": {k: v for k, v in c["generate"].items() if k not in skip},
@@ -217,6 +294,10 @@ class Study:
         if stage == "validity":
             return digest({"n": self.key("generate", "ctrl_narrow"),
                            "b": self.key("generate", "ctrl_broad")})
+        if stage == ABLATION_STAGE:
+            return digest({"exp": [self.key("exposure", m) for m in self.ablation_row_models()],
+                           "rows": list(self.ablation_rows()), "tests": c["tests"],
+                           "ablation": c[ABLATION_STAGE]})
         raise ValueError(stage)
 
     def _bi_settings(self) -> dict:
@@ -228,6 +309,8 @@ class Study:
         if set_name == "CtrlQGen_both":  # its halves of E' depend on how many were generated
             return [self.key("generate", "ctrl_narrow"), self.key("generate", "ctrl_broad"),
                     str(self.cfg["generate"].get("n_generate"))]
+        if set_name in ABLATION_SETS:  # an ablation bi-encoder trains on its generated set
+            return [self.key("generate", set_name)]
         return [self.key("generate", SET_SOURCES[set_name])]
 
     def dir(self, stage: str, name: str = "") -> Path:
@@ -270,6 +353,42 @@ class Study:
     def all_models(self) -> list[str]:
         return list(self.cfg["exposure"].get("baselines", [])) + self.trained_models()
 
+    # ---- the Table 4 ablation (absent ``[ablation]``: none of it) -----------------------------
+    @property
+    def has_ablation(self) -> bool:
+        return bool(self.cfg.get(ABLATION_STAGE))
+
+    def ablation_generators(self) -> list[str]:
+        """The configured ablation generators (``ablation.generators``), checked."""
+        if not self.has_ablation:
+            return []
+        gens = list(self.cfg[ABLATION_STAGE].get("generators", []))
+        bad = [g for g in gens if g not in ABLATION_GENERATORS]
+        if bad or not gens:
+            from limelight.errors import LimelightError
+
+            raise LimelightError(f"ablation.generators must name some of "
+                                 f"{', '.join(ABLATION_GENERATORS)}; got {bad or gens!r}")
+        return gens
+
+    def ablation_sets(self) -> list[str]:
+        return [s for g in self.ablation_generators() for s in ablation_sets_of(g)]
+
+    def ablation_models(self) -> list[str]:
+        """The ablation bi-encoders: one seed-0 model per ablation set."""
+        return [f"{s}-s{ABLATION_SEED}" for s in self.ablation_sets()]
+
+    def ablation_rows(self) -> dict[str, tuple[str, str]]:
+        """Table 4 rows of this run (the reference rows and the configured generators' rows):
+        row → (model of the narrow columns, model of the broad columns)."""
+        gens = set(self.ablation_generators())
+        return {row: (f"{n}-s{ABLATION_SEED}", f"{b}-s{ABLATION_SEED}")
+                for row, (g, n, b) in ABLATION_ROWS.items() if g is None or g in gens}
+
+    def ablation_row_models(self) -> list[str]:
+        """Every model the ablation comparisons read (reference rows' main models included)."""
+        return sorted({m for ms in self.ablation_rows().values() for m in ms})
+
 
 # ---- stage runners (imported lazily so `status` stays fast) -------------------------------------
 
@@ -293,6 +412,12 @@ def status(study: Study) -> list[str]:
     jobs += [("finetune", m) for m in study.trained_models()]
     jobs += [("exposure", m) for m in study.all_models()]
     jobs += [("tests", ""), ("h2", ""), ("validity", "")]
+    if study.has_ablation:
+        jobs += [("generator", g) for g in study.ablation_generators()]
+        jobs += [("generate", s) for s in study.ablation_sets()]
+        jobs += [("finetune", m) for m in study.ablation_models()]
+        jobs += [("exposure", m) for m in study.ablation_models()]
+        jobs += [(ABLATION_STAGE, "")]
     out = []
     for stage, name in jobs:
         d = study.done(stage, name)
@@ -316,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None,
                     help="run only the sub-jobs of the stage whose name contains this")
     ap.add_argument("command", choices=("run", "status"))
-    ap.add_argument("stages", nargs="*", help=f"stages to run (default: all): {', '.join(STAGES)}")
+    ap.add_argument("stages", nargs="*", help=f"stages to run (default: all, and {ABLATION_STAGE} "
+                    f"when configured): {', '.join(STAGES + (ABLATION_STAGE,))}")
     args = ap.parse_args(argv)
     try:
         study = Study(read_config(args.config),
@@ -324,13 +450,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             print("\n".join(status(study)))
             return 0
-        bad = [s for s in args.stages if s not in STAGES]
+        known = STAGES + (ABLATION_STAGE,)
+        bad = [s for s in args.stages if s not in known]
         if bad:
-            raise LimelightError(f"unknown stage {bad[0]!r} (stages: {', '.join(STAGES)})")
+            raise LimelightError(f"unknown stage {bad[0]!r} (stages: {', '.join(known)})")
+        if ABLATION_STAGE in args.stages and not study.has_ablation:
+            raise LimelightError(f"stage {ABLATION_STAGE} needs an [ablation] section in "
+                                 f"{args.config} (PLAN.md amendment 2026-11-25)")
         import torch
 
         torch.set_num_threads(study.threads)
-        run_stages(study, args.stages or list(STAGES), args.only)
+        default = list(STAGES) + ([ABLATION_STAGE] if study.has_ablation else [])
+        run_stages(study, args.stages or default, args.only)
     except Stopped as e:
         print(f"stopped (budget): {e}; rerun the same command to continue", file=sys.stderr)
         return 3

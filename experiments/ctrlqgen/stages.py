@@ -16,7 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pipeline import SET_SOURCES, Stopped, Study, load_avg, log, write_json, write_parquet
+from pipeline import (
+    ABLATION_SETS,
+    SET_SOURCES,
+    Stopped,
+    Study,
+    load_avg,
+    log,
+    write_json,
+    write_parquet,
+)
 
 from limelight.errors import LimelightError
 
@@ -196,14 +205,34 @@ def _write_curve(losses: list[float], path: Path, every: int = 1) -> None:
     tmp.replace(path)
 
 
+def generator_training_data(study: Study, name: str) -> pd.DataFrame:
+    """The (entity, text, intent) pairs a generator is trained on (``generator_spec``): the
+    QGen or CtrlQGen pairs of stage weaklabels, or their WeakLabeling-IP part (``source``)."""
+    from pipeline import generator_spec
+
+    spec = generator_spec(name)
+    df = pd.read_parquet(study.dir("weaklabels") / f"gen_{spec['pairs']}.parquet")
+    if spec["source"] is not None:
+        df = df[df["source"] == spec["source"]].reset_index(drop=True)
+        if len(df) == 0:
+            raise LimelightError(f"generator {name} needs the {spec['source']!r} pairs of "
+                                 f"gen_{spec['pairs']}.parquet: there are none")
+    return df
+
+
 def train_generator(study: Study, name: str) -> None:
-    """CtrlQGen (``ctrlqgen``) or QGen (``qgen``) fine-tuning, resumable, same steps for both."""
+    """A generator (main: ``ctrlqgen``, ``qgen``; the ablation's: ``ABLATION_GENERATORS``)
+    fine-tuned, resumable, with the same steps for all: enough for each main generator to see
+    every one of its pairs."""
+    from pipeline import generator_spec
+
     from limelight.querygen.generator import QueryGenerator, training_pairs
+    from limelight.querygen.weaklabel import assert_no_leakage
 
     if study.done("generator", name):
         return
     t0 = time.perf_counter()
-    g_cfg = study.cfg["generator"]
+    g_cfg, spec = study.cfg["generator"], generator_spec(name)
     d = study.dir("generator", name)
     d.mkdir(parents=True, exist_ok=True)
     use = g_cfg.get(f"use_{name}")
@@ -213,17 +242,20 @@ def train_generator(study: Study, name: str) -> None:
         study.mark_done("generator", name, {"model": str(use), "base_model": g.base_model}, t0)
         return
     b = g_cfg.get("backbone", "smollm2")
-    g = QueryGenerator(None if b in ("smollm2", "default") else b, kind=name, schema=study.schema,
-                       max_input_tokens=g_cfg["max_input_tokens"],
-                       max_new_tokens=g_cfg["max_new_tokens"], threads=study.threads)
+    g = QueryGenerator(None if b in ("smollm2", "default") else b, kind=spec["kind"],
+                       schema=study.schema, max_input_tokens=g_cfg["max_input_tokens"],
+                       max_new_tokens=g_cfg["max_new_tokens"], threads=study.threads,
+                       serialize=spec["serialize"])
     wl = study.dir("weaklabels")
-    df = pd.read_parquet(wl / f"gen_{name}.parquet")
-    # the same steps for both generators: enough for each to see every one of its pairs
+    df = generator_training_data(study, name)
+    assert_no_leakage({f"generator_{name}": (df["text"].tolist(), df["entity"].to_numpy())},
+                      test_sets(study), study.collection.ids.strings)
+    # the same steps for every generator: enough for each main one to see every one of its pairs
     n_max = max(len(pd.read_parquet(wl / f"gen_{k}.parquet")) for k in ("ctrlqgen", "qgen"))
     steps = math.ceil(g_cfg["epochs"] * n_max / g_cfg["batch_size"])
     prompts, targets = training_pairs(g, study.collection, df["entity"].to_numpy(),
                                       df["text"].tolist(),
-                                      df["intent"].tolist() if name == "ctrlqgen" else None)
+                                      df["intent"].tolist() if spec["kind"] == "ctrlqgen" else None)
 
     def progress(step, loss):
         if step % 25 == 0 or step == steps:
@@ -243,7 +275,8 @@ def train_generator(study: Study, name: str) -> None:
     shutil.rmtree(d / "ckpt", ignore_errors=True)
     first, last = np.mean(st.losses[:50]), np.mean(st.losses[-50:])
     info = study.mark_done("generator", name, {
-        "model": str(d / "model"), "base_model": g.base_model, "steps": steps,
+        "model": str(d / "model"), "base_model": g.base_model, "kind": g.kind,
+        "serialize": g.serialize, "pairs_source": spec["source"] or "all", "steps": steps,
         "pairs": len(prompts), "epochs": steps * g_cfg["batch_size"] / len(prompts),
         "train_seconds": round(st.seconds, 1), "s_per_step": round(st.seconds / steps, 3),
         "loss_first50": float(first), "loss_last50": float(last)}, t0)
@@ -262,12 +295,12 @@ def stage_generator(study: Study, only: str | None = None) -> None:
 def load_set_generator(study: Study, set_name: str):
     """The generator a synthetic set comes from (InPars: the backbone with few-shot examples
     drawn from the QGen pairs, the same pairs QGen is trained on)."""
-    from pipeline import GEN_OF_SET
+    from pipeline import generator_of_set
 
     from limelight.querygen.generator import QueryGenerator, entity_dicts
 
     g_cfg = study.cfg["generator"]
-    gname = GEN_OF_SET[set_name]
+    gname = generator_of_set(set_name)
     if gname is None:
         b = g_cfg.get("backbone", "smollm2")
         g = QueryGenerator(None if b in ("smollm2", "default") else b, kind="inpars",
@@ -288,7 +321,10 @@ def load_set_generator(study: Study, set_name: str):
 
 
 def generate_set(study: Study, set_name: str) -> None:
-    """One query per E' entity (CtrlQGen: of the set's intent), in resumable chunks."""
+    """One query per E' entity (intent-aware generators: of the set's intent), in resumable
+    chunks; generated texts equal to a test query dropped."""
+    from pipeline import set_intent
+
     from limelight.querygen.generator import generate_queries
     from limelight.querygen.weaklabel import normalize_query
 
@@ -302,8 +338,7 @@ def generate_set(study: Study, set_name: str) -> None:
     coll = study.collection
     eprime = np.load(study.dir("weaklabels") / "eprime.npy")[:gc.get("n_generate")]
     ids = coll.ids.strings[eprime]
-    intent = "broad" if set_name == "ctrl_broad" else "narrow"
-    label = intent if set_name.startswith("ctrl_") else None
+    intent, label = set_intent(set_name)
     n_chunks = math.ceil(len(ids) / gc["chunk"])
     g, made = None, 0
     for i in range(n_chunks):
@@ -366,7 +401,7 @@ def training_set(study: Study, set_name: str) -> tuple[list[str], np.ndarray]:
         bq = bq[~bq["entity"].isin(first)].iloc[:n - n // 2]
         df = pd.concat([nq, bq], ignore_index=True) if len(nq) + len(bq) == n else nq.iloc[:0]
     else:
-        src = SET_SOURCES.get(set_name)
+        src = SET_SOURCES.get(set_name) or (set_name if set_name in ABLATION_SETS else None)
         if src is None:
             raise LimelightError(f"unknown training set {set_name!r}")
         p = study.dir("generate", src) / "queries.parquet"
@@ -425,11 +460,12 @@ def stage_finetune(study: Study, only: str | None = None) -> None:
             train_biencoder(study, m)
 
 
-# ---- 5.-8. (exposure, tests, H2, validity) ------------------------------------------------------
+# ---- 5.-9. (exposure, tests, H2, validity; ablation) ---------------------------------------------
 
+from stages_ablation import stage_ablation  # noqa: E402  (9. the Table 4 ablation, if configured)
 from stages_eval import stage_exposure, stage_h2, stage_tests, stage_validity  # noqa: E402
 
 STAGE_FUNCS = {"weaklabels": stage_weaklabels, "generator": stage_generator,
                "generate": stage_generate, "finetune": stage_finetune,
                "exposure": stage_exposure, "tests": stage_tests, "h2": stage_h2,
-               "validity": stage_validity}
+               "validity": stage_validity, "ablation": stage_ablation}

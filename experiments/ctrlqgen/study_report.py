@@ -3,7 +3,8 @@
     .venv/bin/python experiments/ctrlqgen/study_report.py --config experiments/ctrlqgen/debian.toml
 
 Reads what the pipeline's stages wrote under the config's ``results`` folder (``exposure/*.json``,
-``tests.json``, ``h2.json``, ``validity.json``, ``weaklabels/summary.json``), writes
+``tests.json``, ``h2.json``, ``validity.json``, ``weaklabels/summary.json``, and
+``ablation.json`` when the config has an ``[ablation]`` section), writes
 ``<results>/report.md`` (and ``<results>/h2.png``, the Figure 4 analog, once H2 has run)
 atomically, and prints the report. A stage that has not run yet gives a "pending (stage X not
 run)" section instead of an error. Nothing here computes a test: the differences, intervals and
@@ -11,7 +12,9 @@ p-values are the pipeline's (``stats.py``); the Wilson intervals of the weak-lab
 ``stats.wilson``.
 
 The verdicts (PLAN.md, "Verdicts (decided now)" and "H2") are pure functions of the numbers
-(``h1_component``, ``h1_overall``, ``any_synthetic_count``, ``h2_verdict``, ``narrow_target``).
+(``h1_component``, ``h1_overall``, ``any_synthetic_count``, ``h2_verdict``, ``narrow_target``;
+the ablation's findings (I) and (II) of the amendment 2026-11-25: ``finding_serialization``,
+``finding_weaklabeling_un``).
 The plan's cutoffs c = 100 (verdict) and c = 10 (the "partly" clause) are the largest and the
 smallest of the config's ``tests.cutoffs`` (the same rule as the pipeline's H2 interaction).
 """
@@ -28,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stats  # noqa: E402  (experiments/ctrlqgen/stats.py)
-from pipeline import Study, read_config  # noqa: E402
+from pipeline import ABLATION_REFERENCE, Study, read_config  # noqa: E402
 from report import PAPER_BOOKS, PAPER_TRACKS_BROAD  # noqa: E402
 from stages_eval import H1_PAIRS  # noqa: E402
 
@@ -43,6 +46,27 @@ PAPER_GINI_OTHER = {
     "Podcasts_broad": {"CtrlQGen_broad": 0.831, "Click": 0.846},   # Table 3, rows a and b
 }
 NARROW_TARGET = 0.80
+# The paper's Table 4 (ablation; "-": not reported; †: significantly better than QGen, its t-test)
+PAPER_TABLE4_COLUMNS = ("R@100 Tracks", "R@100 Podcasts", "R@100 Books", "Gini Tracks",
+                        "Gini Podcasts", "Gini Books", "R@100 Tracks_broad",
+                        "R@100 Podcasts_broad", "Gini Tracks_broad", "Gini Podcasts_broad")
+PAPER_TABLE4 = {
+    "QGen": ("0.289", "0.512", "0.756", "0.701", "0.674", "0.766", "0.009", "0.744", "0.540", "0.820"),
+    "+(1)": ("0.312†", "0.509", "0.761†", "0.694†", "0.666†", "0.761†", "0.006", "0.711", "0.528†",
+             "0.824"),
+    "+(2a,3)": ("0.305†", "0.505", "0.761†", "0.688†", "0.669†", "0.756†", "0.008", "0.751", "0.528†",
+                "0.820"),
+    "+(2a,2b,3)": ("0.289", "0.508", "-", "0.704", "0.704", "-", "0.036†", "0.787†", "0.486†", "0.829"),
+    "+(1,2a,3)": ("0.300†", "0.522†", "0.763†", "0.694†", "0.676", "0.760†", "0.007", "0.713",
+                  "0.522†", "0.822"),
+    "+(1,2a,2b,3)": ("0.283", "0.490", "-", "0.701", "0.674", "-", "0.033†", "0.780†", "0.480†",
+                     "0.833"),
+}
+ABLATION_ROW_LABEL = {"QGen": "QGen", "+(1)": "+(1) serialization",
+                      "+(2a,3)": "+(2a,3) intent-aware, IP",
+                      "+(2a,2b,3)": "+(2a,2b,3) intent-aware, IP+Un",
+                      "+(1,2a,3)": "+(1,2a,3) CtrlQGen, IP",
+                      "+(1,2a,2b,3)": "+(1,2a,2b,3) CtrlQGen, IP+Un"}
 SET_LABEL = {"test": "Click test", "broad_test": "broad test", "log": "query-log sample"}
 
 # ---- verdict rules (pure functions of the numbers) ---------------------------------------------
@@ -127,6 +151,53 @@ def h2_verdict(effect: Diff | None, interaction: Diff | None, alpha: float = 0.0
     return "not reproduced"
 
 
+def significantly_lower(d: Diff | None, alpha: float = 0.05) -> bool:
+    """a − b negative with corrected p < α."""
+    return d is not None and significant(d.p_bonf, alpha) and d.diff < 0
+
+
+def significantly_higher(d: Diff | None, alpha: float = 0.05) -> bool:
+    """a − b positive with corrected p < α."""
+    return d is not None and significant(d.p_bonf, alpha) and d.diff > 0
+
+
+def finding_serialization(gini: list[Diff | None], r100: list[Diff | None],
+                          alpha: float = 0.05) -> str:
+    """Finding (I), *serialization helps*, from its two pairs (+(1) vs QGen and +(1,2a,2b,3) vs
+    +(2a,2b,3)) on the narrow columns: ``gini`` their Gini(a) − Gini(b) on the Click test at
+    c = 100, ``r100`` their R@100(a) − R@100(b) on the Click test. *reproduced* if both have a
+    lower Gini with corrected p < α and neither a significantly lower R@100; *refuted* if
+    either has a significantly higher Gini; *not reproduced* otherwise; *not tested* when a
+    pair is missing."""
+    if any(d is None for d in (*gini, *r100)):
+        return "not tested"
+    if all(significantly_lower(d, alpha) for d in gini) and \
+            not any(significantly_lower(d, alpha) for d in r100):
+        return "reproduced"
+    if any(significantly_higher(d, alpha) for d in gini):
+        return "refuted"
+    return "not reproduced"
+
+
+def finding_weaklabeling_un(broad_r100: list[Diff | None], click_r100: list[Diff | None],
+                            alpha: float = 0.05) -> str:
+    """Finding (II), *WeakLabeling-Un helps only the broad set*, from its two pairs
+    (+(2a,2b,3) vs +(2a,3) and +(1,2a,2b,3) vs +(1,2a,3)): R@100(a) − R@100(b) on the broad test
+    (``broad_r100``) and on the Click test (``click_r100``). The plan's rules in their written
+    order (the first that applies): *reproduced* if the broad-test R@100 is significantly higher
+    (corrected) in at least one pair and the Click-test R@100 is not significantly higher in
+    either; *refuted* if the broad-test R@100 is significantly lower in either; *not
+    reproduced* otherwise; *not tested* when a pair is missing."""
+    if any(d is None for d in (*broad_r100, *click_r100)):
+        return "not tested"
+    if any(significantly_higher(d, alpha) for d in broad_r100) and \
+            not any(significantly_higher(d, alpha) for d in click_r100):
+        return "reproduced"
+    if any(significantly_lower(d, alpha) for d in broad_r100):
+        return "refuted"
+    return "not reproduced"
+
+
 def narrow_target(share: float, target: float = NARROW_TARGET) -> str:
     """The acceptance item: narrow-query validity (share with a narrow-field term) ≥ 80 %."""
     return "met" if share >= target else "not met"
@@ -147,7 +218,8 @@ def load_results(results: Path) -> dict:
             exp[p.stem] = json.loads(p.read_text(encoding="utf-8"))["summary"]
     return {"exposure": exp, "tests": _read(results / "tests.json"),
             "h2": _read(results / "h2.json"), "validity": _read(results / "validity.json"),
-            "weaklabels": _read(results / "weaklabels" / "summary.json")}
+            "weaklabels": _read(results / "weaklabels" / "summary.json"),
+            "ablation": _read(results / "ablation.json")}
 
 
 def systems(cfg: dict) -> dict[str, list[str]]:
@@ -538,6 +610,134 @@ def weaklabel_agreement(wl: dict | None) -> list[str]:
             + table(["intent", "n", "agreement [95 % Wilson]"], rows) + [""])
 
 
+# ---- 7. the Table 4 analog (PLAN.md amendment 2026-11-25) --------------------------------------
+
+
+def ablation_columns(cfg: dict) -> dict[str, str]:
+    """ablation.json column → label: the narrow columns (Click test, narrow models), then the
+    broad ones (broad test, broad models)."""
+    lo, hi = cutoffs(cfg)
+    out = {}
+    for s, side in (("test", "narrow"), ("broad_test", "broad")):
+        out[f"R@100 {s}"] = f"R@100, {SET_LABEL[s]} ({side} models)"
+        for c in (lo, hi):
+            out[f"Gini {s} c{c}"] = f"Gini, {SET_LABEL[s]}, c = {c} ({side} models)"
+    return out
+
+
+def ablation_diff(abl: dict | None, col: str, a: str, b: str) -> Diff | None:
+    """a − b in one ablation.json column, whichever way round the pair was tested."""
+    tests = ((abl or {}).get("columns", {}).get(col) or {}).get("tests", {})
+    if f"{a} vs {b}" in tests:
+        return Diff.from_json(tests[f"{a} vs {b}"])
+    if f"{b} vs {a}" in tests:
+        return Diff.from_json(tests[f"{b} vs {a}"]).flipped()
+    return None
+
+
+def ablation_verdicts(cfg: dict, abl: dict | None) -> dict:
+    """The numbers and verdicts of findings (I) and (II) (amendment 2026-11-25)."""
+    alpha, hi = cfg["tests"]["alpha"], cutoffs(cfg)[1]
+    ser = [("+(1)", ABLATION_REFERENCE), ("+(1,2a,2b,3)", "+(2a,2b,3)")]
+    un = [("+(2a,2b,3)", "+(2a,3)"), ("+(1,2a,2b,3)", "+(1,2a,3)")]
+    cols = {"gini": f"Gini test c{hi}", "r_test": "R@100 test", "r_broad": "R@100 broad_test"}
+    d = {(a, b, k): ablation_diff(abl, col, a, b) for a, b in ser + un for k, col in cols.items()}
+    return {"serialization": finding_serialization([d[(a, b, "gini")] for a, b in ser],
+                                                   [d[(a, b, "r_test")] for a, b in ser], alpha),
+            "weaklabeling_un": finding_weaklabeling_un([d[(a, b, "r_broad")] for a, b in un],
+                                                       [d[(a, b, "r_test")] for a, b in un], alpha),
+            "pairs": {"serialization": ser, "weaklabeling_un": un}, "diffs": d, "cols": cols}
+
+
+def _ablation_cell(col: dict, row: str, alpha: float) -> str:
+    """A row's value in a column; † better than QGen at raw p < α (the paper's dagger), *
+    corrected p < α (either direction)."""
+    v = col["systems"].get(row)
+    if v is None:
+        return "–"
+    val = v.get("R@100", v.get("gini"))
+    t = col["tests"].get(f"{row} vs {ABLATION_REFERENCE}")
+    if t is None:
+        return f"{val:.3f}"
+    better = t["diff"] > 0 if "R@100" in v else t["diff"] < 0
+    return (f"{val:.3f}" + ("†" if better and t["p"] < alpha else "")
+            + (" *" if significant(t["p_bonf"], alpha) else ""))
+
+
+def ablation_table(cfg: dict, abl: dict) -> list[str]:
+    """Our Table 4: one row per configured row, the six columns, the paper's Books and
+    Tracks_broad values beside."""
+    alpha, cols = cfg["tests"]["alpha"], ablation_columns(cfg)
+    rows = []
+    for row, models in abl["rows"].items():
+        ms = list(dict.fromkeys((models["narrow_model"], models["broad_model"])))
+        cells = [_ablation_cell(abl["columns"][k], row, alpha) if k in abl["columns"] else "–"
+                 for k in cols]
+        pv = PAPER_TABLE4.get(row)
+        paper = [f"{pv[2]} / {pv[5]}", f"{pv[6]} / {pv[8]}"] if pv else ["–", "–"]
+        rows.append([ABLATION_ROW_LABEL.get(row, row), ", ".join(ms), *cells, *paper])
+    return table(["row", "bi-encoder(s)", *cols.values(), "paper Books R@100 / Gini",
+                  "paper Tracks_broad R@100 / Gini"], rows)
+
+
+def ablation_tests_table(cfg: dict, abl: dict) -> list[str]:
+    """Every tested pair in every column: a − b [95 % CI], raw and corrected p."""
+    alpha, m = cfg["tests"]["alpha"], abl["bonferroni_m"]
+    rows = []
+    for key, label in ablation_columns(cfg).items():
+        col = abl["columns"].get(key, {"tests": {}, "systems": {}})
+        for name in abl["pairs"] + abl["extra_pairs"]:
+            if name not in col["tests"]:
+                continue
+            d = Diff.from_json(col["tests"][name])
+            ref = _ref_value(col, name.split(" vs ")[1])
+            extra = " (extra)" if name in abl["extra_pairs"] else ""
+            rows.append([label, name + extra, fmt_diff(d), fmt_rel(d.diff, ref), fmt_p(d.p),
+                         fmt_p(d.p_bonf) + (" *" if significant(d.p_bonf, alpha) else "")])
+    return table(["column", "pair a vs b", "a − b [95 % CI]", "relative to b", "p (raw)",
+                  f"p (Bonferroni, m = {m})"], rows)
+
+
+def section_ablation(cfg: dict, res: dict) -> list[str]:
+    out = ["## 7. Table 4 analog: the ablation (PLAN.md amendment 2026-11-25)", ""]
+    abl = res.get("ablation")
+    if abl is None:
+        return out + [pending("ablation"), ""]
+    alpha, hi = cfg["tests"]["alpha"], cutoffs(cfg)[1]
+    m = abl["bonferroni_m"]
+    out += [f"Components added to QGen; each row one seed-0 bi-encoder per set (Click test "
+            f"{abl.get('n_queries_test')} queries: the row's narrow model; broad test "
+            f"{abl.get('n_queries_broad_test')} queries: its broad model; QGen rows: one model). "
+            f"R@100: paired t-test over queries; Gini: paired bootstrap over queries "
+            f"(B = {abl['n_boot']}; {abl['note']}). † = better than QGen at raw p < {alpha} (the "
+            f"paper's daggers); * = Bonferroni-corrected p < {alpha} (m = {m} rows against QGen "
+            "per column), either direction.", ""]
+    out += ablation_table(cfg, abl) + [""]
+    out += [f"Every test ({abl['correction']}):", ""] + ablation_tests_table(cfg, abl) + [""]
+    v = ablation_verdicts(cfg, abl)
+    out += ["### Findings (pre-registered rules)", ""]
+    for key, title, rule in (
+            ("serialization", "(I) serialization helps",
+             f"both pairs a lower Gini (Click test, c = {hi}) with corrected p < {alpha} and "
+             "neither a significantly lower Click-test R@100: reproduced; either a "
+             "significantly higher Gini: refuted; not reproduced otherwise"),
+            ("weaklabeling_un", "(II) WeakLabeling-Un helps only the broad set",
+             "broad-test R@100 significantly higher in at least one pair and Click-test R@100 "
+             "significantly higher in neither: reproduced; broad-test R@100 significantly "
+             "lower in either: refuted; not reproduced otherwise")):
+        out += [f"- **{title}: {v[key]}** ({rule}):"]
+        for a, b in v["pairs"][key]:
+            parts = [f"{label} {fmt_diff(d)}, p = {fmt_p(d.p)}, corrected p = {fmt_p(d.p_bonf)}"
+                     if (d := v["diffs"][(a, b, k)]) else f"{label} not tested"
+                     for k, label in (("gini", f"Gini c = {hi}"), ("r_test", "R@100 Click test"),
+                                      ("r_broad", "R@100 broad test"))]
+            out += [f"  - {a} vs {b}: " + "; ".join(parts) + "."]
+    out += ["", "Paper, Table 4 (Click validation sets, predominantly narrow; broad sets):", ""]
+    out += table(["row", *PAPER_TABLE4_COLUMNS],
+                 [[ABLATION_ROW_LABEL[r], *vals] for r, vals in PAPER_TABLE4.items()])
+    return out + [""]
+
+
 # ---- the report --------------------------------------------------------------------------------
 
 
@@ -545,7 +745,8 @@ def stage_status(cfg: dict, res: dict) -> str:
     n_models = sum(len(m) for m in systems(cfg).values())
     n_exp = sum(m in res["exposure"] for ms in systems(cfg).values() for m in ms)
     done = [f"exposure {n_exp}/{n_models} models"]
-    done += [f"{s} {'done' if res[s] is not None else 'pending'}" for s in ("tests", "h2", "validity")]
+    stages = ("tests", "h2", "validity") + (("ablation",) if cfg.get("ablation") else ())
+    done += [f"{s} {'done' if res.get(s) is not None else 'pending'}" for s in stages]
     return "Stages: " + ", ".join(done) + "."
 
 
@@ -573,6 +774,8 @@ def build_report(cfg: dict, res: dict, figure: str | None = None) -> str:
     out += section_h2_verdict(cfg, res)
     out += section_h2_curves(cfg, res, figure)
     out += section_validity(cfg, res)
+    if cfg.get("ablation"):
+        out += section_ablation(cfg, res)
     return "\n".join(out).rstrip() + "\n"
 
 
