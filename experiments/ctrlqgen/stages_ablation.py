@@ -39,10 +39,6 @@ COLUMN_SETS = (("test", 0), ("broad_test", 1))  # query set, and which of a row'
 TESTS_NAME = "table4"  # the ``--only`` name of the comparisons
 
 
-def _want(only: str | None, name: str) -> bool:
-    return only is None or only in name
-
-
 def check_ablation(study: Study) -> None:
     """One-line errors for an ablation this config cannot run: no ``[ablation]`` section, an
     unknown generator, or a reference row's main bi-encoder (seed 0) not in the main study."""
@@ -63,7 +59,7 @@ def check_ablation(study: Study) -> None:
 
 def stage_ablation(study: Study, only: str | None = None) -> None:
     """Ablation generators, sets, seed-0 bi-encoders, their exposure, then the comparisons."""
-    from stages import generate_set, train_biencoder, train_generator
+    from stages import _want, generate_set, train_biencoder, train_generator
     from stages_eval import exposure_model
 
     check_ablation(study)
