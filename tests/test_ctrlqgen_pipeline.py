@@ -265,6 +265,20 @@ def test_pipeline_end_to_end_and_no_test_data_in_any_training_set(tmp_path, t5):
     assert {"R@100 test", "Gini test c10", "Gini broad_test c2"} <= set(res)
     h2 = json.loads((study.results / "h2.json").read_text())
     assert {"Click", "CtrlQGen_broad"} == set(h2["curves"]) and h2["tests"]
+    # the H2 query sets are committed with the results: one row per added suggestion, its control
+    # query at the same position, the acceptance draw that nests the accepted sets
+    hq = pd.read_parquet(study.results / "h2_queries.parquet")
+    for sy, g in hq.groupby("system"):
+        assert len(g) == h2["curves"][sy]["n_added"] > 0
+        assert g["position"].tolist() == list(range(len(g)))
+        accepted = {a: set(g.loc[g["u"] < a, "position"]) for a in (0.25, 0.5, 1.0)}
+        assert accepted[0.25] <= accepted[0.5] <= accepted[1.0] == set(g["position"])
+    assert hq["entity_id"].isin(study.collection.ids.strings).all()
+    assert set(hq["test_query"]) <= set(range(len(stages.read_click(study, "test"))))
+    # a finished stage whose query file went missing writes it again, the same
+    (study.results / "h2_queries.parquet").unlink()
+    pipeline.run_stages(study, ["h2"])
+    pd.testing.assert_frame_equal(pd.read_parquet(study.results / "h2_queries.parquet"), hq)
     assert pipeline.status(study)[0].startswith("done")
 
 

@@ -169,6 +169,19 @@ def test_h2_diffs_pick_the_broad_effect_and_the_interaction_at_the_largest_cutof
     assert sr.h2_diffs(None, {"tests": {"cutoffs": [10, 100]}})[:2] == (None, None)
 
 
+def test_h2_query_concentration_counts_repeats_per_system_and_set():
+    rows = ([{"system": "Click", "suggestion": "library", "control": f"q{i}"} for i in range(6)]
+            + [{"system": "Click", "suggestion": f"s{i}", "control": "q0"} for i in range(4)]
+            + [{"system": "CtrlQGen_broad", "suggestion": "python", "control": "x"}])
+    text = "\n".join(sr.h2_query_concentration(rows, top=2))
+    # Click S: 10 queries, 5 distinct, the 2 most frequent (library 6, s0 1) hold 7
+    assert "| Click | suggestions S | 10 | 5 | 70.0 % |" in text
+    # Click C: q0 5 times (once in the first block, 4 in the second), q1-q5 once: top 2 hold 6
+    assert "| Click | control C | 10 | 6 | 60.0 % |" in text
+    assert "| CtrlQGen_broad | suggestions S | 1 | 1 | 100.0 % |" in text
+    assert "- most frequent suggestions, Click: `library` 6, `s0` 1" in text
+
+
 # ---- the report from the pipeline's tiny setting ------------------------------------------------
 
 
@@ -257,6 +270,9 @@ def test_full_report_sections_tables_and_files(tiny, capsys):
     assert n_rows == 2 * 2 * 2
     assert len(re.findall(rf"^\| (Click|CtrlQGen_broad) \| ({lo}|{hi}) \| \d+ % \|", text,
                           re.M)) == n_rows
+    for sy in ("Click", "CtrlQGen_broad"):  # the added queries' repetitiveness, from h2_queries
+        n = h2["curves"][sy]["n_added"]
+        assert re.search(rf"^\| {sy} \| suggestions S \| {n} \| \d+ \| [\d.]+ % \|$", text, re.M)
 
 
 def test_full_report_verdict_lines_follow_the_results(tiny):

@@ -268,27 +268,55 @@ def h2_added_sets(study: Study, sample: np.ndarray) -> tuple[dict, dict]:
     sugg = suggestions(study, ents)
     val = pd.read_parquet(study.dir("weaklabels") / "click_val.parquet")["text"].tolist()
     order = np.random.default_rng(h["seed"] + 1).permutation(len(val))
-    added, control = {}, {}
+    added, control, rows = {}, {}, []
     for sy, t in top5.items():
-        added[sy] = [q for row in t for q, _ in ranked_suggestions(row[row >= 0].tolist(), sugg)]
+        pairs = [(int(qi), q, e) for qi, row in zip(sample.tolist(), t, strict=True)
+                 for q, e in ranked_suggestions(row[row >= 0].tolist(), sugg)]
+        added[sy] = [q for _, q, _ in pairs]
         if len(added[sy]) > len(val):
             raise LimelightError(f"H2 control needs {len(added[sy])} other log queries, the Click "
                                  f"val split has {len(val)}: raise click.n_queries")
         control[sy] = [val[i] for i in order[:len(added[sy])].tolist()]
+        u = h2_acceptance_draws(h, len(added[sy]))
+        rows.append(pd.DataFrame({
+            "system": sy, "position": np.arange(len(pairs)),
+            "test_query": [qi for qi, _, _ in pairs],
+            "entity_index": [e for _, _, e in pairs],
+            "entity_id": study.collection.ids.strings[np.array([e for _, _, e in pairs], dtype=np.int64)],
+            "suggestion": added[sy], "u": u, "control": control[sy]}))
+    write_h2_queries(study, pd.concat(rows, ignore_index=True))
     return added, control
+
+
+def h2_acceptance_draws(h: dict, n: int) -> np.ndarray:
+    """One seeded uniform draw per added query: suggestion i (and control query i) is accepted at
+    acceptance rate a when u_i < a, so the accepted sets are nested."""
+    return np.random.default_rng(h["seed"] + 2).random(n)
+
+
+def write_h2_queries(study: Study, df: pd.DataFrame) -> None:
+    """The H2 query sets, committed with the results: per system, each suggestion (the sampled
+    Click-test row it was made for, the top entity it came from, its acceptance draw) beside the
+    control query at the same position."""
+    from limelight._io import atomic_path
+
+    with atomic_path(study.results / "h2_queries.parquet") as tmp:
+        df.to_parquet(tmp, index=False)
 
 
 def stage_h2(study: Study, only: str | None = None) -> None:
     """Figure 4 analog with a control (PLAN.md, H2)."""
+    h, tc = study.cfg["h2"], study.cfg["tests"]
+    base_q = pd.read_parquet(study.dir("weaklabels") / "click_test.parquet")
+    sample = np.sort(np.random.default_rng(h["seed"]).choice(len(base_q), h["n_queries"], replace=False))
     if study.done("h2"):
+        if not (study.results / "h2_queries.parquet").exists():
+            h2_added_sets(study, sample)  # from the cached suggestions: seconds
         return
     t0 = time.perf_counter()
-    h, tc = study.cfg["h2"], study.cfg["tests"]
     d = study.dir("h2")
     d.mkdir(parents=True, exist_ok=True)
     n = len(study.collection)
-    base_q = pd.read_parquet(study.dir("weaklabels") / "click_test.parquet")
-    sample = np.sort(np.random.default_rng(h["seed"]).choice(len(base_q), h["n_queries"], replace=False))
     try:
         added, control = h2_added_sets(study, sample)
     except Stopped:
@@ -297,7 +325,7 @@ def stage_h2(study: Study, only: str | None = None) -> None:
     out: dict = {"n_sampled_queries": len(sample), "curves": {}, "tests": {}}
     fs_s, fs_c = {}, {}
     for sy in h["models"]:
-        u = np.random.default_rng(h["seed"] + 2).random(len(added[sy]))
+        u = h2_acceptance_draws(h, len(added[sy]))
         mats = {c: {"S": [], "C": []} for c in tc["cutoffs"]}
         for seed in study.seeds:
             m = f"{sy}-s{seed}"

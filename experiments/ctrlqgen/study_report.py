@@ -219,7 +219,16 @@ def load_results(results: Path) -> dict:
     return {"exposure": exp, "tests": _read(results / "tests.json"),
             "h2": _read(results / "h2.json"), "validity": _read(results / "validity.json"),
             "weaklabels": _read(results / "weaklabels" / "summary.json"),
-            "ablation": _read(results / "ablation.json")}
+            "ablation": _read(results / "ablation.json"),
+            "h2_queries": _read_h2_queries(results / "h2_queries.parquet")}
+
+
+def _read_h2_queries(p: Path) -> list[dict] | None:
+    if not p.exists():
+        return None
+    import pandas as pd
+
+    return pd.read_parquet(p, columns=["system", "suggestion", "control"]).to_dict("records")
 
 
 def systems(cfg: dict) -> dict[str, list[str]]:
@@ -521,6 +530,32 @@ def section_h2_curves(cfg: dict, res: dict, figure: str | None) -> list[str]:
                   "S − C", "retrievable Q ∪ S", "retrievable Q ∪ C"], rows) + [""]
     if figure:
         out += [f"![H2: Gini and retrievable fraction vs acceptance]({figure})", ""]
+    if res.get("h2_queries"):
+        out += h2_query_concentration(res["h2_queries"])
+    return out
+
+
+def h2_query_concentration(rows: list[dict], top: int = 10) -> list[str]:
+    """Descriptive, not a planned test: how repetitive the added queries are. Each repeat of a
+    text retrieves the same top-k, so a set dominated by a few texts concentrates exposure."""
+    from collections import Counter
+
+    out = ["How repetitive the added queries are (descriptive; `h2_queries.parquet`): distinct "
+           f"texts, and the share of the added queries that are one of the {top} most frequent "
+           "texts.", ""]
+    body, tops = [], {}
+    for sy in dict.fromkeys(r["system"] for r in rows):
+        for kind in ("suggestion", "control"):
+            cnt = Counter(r[kind] for r in rows if r["system"] == sy)
+            n = sum(cnt.values())
+            common = cnt.most_common(top)
+            body.append([sy, "suggestions S" if kind == "suggestion" else "control C", str(n),
+                         str(len(cnt)), f"{100 * sum(c for _, c in common) / n:.1f} %"])
+            if kind == "suggestion":
+                tops[sy] = ", ".join(f"`{t}` {c}" for t, c in common)
+    out += table(["system", "set", "queries", "distinct texts", f"in the {top} most frequent"],
+                 body) + [""]
+    out += [f"- most frequent suggestions, {sy}: {t}" for sy, t in tops.items()] + [""]
     return out
 
 
