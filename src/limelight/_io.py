@@ -15,10 +15,22 @@ from pathlib import Path
 
 from limelight.errors import IndexMismatchError, LimelightError
 
+# the process umask, read once (os.umask can only be read by setting it): temporary files and
+# folders are created private (0600 / 0700), and get the mode a plain open() or mkdir() would give
+# before they take the final name
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _public_mode(p: Path, is_dir: bool) -> None:
+    if p.exists():
+        os.chmod(p, (0o777 if is_dir else 0o666) & ~_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success (with the
+    permissions of a file created by ``open``, not the temporary file's private ones)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -26,6 +38,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        _public_mode(tmp_path, tmp_path.is_dir())
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
@@ -40,6 +53,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
+        _public_mode(tmp, True)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
