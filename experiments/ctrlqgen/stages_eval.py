@@ -306,12 +306,14 @@ def write_h2_queries(study: Study, df: pd.DataFrame) -> None:
 
 def stage_h2(study: Study, only: str | None = None) -> None:
     """Figure 4 analog with a control (PLAN.md, H2)."""
+    done = study.done("h2")
+    if done and (study.results / "h2_queries.parquet").exists():
+        return
     h, tc = study.cfg["h2"], study.cfg["tests"]
     base_q = pd.read_parquet(study.dir("weaklabels") / "click_test.parquet")
     sample = np.sort(np.random.default_rng(h["seed"]).choice(len(base_q), h["n_queries"], replace=False))
-    if study.done("h2"):
-        if not (study.results / "h2_queries.parquet").exists():
-            h2_added_sets(study, sample)  # from the cached suggestions: seconds
+    if done:  # the query file went missing: written again from the cached suggestions (seconds)
+        h2_added_sets(study, sample)
         return
     t0 = time.perf_counter()
     d = study.dir("h2")

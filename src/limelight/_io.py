@@ -8,23 +8,30 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from limelight.errors import IndexMismatchError, LimelightError
 
-# the process umask, read once (os.umask can only be read by setting it): temporary files and
-# folders are created private (0600 / 0700), and get the mode a plain open() or mkdir() would give
-# before they take the final name
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
+
+def _unique_beside(path: Path, make) -> Path:
+    """A new, unique ``.<name>.<random>.tmp`` beside ``path``, created by ``make``. Created with the
+    default mode (0666 / 0777 less the umask), not ``mkstemp``'s private 0600 / 0700, so the final
+    file has the permissions ``open`` / ``mkdir`` would give it."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            make(tmp)
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
 
 
-def _public_mode(p: Path, is_dir: bool) -> None:
-    if p.exists():
-        os.chmod(p, (0o777 if is_dir else 0o666) & ~_UMASK)
+def _create_file(p: Path) -> None:
+    os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
 
 
 @contextlib.contextmanager
@@ -33,12 +40,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     permissions of a file created by ``open``, not the temporary file's private ones)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _unique_beside(path, _create_file)
     try:
         yield tmp_path
-        _public_mode(tmp_path, tmp_path.is_dir())
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
@@ -50,10 +54,9 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; it replaces ``path`` only on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = _unique_beside(path, os.mkdir)
     try:
         yield tmp
-        _public_mode(tmp, True)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
