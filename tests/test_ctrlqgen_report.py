@@ -309,3 +309,18 @@ def test_full_report_verdict_lines_follow_the_results(tiny):
         f"- **Narrow validity: {sr.narrow_target(share)}** (target ≥ 80 %)")
     assert f"n = {val['CtrlQGen narrow']['n']} CtrlQGen narrow queries" in text
     assert "WeakLabeling-IP agreement with the intents of the Click pairs" in text
+
+
+def test_narrow_miss_categories_in_order():
+    """experiments/ctrlqgen/narrow_misses.py: the first matching category wins, valid → None."""
+    import narrow_misses as nm  # experiments/ctrlqgen/narrow_misses.py
+
+    narrow, broad, catalog = {"deerhunter", "cimino"}, {"drama"}, {"deerhunter", "cimino", "sony"}
+    assert nm.classify({"deerhunter", "x"}, narrow, broad, catalog) is None
+    assert nm.classify(set(), narrow, broad, catalog) == "no term"
+    assert nm.classify({"deerhuntr"}, narrow, broad, catalog) == "near miss"
+    assert nm.classify({"drama"}, narrow, broad, catalog) == "own broad"
+    assert nm.classify({"sony"}, narrow, broad, catalog) == "other entity"
+    assert nm.classify({"wach"}, narrow, broad, catalog) == "fragment"
+    # a near miss beats a broad term in the same query
+    assert nm.classify({"cimno", "drama"}, narrow, broad, catalog) == "near miss"
