@@ -7,7 +7,8 @@ its entity's narrow fields. This script sorts the queries that do not, in this o
 wins): ``no term`` (nothing left after analysis), ``near miss`` (a term within a
 ``difflib`` ratio of 0.75 of one of the entity's narrow terms: a typo or a cut), ``own broad``
 (a term of the entity's broad fields), ``other entity`` (a narrow term of some other catalog
-entry), ``fragment`` (none of these). It prints the counts with a few examples; no test.
+entry), ``fragment`` (none of these). It prints the counts with a few examples (no
+significance test).
 """
 
 from __future__ import annotations
