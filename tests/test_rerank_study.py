@@ -66,3 +66,25 @@ def test_no_knrm_rows_no_section():
     runs, qrels = _runs(np.random.default_rng(1))
     table = evaluate_runs([runs[0], runs[1], runs[3]], qrels, "nDCG@10")
     assert study._tk_vs_knrm(table) == []
+
+
+def test_seed_spread_groups_rows_differing_only_in_seed():
+    runs, qrels = _runs(np.random.default_rng(2))
+    extra, _ = _runs(np.random.default_rng(3))
+    runs = [*runs, extra[3].rename("tk2 scratch s1"), extra[1].rename("tk2 scratch s1 +BM25 λ")]
+    table = evaluate_runs(runs, qrels, "nDCG@10")
+    lines = study._seed_lines(table)
+    rows = [line for line in lines if line.startswith("| tk2")]
+    assert len(rows) == 1  # "tk2 scratch s*"; the interpolated row has one seed, bm25-log one too
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    agg = table.aggregate()
+    vals = [agg["tk2 scratch s0"]["nDCG@10"], agg["tk2 scratch s1"]["nDCG@10"]]
+    assert cells[0] == "tk2 scratch s*" and cells[1] == "2" and vals[0] != vals[1]
+    mean, sd = cells[2].split(" ± ")
+    assert float(mean) == round(float(np.mean(vals)), 4) and float(sd) == round(float(np.std(vals, ddof=1)), 4)
+    assert cells[3].startswith(f"s0 {vals[0]:.4f} (p ") and f"; s1 {vals[1]:.4f} (p " in cells[3]
+
+
+def test_no_seed_spread_for_single_seed_rows():
+    runs, qrels = _runs(np.random.default_rng(1))
+    assert study._seed_lines(evaluate_runs(runs, qrels, "nDCG@10")) == []

@@ -219,7 +219,8 @@ def report() -> None:
                                 [s for x in rs for s in x.score], name=n)
             runs.append(r)
         table = evaluate_runs(runs, ds.qrels, REPORT_MEASURES)
-        lines += [f"\n## {c}\n", *_table_lines(table), *_tk_vs_knrm(table)]
+        lines += [f"\n## {c}\n", *_table_lines(table), *_tk_vs_knrm(table), *_seed_lines(table),
+                  *_training_lines(c)]
     out = RES / "report.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
@@ -260,6 +261,60 @@ def _tk_vs_knrm(table) -> list[str]:
     for tk, kn in pairs:
         a, b = agg[tk][str(m)], agg[kn][str(m)]
         out.append(f"| {tk[4:]} | {a:.4f} | {b:.4f} | {a - b:+.4f} | {table.p_pairs[m][idx[tk], idx[kn]]:.3g} |")
+    return out
+
+
+def _seed_lines(table) -> list[str]:
+    """Rows trained with several seeds (names differing only in `` s<seed>``): mean ± sample sd of
+    the first measure across seeds, each seed's value and its Holm p against BM25 (PLAN.md)."""
+    import re
+    import statistics
+
+    m = table.measures[0]
+    agg = table.aggregate()
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for i, n in enumerate(table.names):
+        hit = re.search(r" s(\d+)( |$)", n)
+        if hit:
+            groups.setdefault(n[:hit.start()] + " s*" + n[hit.end(1):], []).append((int(hit.group(1)), i))
+    multi = {k: sorted(v) for k, v in groups.items() if len(v) > 1}
+    if not multi:
+        return []
+    out = [f"\nSeed spread ({m}; mean ± sample sd over seeds; per seed: value, Holm p against BM25):\n",
+           "| row | seeds | mean ± sd | per seed |", "|---|---|---|---|"]
+    for k, v in multi.items():
+        vals = [agg[table.names[i]][str(m)] for _, i in v]
+        per = "; ".join(f"s{s} {agg[table.names[i]][str(m)]:.4f} (p {table.p_vs_first[m][i]:.3g})" for s, i in v)
+        out.append(f"| {k} | {len(v)} | {statistics.mean(vals):.4f} ± {statistics.stdev(vals):.4f} | {per} |")
+    return out
+
+
+def _training_lines(c: str) -> list[str]:
+    """Every finished training of the collection, from its log: steps, wall seconds, and for the
+    fine-tunings the best validation step and nDCG@10 (the curves: ``<job>.curve.png``)."""
+    out = [f"\nTrainings ({c}; fine-tunings per fold 0-4: steps, best step, best validation nDCG@10):\n",
+           "| training | steps | wall s | best step | best val nDCG@10 | loss first → last 100 steps |",
+           "|---|---|---|---|---|---|"]
+    rows: dict[str, list[dict]] = {}
+    for job in jobs():
+        log = job["out"].with_suffix(".log.jsonl")
+        if job["collection"] != c or status(job) != "done" or not log.exists():
+            continue
+        recs = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        key = job["out"].stem.rsplit("-f", 1)[0] if job["kind"] == "finetune" else job["out"].stem
+        rows.setdefault(key, []).append({"kind": job["kind"], "recs": recs})
+    for key, items in rows.items():
+        steps = "/".join(str(it["recs"][-1]["step"]) for it in items)
+        wall = "/".join(f"{it['recs'][-1]['wall_s']:.0f}" for it in items)
+        if items[0]["kind"] == "pretrain":
+            losses = [r["loss"] for r in items[0]["recs"] if r.get("loss") is not None]
+            out.append(f"| {key} | {steps} | {wall} | | | {losses[0]:.3f} → {losses[-1]:.3f} |")
+            continue
+        best = [max((r for r in it["recs"] if r.get("val_nDCG@10") is not None),
+                    key=lambda r: (r["val_nDCG@10"], -r["step"])) for it in items]
+        best_steps = "/".join(str(b["step"]) for b in best)
+        best_vals = "/".join(f"{b['val_nDCG@10']:.3f}" for b in best)
+        out.append(f"| {key} | {steps} | {wall} | {best_steps} | {best_vals} | |")
     return out
 
 
