@@ -88,3 +88,14 @@ def test_seed_spread_groups_rows_differing_only_in_seed():
 def test_no_seed_spread_for_single_seed_rows():
     runs, qrels = _runs(np.random.default_rng(1))
     assert study._seed_lines(evaluate_runs(runs, qrels, "nDCG@10")) == []
+
+
+def test_status_of_committed_jobs_without_a_state_file(tmp_path):
+    # states are local (gitignored): in a fresh clone a committed checkpoint + log is a done job,
+    # anything less is still to do (otherwise `study.py next` would retrain the whole study)
+    job = {"out": tmp_path / "tk2-scratch-s0-f0.pt"}
+    assert study.status(job) == "todo"
+    job["out"].write_bytes(b"model")
+    assert study.status(job) == "todo"
+    (tmp_path / "tk2-scratch-s0-f0.log.jsonl").write_text('{"step": 0}\n')
+    assert study.status(job) == "done"

@@ -9,7 +9,8 @@ resumable across sessions, then the test-fold evaluation and the report.
 
 Every job is a ``limelight rerank train ... --resume`` command (printed by ``list``): a job
 killed mid-way continues from its last checkpoint (``<stem>.state.pt``) when run again. A job
-is done when its state says ``finished`` (step budget reached or early stop).
+is done when its state says ``finished`` (step budget reached or early stop), or, with no
+state file (a fresh clone: states are not committed), when its checkpoint and log are there.
 Outputs: ``experiments/rerank/results/<collection>/``.
 """
 
@@ -96,9 +97,12 @@ def jobs() -> list[dict]:
 def status(job: dict) -> str:
     from limelight.rerank.train import TrainPaths, load_state
 
-    st = TrainPaths.of(job["out"]).state
+    paths = TrainPaths.of(job["out"])
+    st = paths.state
     if not st.exists():
-        return "todo"
+        # the state file is local (gitignored); in a fresh clone a job whose checkpoint and log
+        # were committed is done: only finished jobs are committed (PLAN.md, "Files per job")
+        return "done" if job["out"].exists() and paths.log.exists() else "todo"
     s = load_state(st)
     return "done" if s.get("finished") else f"partial@{s['step']}"
 
