@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -411,3 +412,162 @@ def test_report_table4_section(tiny):
     # a study without [ablation] (movies) has no such section
     plain = {k: x for k, x in cfg.items() if k != "ablation"}
     assert title not in sr.build_report(plain, sr.load_results(study.results))
+
+
+# ---- a fresh clone: the work folder restored from the committed results ---------------------------
+
+
+def test_committed_topk_round_trips_exactly_and_small(tmp_path):
+    """ids + 1 in the smallest unsigned type (uint16 for Debian's 63,666 entities), read back
+    with their values and dtypes; an id outside the catalog is refused."""
+    rng = np.random.default_rng(0)
+    top = {"test": rng.integers(0, 63666, (50, 100)).astype(np.int32),
+           "log": np.full((3, 100), -1, np.int32), "other": np.arange(63666, dtype=np.int64)[None]}
+    p = tmp_path / "m.topk.npz"
+    pipeline.write_committed_topk(top, 63666, "k1", p)
+    back, meta = pipeline.read_committed_topk(p)
+    assert meta["key"] == "k1" and meta["code"] == np.dtype(np.uint16).str
+    assert set(back) == set(top)
+    for s, a in top.items():
+        assert back[s].dtype == a.dtype and np.array_equal(back[s], a), s
+    with np.load(p) as z:
+        assert z["test"].dtype == np.uint16
+    with pytest.raises(ValueError, match="outside"):
+        pipeline.write_committed_topk({"test": np.asarray([[63666]])}, 63666, "k1", p)
+
+
+def _fresh_clone(tiny, root: Path, change=None) -> pipeline.Study:
+    """The tiny study as a fresh clone sees it: its committed results (copied), no work folder;
+    ``change`` edits the config."""
+    cfg = copy.deepcopy(tiny["cfg"])
+    cfg["work"], cfg["results"] = str(root / "work"), str(root / "results")
+    shutil.copytree(tiny["study"].results, root / "results")
+    if change:
+        change(cfg)
+    return pipeline.Study(cfg)
+
+
+def _states(study: pipeline.Study) -> dict[tuple[str, str], str]:
+    lines = pipeline.status(study)
+    jobs = study.jobs()
+    assert len(lines) == len(jobs)
+    for (stage, _), ln in zip(jobs, lines, strict=True):
+        assert ln.split()[1] == stage, ln
+    return {j: ln.split()[0] for j, ln in zip(jobs, lines, strict=True)}
+
+
+def _want(study: pipeline.Study, pending: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    return {j: "pending" if j in pending else "restored" for j in study.jobs()}
+
+
+# never run in the tiny ablation setting: the H1 tests, H2 and validity
+NOT_RUN = [("tests", ""), ("h2", ""), ("validity", "")]
+
+
+def test_fresh_clone_restores_what_the_committed_results_hold(tiny, tmp_path):
+    """Status of a fresh clone: every finished sub-job restored, except what a pending stage
+    still reads the weights of (H2: its bi-encoders, their exposure's embeddings, the CtrlQGen
+    generator); the split, E', the Click and generated sets equal the originals."""
+    orig = tiny["study"]
+    clone = _fresh_clone(tiny, tmp_path)
+    assert not clone.work.exists()
+    h2_held = [("generator", "ctrlqgen"), ("finetune", "CtrlQGen_broad-s0"),
+               ("exposure", "CtrlQGen_broad-s0")]
+    assert _states(clone) == _want(clone, NOT_RUN + h2_held)
+    assert _states(clone) == _want(clone, NOT_RUN + h2_held)  # a second status: the same
+    d = clone.done("finetune", "QGen-s0")
+    assert d["restored"] and d["weights"] == "not kept" and d["key"] == orig.key("finetune", "QGen-s0")
+    assert d["loss_last25"] == orig.done("finetune", "QGen-s0")["loss_last25"]
+    assert clone.done("generate", "ctrl_narrow")["n_queries"] == orig.done("generate", "ctrl_narrow")["n_queries"]
+    wa, wb = orig.dir("weaklabels"), clone.dir("weaklabels")
+    for f in ("heldout.npy", "eprime.npy"):
+        a, b = np.load(wa / f), np.load(wb / f)
+        assert a.dtype == b.dtype and np.array_equal(a, b), f
+    assert sorted(p.name for p in wa.glob("*.parquet")) == sorted(pipeline.WEAKLABEL_FILES)
+    for f in pipeline.WEAKLABEL_FILES:
+        assert (wa / f).read_bytes() == (wb / f).read_bytes(), f
+    for s in clone.cfg["generate"]["sets"] + clone.ablation_sets():
+        pd.testing.assert_frame_equal(pd.read_parquet(orig.dir("generate", s) / "queries.parquet"),
+                                      pd.read_parquet(clone.dir("generate", s) / "queries.parquet"))
+    # a restored generator has no weights: a set that would need it says so in one line
+    with pytest.raises(LimelightError, match="weights of generator qgen, restored") as e:
+        stages.load_set_generator(clone, "qgen")
+    assert "\n" not in str(e.value)
+
+
+def test_fresh_clone_comparisons_read_the_same_topk(tiny, tmp_path):
+    """With an H2 that reads none of this setting's bi-encoders (Click is not trained here),
+    every exposure is restored with the top-k of the original, and the ablation comparisons made
+    again from the restored work give the original ablation.json."""
+    import stages_ablation
+    from stages_eval import load_topk
+
+    orig = tiny["study"]
+
+    def h2_on_click(cfg):
+        cfg["h2"]["models"] = ["Click"]
+
+    clone = _fresh_clone(tiny, tmp_path, h2_on_click)
+    assert _states(clone) == _want(clone, NOT_RUN + [("generator", "ctrlqgen")])
+    for m in clone.all_models() + clone.ablation_models():
+        a, b = load_topk(orig, m), load_topk(clone, m)
+        assert set(a) == set(b) == {"test", "broad_test"}, m
+        for s in a:
+            assert a[s].dtype == b[s].dtype and np.array_equal(a[s], b[s]), (m, s)
+        assert not (clone.dir("exposure", m) / "emb.npy").exists()
+    (clone.dir("ablation") / "done.json").unlink()
+    (clone.results / "ablation.json").unlink()
+    stages_ablation.ablation_tests(clone)
+    want = json.loads((orig.results / "ablation.json").read_text())
+    got = json.loads((clone.results / "ablation.json").read_text())
+    assert got["columns"] == want["columns"] and got["rows"] == want["rows"]
+
+
+def test_changed_config_restores_nothing_of_the_changed_keys(tiny, tmp_path):
+    """Another exposure setting: no exposure (nor bi-encoder, ablation) restored, the rest is;
+    another split: nothing restored, nothing written."""
+    def k10(cfg):
+        cfg["exposure"]["k"] = 10
+
+    clone = _fresh_clone(tiny, tmp_path / "k", k10)
+    models = clone.all_models() + clone.ablation_models()
+    changed = [(st, m) for st in ("finetune", "exposure") for m in models] + [("ablation", "")]
+    assert _states(clone) == _want(clone, NOT_RUN + changed + [("generator", "ctrlqgen")])
+    assert not (clone.work / "exposure").exists() and not (clone.work / "finetune").exists()
+
+    def split1(cfg):
+        cfg["split"]["seed"] = 1
+
+    clone = _fresh_clone(tiny, tmp_path / "s", split1)
+    assert set(_states(clone).values()) == {"pending"}
+    assert not list(clone.work.rglob("done.json"))
+
+
+def test_exposure_without_committed_topk_stays_pending_with_its_biencoder(tiny, tmp_path, capsys):
+    """No committed top-k for QGen-s0 (as the Debian study's reference models): its exposure and
+    its bi-encoder stay pending; a bi-encoder restored without weights whose exposure must be
+    computed again is a one-line error naming it, never a silent load."""
+    import stages_eval
+
+    def h2_on_click(cfg):
+        cfg["h2"]["models"] = ["Click"]
+
+    clone = _fresh_clone(tiny, tmp_path, h2_on_click)
+    (clone.results / "exposure" / "QGen-s0.topk.npz").unlink()
+    pending = [("finetune", "QGen-s0"), ("exposure", "QGen-s0"), ("generator", "ctrlqgen")]
+    assert _states(clone) == _want(clone, NOT_RUN + pending)
+    with pytest.raises(LimelightError, match="exposure of QGen-s0 needs its bi-encoder"):
+        stages_eval.encoder_for(clone, "QGen-s0")
+    # a restored bi-encoder (weights not kept) whose exposure is pending
+    info = {**clone.done("finetune", "CtrlQGen_narrow-s0"), "name": "QGen-s0",
+            "key": clone.key("finetune", "QGen-s0")}
+    pipeline.write_json(info, clone.dir("finetune", "QGen-s0") / "done.json")
+    with pytest.raises(LimelightError, match="bi-encoder QGen-s0 has no weights here") as e:
+        stages_eval.exposure_model(clone, "QGen-s0")
+    assert "\n" not in str(e.value) and not clone.done("exposure", "QGen-s0")
+    p = tmp_path / "cfg.json"
+    p.write_text(json.dumps(clone.cfg))
+    capsys.readouterr()
+    assert pipeline.main(["--config", str(p), "status"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bi-encoder QGen-s0 was restored without its weights" in err

@@ -37,6 +37,14 @@ cleanly (checkpoint written) when the time is up: exit status 3, rerun to contin
 are copied under ``results`` (committed); model weights stay under ``work``. Bad input (a
 catalog without the schema's fields, an empty generation, a generator of another base model, a
 leak of test data into a training set) ends with a one-line error and exit status 2.
+
+Sessions start from fresh clones, without ``work``: ``status`` and ``run`` first restore
+(``Study.restore``) every sub-job whose committed manifest key equals its current key and whose
+committed results suffice — weaklabels (the split and E' recomputed, the parquet files copied), the
+generated sets, an exposure whose top-k (``exposure/<model>.topk.npz``) is committed, its
+bi-encoder and the generators once nothing left to run reads their weights (never committed), and
+the finished comparisons (tests, h2, validity, ablation) — marked ``restored`` in ``done.json``
+and in ``status``; everything else (a changed key included) is computed again.
 """
 
 from __future__ import annotations
@@ -56,6 +64,10 @@ import pandas as pd
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 VERSION = 1  # bump when a stage's computation changes (every key changes with it)
+# the files of stage weaklabels that later stages read, besides heldout.npy and eprime.npy (all
+# committed under results/weaklabels/, so ``Study.restore`` copies them)
+WEAKLABEL_FILES = ("click_train.parquet", "click_val.parquet", "click_test.parquet",
+                   "click_broad_test.parquet", "gen_ctrlqgen.parquet", "gen_qgen.parquet")
 STAGES = ("weaklabels", "generator", "generate", "finetune", "exposure", "tests", "h2", "validity")
 SET_SOURCES = {"QGen": "qgen", "InPars": "inpars", "CtrlQGen_narrow": "ctrl_narrow",
                "CtrlQGen_broad": "ctrl_broad"}
@@ -179,6 +191,24 @@ def write_json(obj, path: Path) -> None:
         tmp.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
 
 
+def save_npy(a: np.ndarray, path: Path) -> None:
+    from limelight._io import atomic_path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, a)
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    import shutil
+
+    from limelight._io import atomic_path
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
 def _jsonable(o):
     if isinstance(o, np.integer):
         return int(o)
@@ -187,6 +217,64 @@ def _jsonable(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     return str(o)
+
+
+# ---- the split and E' (stage weaklabels; recomputed by ``Study.restore``) ----------------------
+
+
+def heldout_of(cfg: dict, n: int) -> np.ndarray:
+    """The held-out entities (sorted indices) of a catalog of ``n`` entities: their queries form
+    the test sets and they are never in a training set (``split.heldout_fraction``, ``split.seed``)."""
+    from limelight.querygen.weaklabel import heldout_entities
+
+    return heldout_entities(n, cfg["split"]["heldout_fraction"], cfg["split"]["seed"])
+
+
+def eprime_of(cfg: dict, n: int, held: np.ndarray) -> np.ndarray:
+    """E': ``weaklabels.n_eprime`` entities outside the held-out ones, in a seeded random order
+    (the generated sets take the first ``generate.n_generate``)."""
+    pool = np.setdiff1d(np.arange(n), held)
+    wl = cfg["weaklabels"]
+    return np.random.default_rng(wl["seed"] + 7).choice(pool, wl["n_eprime"], replace=False)
+
+
+# ---- top-k files -------------------------------------------------------------------------------
+
+
+def save_npz(arrays: dict[str, np.ndarray], path: Path) -> None:
+    """``np.savez_compressed`` written atomically (to a file object: no ``.npz`` appended)."""
+    from limelight._io import atomic_path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
+TOPK_META = "__meta__"  # the committed top-k's JSON entry: encoding, dtypes, exposure key
+
+
+def write_committed_topk(top: dict[str, np.ndarray], n_docs: int, key: str, path: Path) -> None:
+    """The top-k of an exposure, committed with the results (``exposure/<model>.topk.npz``):
+    ids + 1 (-1, no hit, becomes 0) in the smallest unsigned type that holds ``n_docs`` + 1
+    (uint16 up to 65,534 entities: Debian's 63,666), compressed; ``read_committed_topk`` gives the
+    arrays back exactly (values and dtypes). ``key``: the exposure's, checked on restore."""
+    code = np.min_scalar_type(n_docs + 1)
+    for s, a in top.items():
+        if a.size and (a.min() < -1 or a.max() >= n_docs):
+            raise ValueError(f"top-k {s} holds ids outside [-1, {n_docs})")
+    meta = {"encoding": "id+1", "code": code.str, "key": key, "n_docs": n_docs,
+            "dtypes": {s: a.dtype.str for s, a in top.items()}}
+    arrays = {s: (a.astype(np.int64) + 1).astype(code) for s, a in top.items()}
+    save_npz({**arrays, TOPK_META: np.asarray(json.dumps(meta, sort_keys=True))}, path)
+
+
+def read_committed_topk(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """(the arrays ``write_committed_topk`` wrote, its metadata)."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z[TOPK_META]))
+        top = {s: (z[s].astype(np.int64) - 1).astype(np.dtype(meta["dtypes"][s]))
+               for s in z.files if s != TOPK_META}
+    return top, meta
 
 
 class Study:
@@ -389,6 +477,179 @@ class Study:
         """Every model the ablation comparisons read (reference rows' main models included)."""
         return sorted({m for ms in self.ablation_rows().values() for m in ms})
 
+    # ---- sub-jobs, and restoring them from the committed results (fresh clones) ---------------
+    def jobs(self) -> list[tuple[str, str]]:
+        """Every sub-job (stage, name) of this config, in the order of the stages."""
+        c = self.cfg
+        jobs = [("weaklabels", "")]
+        jobs += [("generator", g) for g in MAIN_GENERATORS]
+        jobs += [("generate", s) for s in c["generate"]["sets"]]
+        jobs += [("finetune", m) for m in self.trained_models()]
+        jobs += [("exposure", m) for m in self.all_models()]
+        jobs += [("tests", ""), ("h2", ""), ("validity", "")]
+        if self.has_ablation:
+            jobs += [("generator", g) for g in self.ablation_generators()]
+            jobs += [("generate", s) for s in self.ablation_sets()]
+            jobs += [("finetune", m) for m in self.ablation_models()]
+            jobs += [("exposure", m) for m in self.ablation_models()]
+            jobs += [(ABLATION_STAGE, "")]
+        return jobs
+
+    def h2_models(self) -> set[str]:
+        """The bi-encoders H2 reads (weights and catalog embeddings, not only the top-k)."""
+        return {f"{m}-s{s}" for m in self.cfg["h2"]["models"] for s in self.seeds}
+
+    def restore(self) -> list[tuple[str, str]]:
+        """Rebuild in ``work`` the sub-jobs a fresh clone lacks from the committed results.
+
+        A sub-job without ``done.json`` whose manifest key equals its current key (a changed
+        config never restores) gets its work state back and a ``done.json`` with
+        ``"restored": true`` (the committed info kept) when the committed files suffice:
+        weaklabels (``heldout.npy`` and ``eprime.npy`` recomputed, checked against the committed
+        split; the parquet files copied); a generated set (``queries.parquet``; complete for
+        ``generate.n_generate``); an exposure with a committed ``<model>.topk.npz`` (written by
+        this version); a bi-encoder (weights never committed: ``"weights": "not kept"``) only once
+        its exposure is done and H2 (which reads the weights and embeddings of its models) is
+        done; a generator once every configured set it makes is done (and H2, for ctrlqgen); the
+        comparisons (tests, h2, validity, ablation) when their result json is committed. Returns
+        the restored sub-jobs.
+        """
+        man_p = self.results / "manifest.json"
+        if not man_p.exists():
+            return []
+        man = json.loads(man_p.read_text())
+        jobs = self.jobs()
+        restored: list[tuple[str, str]] = []
+
+        def ready(stage: str, name: str = "") -> bool:
+            return (stage, name) in restored or self.done(stage, name) is not None
+
+        def entry(stage: str, name: str = "") -> dict | None:
+            """The manifest entry of a sub-job not done here whose key is the current one."""
+            if (stage, name) not in jobs or self.done(stage, name):
+                return None
+            e = man.get(f"{stage}/{name}" if name else stage)
+            return e if e and e.get("key") == self.key(stage, name) else None
+
+        def committed(path: Path, e: dict) -> dict | None:
+            """A committed json of the sub-job (None: absent, or of another key)."""
+            if not path.exists():
+                return None
+            info = json.loads(path.read_text())
+            return info if info.get("key", e["key"]) == e["key"] else None
+
+        def mark(stage: str, name: str, e: dict, info: dict, src: Path, **extra) -> None:
+            keep = {"stage": stage, "name": name, **{k: e[k] for k in
+                                                      ("key", "finished", "seconds", "load_end") if k in e}}
+            write_json({**keep, **info, "key": e["key"], "restored": True,
+                        "restored_from": str(src), **extra},
+                       self.dir(stage, name) / "done.json")
+            restored.append((stage, name))
+
+        # the comparisons: their committed json (only its top-level values, not the results)
+        terminal = {"tests": ["tests.json"], "h2": ["h2.json", "h2_queries.parquet"],
+                    "validity": ["validity.json"], ABLATION_STAGE: ["ablation.json"]}
+        for stage, files in terminal.items():
+            e = entry(stage)
+            if e and all((self.results / f).exists() for f in files):
+                info = committed(self.results / files[0], e)
+                if info is not None:
+                    mark(stage, "", e, {k: v for k, v in info.items() if not isinstance(v, dict)},
+                         self.results / files[0])
+        wl_dir = self.results / "weaklabels"
+        e = entry("weaklabels")
+        info = committed(wl_dir / "summary.json", e) if e else None
+        if info is not None and all((wl_dir / f).exists() for f in WEAKLABEL_FILES):
+            self._restore_weaklabels(wl_dir, info)
+            mark("weaklabels", "", e, info, wl_dir / "summary.json")
+        n_gen = self.cfg["generate"].get("n_generate")
+        sets = list(self.cfg["generate"]["sets"]) + self.ablation_sets()
+        for s in sets:
+            e = entry("generate", s)
+            src = self.results / "queries" / f"{s}.parquet"
+            info = committed(src.with_suffix(".json"), e) if e and src.exists() else None
+            if info is not None and info["n_entities"] >= (n_gen or info["n_entities"]):
+                self._restore_set(s, src, info["n_entities"])
+                mark("generate", s, e, info, src)
+        h2_done = ready("h2")
+        h2_models = self.h2_models()
+        models = self.all_models() + self.ablation_models()
+        for m in models:
+            e = entry("exposure", m)
+            src = self.results / "exposure" / f"{m}.topk.npz"
+            if not e or not src.exists() or (m in h2_models and not h2_done):
+                continue
+            info = committed(self.results / "exposure" / f"{m}.json", e)
+            top, meta = read_committed_topk(src) if info is not None else ({}, {})
+            if meta.get("key") == e["key"]:
+                save_npz(top, self.dir("exposure", m) / "topk.npz")
+                mark("exposure", m, e, info, src, embeddings="not kept")
+        for m in self.trained_models() + self.ablation_models():
+            e = entry("finetune", m)
+            if e and ready("exposure", m) and (m not in h2_models or h2_done):
+                src = self.results / "finetune" / f"{m}.json"
+                info = committed(src, e)
+                if info is not None:
+                    mark("finetune", m, e, info, src, weights="not kept")
+        for g in list(MAIN_GENERATORS) + self.ablation_generators():
+            e = entry("generator", g)
+            readers = all(ready("generate", s) for s in sets if generator_of_set(s) == g)
+            if e and readers and (g != "ctrlqgen" or h2_done):
+                src = self.results / "generator" / f"{g}.json"
+                info = committed(src, e)
+                if info is not None:
+                    mark("generator", g, e, info, src, weights="not kept")
+        self._check_restored_weights(self.trained_models() + self.ablation_models())
+        return restored
+
+    def _check_restored_weights(self, models: list[str]) -> None:
+        """A bi-encoder restored without its weights must never be needed: its exposure is done
+        (the restore rule); otherwise a one-line error naming it (never a silent load)."""
+        from limelight.errors import LimelightError
+
+        for m in models:
+            d = self.done("finetune", m)
+            if d and d.get("restored") and not self.done("exposure", m):
+                raise LimelightError(f"bi-encoder {m} was restored without its weights but its "
+                                     f"exposure must be computed again: delete "
+                                     f"{self.dir('finetune', m)} to train it again")
+
+    def _restore_weaklabels(self, src: Path, info: dict) -> None:
+        """heldout.npy and eprime.npy recomputed (``heldout_of``, ``eprime_of``, as stage
+        weaklabels), checked against the committed summary and Click split; the parquet copied."""
+        from limelight.errors import LimelightError
+
+        n = int(info["n_entities"])
+        held = heldout_of(self.cfg, n)
+        eprime = eprime_of(self.cfg, n, held)
+        click = {f: pd.read_parquet(src / f, columns=["entity"])["entity"].to_numpy()
+                 for f in WEAKLABEL_FILES if f.startswith("click_")}
+        test_side = np.concatenate([click["click_test.parquet"], click["click_broad_test.parquet"]])
+        train_side = np.concatenate([click["click_train.parquet"], click["click_val.parquet"]])
+        ok = (len(held) == info["n_heldout"] and n - len(held) == info["n_pool"]
+              and len(eprime) == info["n_eprime"] and np.isin(test_side, held).all()
+              and not np.isin(train_side, held).any() and not np.isin(eprime, held).any())
+        if not ok:
+            raise LimelightError(f"the split recomputed for {self.results} does not match its "
+                                 f"committed weaklabels (summary.json, Click sets): not restored")
+        d = self.dir("weaklabels")
+        save_npy(held, d / "heldout.npy")
+        save_npy(eprime, d / "eprime.npy")
+        for f in WEAKLABEL_FILES:
+            copy_file(src / f, d / f)
+
+    def _restore_set(self, set_name: str, src: Path, n_entities: int) -> None:
+        """queries.parquet of a generated set (its entities checked against E', when known)."""
+        from limelight.errors import LimelightError
+
+        ep = self.dir("weaklabels") / "eprime.npy"
+        if ep.exists():
+            ents = pd.read_parquet(src, columns=["entity"])["entity"].to_numpy()
+            if not np.isin(ents, np.load(ep)[:n_entities]).all():
+                raise LimelightError(f"committed set {src} has entities outside E' "
+                                     f"(weaklabels/eprime.npy): not restored")
+        copy_file(src, self.dir("generate", set_name) / "queries.parquet")
+
 
 # ---- stage runners (imported lazily so `status` stays fast) -------------------------------------
 
@@ -404,26 +665,16 @@ def run_stages(study: Study, stages: list[str], only: str | None = None) -> None
 
 
 def status(study: Study) -> list[str]:
-    """One line per sub-job: done (with its time) or pending."""
-    c = study.cfg
-    jobs = [("weaklabels", "")]
-    jobs += [("generator", g) for g in ("ctrlqgen", "qgen")]
-    jobs += [("generate", s) for s in c["generate"]["sets"]]
-    jobs += [("finetune", m) for m in study.trained_models()]
-    jobs += [("exposure", m) for m in study.all_models()]
-    jobs += [("tests", ""), ("h2", ""), ("validity", "")]
-    if study.has_ablation:
-        jobs += [("generator", g) for g in study.ablation_generators()]
-        jobs += [("generate", s) for s in study.ablation_sets()]
-        jobs += [("finetune", m) for m in study.ablation_models()]
-        jobs += [("exposure", m) for m in study.ablation_models()]
-        jobs += [(ABLATION_STAGE, "")]
+    """One line per sub-job: done (with its time), restored (from the committed results, with
+    the time of the run that made them), started or pending. Restores first (``Study.restore``)."""
+    study.restore()
     out = []
-    for stage, name in jobs:
+    for stage, name in study.jobs():
         d = study.done(stage, name)
         where = study.dir(stage, name)
         if d:
-            out.append(f"done     {stage:10s} {name:22s} {d['seconds']:8.0f}s  {d['finished']}")
+            how = "restored" if d.get("restored") else "done"
+            out.append(f"{how:8s} {stage:10s} {name:22s} {d['seconds']:8.0f}s  {d['finished']}")
         elif where.exists():
             out.append(f"started  {stage:10s} {name:22s} {study._spent(where):8.0f}s  {where}")
         else:
@@ -460,6 +711,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(study.threads)
+        back = study.restore()
+        if back:
+            log(f"restored {len(back)} sub-jobs from {study.results}: "
+                + ", ".join(f"{st}/{n}" if n else st for st, n in back))
         default = list(STAGES) + ([ABLATION_STAGE] if study.has_ablation else [])
         run_stages(study, args.stages or default, args.only)
     except Stopped as e:

@@ -19,8 +19,11 @@ import pandas as pd
 from pipeline import (
     ABLATION_SETS,
     SET_SOURCES,
+    WEAKLABEL_FILES,
     Stopped,
     Study,
+    eprime_of,
+    heldout_of,
     load_avg,
     log,
     write_json,
@@ -131,7 +134,6 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
         WeakLabelingUn,
         assert_no_leakage,
         click_dataset,
-        heldout_entities,
         normalize_query,
     )
 
@@ -141,7 +143,7 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
     c, d = study.cfg, study.dir("weaklabels")
     d.mkdir(parents=True, exist_ok=True)
     coll, schema = study.collection, study.schema
-    held = heldout_entities(len(coll), c["split"]["heldout_fraction"], c["split"]["seed"])
+    held = heldout_of(c, len(coll))  # the same functions restore a fresh clone (Study.restore)
     np.save(d / "heldout.npy", held)
     lab = WeakLabelingUn(schema).fit(coll)
     ck = c["click"]
@@ -153,8 +155,7 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
     test_texts = {normalize_query(q) for s in TEST_SETS for q in click[s]["text"].tolist()}
     gen_ctrl, gen_qgen, agree, un_info = generator_pairs(study, click, lab, test_texts)
     pool = np.setdiff1d(np.arange(len(coll)), held)
-    wl = c["weaklabels"]
-    eprime = np.random.default_rng(wl["seed"] + 7).choice(pool, wl["n_eprime"], replace=False)
+    eprime = eprime_of(c, len(coll), held)
     train = {"click_train": (click["train"]["text"].tolist(), click["train"]["entity"].to_numpy()),
              "click_val (H2 control pool)": (click["val"]["text"].tolist(),
                                              click["val"]["entity"].to_numpy()),
@@ -164,12 +165,14 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
     test = {f"click_{s}": (click[s]["text"].tolist(), click[s]["entity"].to_numpy()) for s in TEST_SETS}
     assert_no_leakage(train, test, coll.ids.strings)
     np.save(d / "eprime.npy", eprime)
+    # what later stages read (WEAKLABEL_FILES), committed too: Study.restore copies them back
     for s, df in click.items():
         write_parquet(df, d / f"click_{s}.parquet")
         write_parquet(df, study.results / "weaklabels" / f"click_{s}.parquet")
     for name, df in (("gen_ctrlqgen", gen_ctrl), ("gen_qgen", gen_qgen)):
         write_parquet(df, d / f"{name}.parquet")
         write_parquet(df, study.results / "weaklabels" / f"{name}.parquet")
+    assert sorted(WEAKLABEL_FILES) == sorted(p.name for p in d.glob("*.parquet"))
     summary = {"n_entities": len(coll), "n_heldout": len(held), "n_pool": len(pool),
                "click": {s: {"n": len(v), "narrow": int((v["intent"] == "narrow").sum()),
                              "entities": int(v["entity"].nunique())} for s, v in click.items()},
@@ -315,6 +318,10 @@ def load_set_generator(study: Study, set_name: str):
     done = study.done("generator", gname)
     if not done:
         raise LimelightError(f"set {set_name} needs the {gname} generator: run the generator stage")
+    if done.get("restored"):
+        raise LimelightError(f"set {set_name} needs the weights of generator {gname}, restored "
+                             f"from the committed results without them: delete "
+                             f"{study.dir('generator', gname)} to train it again")
     g = QueryGenerator.load(done["model"])
     g.check_base(done["base_model"], f"generator for set {set_name}")
     return g

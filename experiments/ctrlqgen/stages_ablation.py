@@ -5,7 +5,9 @@ Runs only with an ``[ablation]`` section (``generators = [...]``, names of
 stages (the same functions): the ablation generators (``train_generator``: the main backbone,
 settings, step count and seed), their sets (``generate_set``: one query per E' entity, test
 texts dropped), one seed-0 bi-encoder per set (``train_biencoder``: the main protocol and leak
-check) and its exposure over the catalog (``exposure_model``). Their sub-jobs live in the
+check) and its exposure over the catalog (``exposure_model``), and the reference rows' main
+seed-0 bi-encoders and exposure when not done (a fresh clone without their committed top-k:
+``Study.restore``). Their sub-jobs live in the
 generator, generate, finetune and exposure folders under their own names, so no key of the main
 study changes. Then ``ablation_tests``: each Table 4 row against QGen in the six columns — R@100
 (paired t-test over queries) and Gini at both cutoffs (paired bootstrap over queries: one seed,
@@ -74,6 +76,12 @@ def stage_ablation(study: Study, only: str | None = None) -> None:
             train_biencoder(study, m)
     for m in study.ablation_models():
         if _want(only, m):
+            exposure_model(study, m)
+    # the reference rows' main seed-0 models, when not done (a fresh clone restores them only
+    # with a committed top-k): the main stages' sub-jobs, the same keys
+    for m in study.ablation_row_models():
+        if m not in study.ablation_models() and _want(only, m):
+            train_biencoder(study, m)
             exposure_model(study, m)
     if _want(only, TESTS_NAME):
         ablation_tests(study)

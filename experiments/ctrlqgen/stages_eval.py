@@ -3,13 +3,25 @@ pre-registered H1 tests, the H2 suggestion simulation and the validity figures."
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import stats
-from pipeline import Stopped, Study, load_avg, log, write_json, write_parquet
+from pipeline import (
+    Stopped,
+    Study,
+    _jsonable,
+    load_avg,
+    log,
+    save_npz,
+    write_committed_topk,
+    write_json,
+    write_parquet,
+)
 
 from limelight.errors import LimelightError
 
@@ -53,6 +65,11 @@ def encoder_for(study: Study, model: str):
         if not done:
             raise LimelightError(f"exposure of {model} needs its bi-encoder: run the finetune stage")
         path = done["model"]
+        if done.get("restored") or not Path(path).exists():
+            why = "restored from the committed results, which keep none" if done.get("restored") \
+                else f"{path} is missing"
+            raise LimelightError(f"bi-encoder {model} has no weights here ({why}): delete "
+                                 f"{study.dir('finetune', model)} to train it again")
     return Encoder(path, max_seq_length=ec["max_seq_length"], variant=ec["variant"],
                    threads=study.threads, model_cache=study.work / "onnx")
 
@@ -139,12 +156,26 @@ def exposure_model(study: Study, model: str) -> None:
     except Stopped:
         study.add_spent(d, t0)
         raise
-    np.savez_compressed(d / "topk.npz", **top)
+    save_npz(top, d / "topk.npz")
     summ, r_df, rec_df = model_summary(study, top, qsets)
     out = study.results / "exposure"
+    # the top-k committed too (ids + 1 as uint16 for Debian: about 5 MB a model), so that a fresh
+    # clone restores this exposure (Study.restore) and the comparisons read the same top-k
+    key = study.key("exposure", model)
+    write_committed_topk(top, len(study.collection), key, out / f"{model}.topk.npz")
     write_parquet(r_df, out / f"{model}.r.parquet")
     write_parquet(rec_df, out / f"{model}.recall.parquet")
-    info = study.mark_done("exposure", model, {"summary": summ}, t0)
+    extra = {}
+    old = out / f"{model}.json"
+    if old.exists():  # a recomputation (e.g. a reference model a fresh clone had no top-k of)
+        prev = json.loads(old.read_text())
+        same = json.dumps(prev.get("summary"), sort_keys=True) == json.dumps(
+            json.loads(json.dumps(summ, default=_jsonable)), sort_keys=True)
+        if prev.get("key") == key and not same:
+            extra["differs_from_run_of"] = prev.get("finished")
+            log(f"warning: exposure {model} differs from the committed run of the same key "
+                f"({prev.get('finished')}): comparisons made from that run (tests.json) are stale")
+    info = study.mark_done("exposure", model, {"summary": summ, **extra}, t0)
     write_json(info, out / f"{model}.json")
     log(f"exposure {model}: " + ", ".join(f"{s} R@100 {v.get('R@100', float('nan')):.3f} "
                                           f"Gini@100 {v.get('gini_c100', float('nan')):.3f}"
@@ -238,6 +269,10 @@ def suggestions(study: Study, ents: np.ndarray) -> dict[int, list[str]]:
             done = study.done("generator", "ctrlqgen")
             if not done:
                 raise LimelightError("H2 needs the CtrlQGen generator: run the generator stage")
+            if done.get("restored"):
+                raise LimelightError("H2 needs the weights of generator ctrlqgen, restored from the "
+                                     f"committed results without them: delete "
+                                     f"{study.dir('generator', 'ctrlqgen')} to train it again")
             g = QueryGenerator.load(done["model"])
             g.check_base(done["base_model"], "the H2 generator")
         by_e = broad_suggestions(study.collection, study.schema,
@@ -349,7 +384,11 @@ def h2_search(study: Study, model: str, added: list[str], control: list[str]):
     from limelight.retrieval.dense import DenseIndex
 
     enc = encoder_for(study, model)
-    emb = np.load(study.dir("exposure", model) / "emb.npy")
+    p = study.dir("exposure", model) / "emb.npy"
+    if not p.exists():  # a restored exposure keeps only its top-k
+        raise LimelightError(f"H2 needs the catalog embeddings of {model} ({p}): delete "
+                             f"{study.dir('exposure', model)} to compute its exposure again")
+    emb = np.load(p)
     idx = DenseIndex.from_embeddings(study.collection.ids, emb, {"encoder": enc.identity()})
     k = study.cfg["exposure"]["k"]
     return idx.search(enc.encode(added), k)[0], idx.search(enc.encode(control), k)[0]
