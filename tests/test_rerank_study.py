@@ -99,3 +99,26 @@ def test_status_of_committed_jobs_without_a_state_file(tmp_path):
     assert study.status(job) == "todo"
     (tmp_path / "tk2-scratch-s0-f0.log.jsonl").write_text('{"step": 0}\n')
     assert study.status(job) == "done"
+
+
+def test_extend_selects_the_budget_limited_fine_tunings_and_finds_the_first_difference():
+    import extend  # experiments/rerank/extend.py
+
+    # selection reads the committed logs: TK-2 fine-tunings that reached the budget with their
+    # best validation in its last 100 steps (and nothing that stopped by patience)
+    chosen = extend.budget_limited()
+    assert chosen and all(j["kind"] == "finetune" and j["model"] == "tk2" for j in chosen)
+    for j in chosen:
+        recs = extend._log(j["out"].with_suffix(".log.jsonl"))
+        assert recs[-1]["step"] == study.FINETUNE_STEPS
+        assert extend._best(recs)["step"] >= study.FINETUNE_STEPS - 100
+    cmd = extend._extended_cmd(chosen[0], extend.OUT / chosen[0]["out"].name)
+    assert cmd[cmd.index("--max-steps") + 1] == str(extend.EXTEND_STEPS)
+    assert "extended" in cmd[cmd.index("--out") + 1] and chosen[0]["cmd"][chosen[0]["cmd"].index("--max-steps") + 1] == "600"
+    a = [{"step": 0, "val_nDCG@10": 0.1}, {"step": 50, "loss": 0.74340334, "val_nDCG@10": 0.2},
+         {"step": 100, "loss": 0.7, "val_nDCG@10": 0.3}]
+    b = [dict(r) for r in a]
+    assert extend.first_difference(a, b, 600) is None
+    b[1]["loss"] = 0.74340265
+    assert extend.first_difference(a, b, 600) == 50
+    assert extend.first_difference(a, b, 0) is None  # only steps up to `upto` are compared

@@ -150,6 +150,21 @@ def run_next(all_jobs: bool) -> None:
 def evaluate_folds() -> None:
     """For every finished fine-tuning: depth, then λ, chosen on its validation queries only;
     test-fold runs (pure model at the chosen depth; interpolation at that depth) written."""
+    cache: dict = {}
+    for job in jobs():
+        if job["kind"] != "finetune" or status(job) != "done":
+            continue
+        if job["out"].with_suffix(".eval.json").exists():
+            continue
+        rec = evaluate_one(job["out"], job["collection"], f"{job['model']}-{job['init']}{_lr_tag(job['lr'])}", cache)
+        print(job["out"].name, json.dumps({k: rec[k] for k in ("depth", "lambda", "best_step")}), flush=True)
+
+
+def evaluate_one(out: Path, c: str, tag: str, cache: dict) -> dict:
+    """One fold model ``out`` of collection ``c``: depth, then λ, chosen on its validation
+    queries; its test-fold runs written beside it (``.test.parquet``, ``.interp.test.parquet``,
+    run names ``tag`` and ``tag+bm25``) with the choices (``.eval.json``). ``cache`` keeps one
+    collection's data and BM25 run between calls."""
     import torch
 
     from limelight.data.formats import write_run_parquet
@@ -160,36 +175,29 @@ def evaluate_folds() -> None:
     from limelight.retrieval.bm25 import BM25, BM25Index
 
     torch.set_num_threads(1)
-    cache: dict = {}
-    for job in jobs():
-        if job["kind"] != "finetune" or status(job) != "done":
-            continue
-        meta_path = job["out"].with_suffix(".eval.json")
-        if meta_path.exists():
-            continue
-        c = job["collection"]
-        if c not in cache:
-            ds = load_dataset(c)
-            cache = {c: (ds, BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100).rename("bm25"))}
-        ds, first = cache[c]
-        ranker = NeuralRanker.load(job["out"])
-        val, test = ranker.meta["val_queries"], ranker.meta["test_queries"]
-        sub = first.subset(val + test)
-        scored = KernelReranker(ranker, ds.collection).transform(ds.queries, sub)
-        depth, dtable = tune_depth(sub, scored, ds.qrels, val, DEPTHS)
-        lam, ltable = tune_lambda(sub, scored, ds.qrels, val, depth)
-        test_first = first.subset(test)
-        tag = f"{job['model']}-{job['init']}{_lr_tag(job['lr'])}"
-        pure = rerank_at_depth(test_first, scored, depth).rename(tag)
-        mixed = interpolate(test_first, scored, lam, depth, name=f"{tag}+bm25")
-        write_run_parquet(pure, job["out"].with_suffix(".test.parquet"))
-        write_run_parquet(mixed, job["out"].with_suffix(".interp.test.parquet"))
-        rec = {"depth": depth, "depth_table": dtable, "lambda": lam, "lambda_table": ltable,
-               "best_step": ranker.meta.get("best_step"), "val": ranker.meta.get("best_val")}
-        tmp = meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rec, indent=1))
-        os.replace(tmp, meta_path)
-        print(job["out"].name, json.dumps({k: rec[k] for k in ("depth", "lambda", "best_step")}), flush=True)
+    if c not in cache:
+        ds = load_dataset(c)
+        cache.clear()
+        cache[c] = (ds, BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100).rename("bm25"))
+    ds, first = cache[c]
+    ranker = NeuralRanker.load(out)
+    val, test = ranker.meta["val_queries"], ranker.meta["test_queries"]
+    sub = first.subset(val + test)
+    scored = KernelReranker(ranker, ds.collection).transform(ds.queries, sub)
+    depth, dtable = tune_depth(sub, scored, ds.qrels, val, DEPTHS)
+    lam, ltable = tune_lambda(sub, scored, ds.qrels, val, depth)
+    test_first = first.subset(test)
+    pure = rerank_at_depth(test_first, scored, depth).rename(tag)
+    mixed = interpolate(test_first, scored, lam, depth, name=f"{tag}+bm25")
+    write_run_parquet(pure, out.with_suffix(".test.parquet"))
+    write_run_parquet(mixed, out.with_suffix(".interp.test.parquet"))
+    rec = {"depth": depth, "depth_table": dtable, "lambda": lam, "lambda_table": ltable,
+           "best_step": ranker.meta.get("best_step"), "val": ranker.meta.get("best_val")}
+    meta_path = out.with_suffix(".eval.json")
+    tmp = meta_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1))
+    os.replace(tmp, meta_path)
+    return rec
 
 
 def report() -> None:

@@ -89,7 +89,7 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
     checkpoint is removed once ``out`` is written. ``progress(step, loss)`` is called per step.
     """
     import torch
-    from sentence_transformers import losses
+    from sentence_transformers.sentence_transformer import losses
 
     import limelight._checkpoint as ck
     from limelight.retrieval.dense import Encoder
