@@ -70,11 +70,18 @@ def reformulation_analyzer() -> Analyzer:
 
 
 def default_log_path() -> Path:
-    """``$LIMELIGHT_QUERYLOG`` or ``../shared/data/querylogs/queries.tsv.gz`` next to the repository."""
+    """``$LIMELIGHT_QUERYLOG``, else ``querylogs/queries.tsv.gz`` in the shared data folder
+    (``limelight.data.loaders.data_root``: ``$LIMELIGHT_DATA`` or ``../shared/data``)."""
+    from limelight.data.loaders import data_root
+
     env = os.environ.get("LIMELIGHT_QUERYLOG")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data" / "querylogs" / "queries.tsv.gz"
+    try:
+        root = data_root()
+    except LimelightError:
+        root = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+    return root / "querylogs" / "queries.tsv.gz"
 
 
 def read_query_log(path: str | os.PathLike | None = None,
