@@ -34,12 +34,8 @@ EXTEND_STEPS = 1200
 OUT = study.RES / "extended"
 
 
-def _log(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _best(recs: list[dict]) -> dict:
-    return max((r for r in recs if r.get("val_nDCG@10") is not None), key=lambda r: (r["val_nDCG@10"], -r["step"]))
+_log = study.read_log
+_best = study.best_validation
 
 
 def budget_limited() -> list[dict]:
@@ -75,10 +71,7 @@ def first_difference(a: list[dict], b: list[dict], upto: int) -> int | None:
 
 def main() -> None:
     from limelight.data.formats import load_run
-    from limelight.data.loaders import load_dataset
-    from limelight.data.run import Run
     from limelight.evaluation import evaluate_runs
-    from limelight.retrieval.bm25 import BM25, BM25Index
 
     OUT.mkdir(parents=True, exist_ok=True)
     chosen = budget_limited()
@@ -113,8 +106,7 @@ def main() -> None:
     for job in chosen:
         groups.setdefault((job["collection"], job["seed"], job["init"], job["lr"]), []).append(job)
     for (c, seed, init, lr), changed in groups.items():
-        ds = load_dataset(c)
-        bm25 = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 100).rename("bm25")
+        ds, bm25 = study.dataset_and_bm25(c, cache)
         folds = [j for j in study.jobs() if j["kind"] == "finetune" and j["model"] == "tk2"
                  and (j["collection"], j["seed"], j["init"], j["lr"]) == (c, seed, init, lr)]
         swap = {j["fold"] for j in changed}
@@ -124,8 +116,7 @@ def main() -> None:
             for label, paths in (("study", [j["out"] for j in folds]),
                                  ("extended", [OUT / j["out"].name if j["fold"] in swap else j["out"] for j in folds])):
                 rs = [load_run(p.with_suffix(suffix)) for p in paths]
-                run = Run.from_arrays([q for x in rs for q in x.qids.decode(x.q)], [d for x in rs for d in x.docids.decode(x.d)],
-                                      [s for x in rs for s in x.score], name=label)
+                run = study.concat_runs(rs, label)
                 t = evaluate_runs([bm25, run], ds.qrels, "nDCG@10")
                 m = t.measures[0]
                 rec[label] = {"nDCG@10": t.aggregate()[label][str(m)], "p_raw_vs_bm25": float(t.p_vs_first[m][1])}
