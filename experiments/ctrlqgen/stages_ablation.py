@@ -31,6 +31,7 @@ from pipeline import (
     ABLATION_SEED,
     ABLATION_STAGE,
     Study,
+    ablation_sets_of,
     log,
     write_json,
 )
@@ -60,23 +61,29 @@ def check_ablation(study: Study) -> None:
 
 
 def stage_ablation(study: Study, only: str | None = None) -> None:
-    """Ablation generators, sets, seed-0 bi-encoders, their exposure, then the comparisons."""
+    """Ablation generators, sets, seed-0 bi-encoders, their exposure, then the comparisons.
+
+    One generator's whole chain (training, its sets, their bi-encoders and exposure) runs before
+    the next generator's: generator weights are not committed, so a session that finishes a
+    chain leaves only committed outputs behind it."""
     from stages import _want, generate_set, train_biencoder, train_generator
     from stages_eval import exposure_model
 
     check_ablation(study)
     for g in study.ablation_generators():
+        sets = ablation_sets_of(g)
+        models = [f"{s}-s{ABLATION_SEED}" for s in sets]
         if _want(only, g):
             train_generator(study, g)
-    for s in study.ablation_sets():
-        if _want(only, s):
-            generate_set(study, s)
-    for m in study.ablation_models():
-        if _want(only, m):
-            train_biencoder(study, m)
-    for m in study.ablation_models():
-        if _want(only, m):
-            exposure_model(study, m)
+        for s in sets:
+            if _want(only, s):
+                generate_set(study, s)
+        for m in models:
+            if _want(only, m):
+                train_biencoder(study, m)
+        for m in models:
+            if _want(only, m):
+                exposure_model(study, m)
     # the reference rows' main seed-0 models, when not done (a fresh clone restores them only
     # with a committed top-k): the main stages' sub-jobs, the same keys
     for m in study.ablation_row_models():
