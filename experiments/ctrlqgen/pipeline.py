@@ -24,8 +24,8 @@ Stages, in order (PLAN.md pre-registers their settings and analysis):
 8. ``validity``: narrow validity and broad WeakLabeling-IP agreement (Wilson intervals),
    appendix D overlaps.
 9. ``ablation`` (only with an ``[ablation]`` section; PLAN.md amendment 2026-11-25, the Table 4
-   analog): the ablation generators (``ABLATION_GENERATORS``), their sets, one seed-0
-   bi-encoder per set and its exposure — sub-jobs of the generator, generate, finetune and
+   analog): each ablation generator (``ABLATION_GENERATORS``) with its whole chain — its sets,
+   one seed-0 bi-encoder per set and its exposure — before the next generator; sub-jobs of the generator, generate, finetune and
    exposure folders under their own names, so no existing key changes — then each row against
    QGen (``stages_ablation.py``, ``ablation.json``).
 
