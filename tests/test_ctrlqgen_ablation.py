@@ -260,6 +260,34 @@ def tiny(tmp_path_factory):
     return out
 
 
+def test_ablation_runs_one_generator_chain_after_another(tmp_path, monkeypatch):
+    """A generator's sets, bi-encoders and exposures all come before the next generator (its
+    weights are not committed: a session that ends between chains loses none), then the
+    reference rows and the comparisons."""
+    import stages_ablation
+    import stages_eval
+
+    study = pipeline.Study(ablation_config(tmp_path, tmp_path / "t5"))
+    calls: list[tuple[str, str]] = []
+    for mod, fn in ((stages, "train_generator"), (stages, "generate_set"),
+                    (stages, "train_biencoder"), (stages_eval, "exposure_model")):
+        monkeypatch.setattr(mod, fn, lambda _study, name, fn=fn: calls.append((fn, name)))
+    monkeypatch.setattr(stages_ablation, "ablation_tests", lambda _study: calls.append(("t", "")))
+    stages_ablation.stage_ablation(study)
+    starts = [calls.index(("train_generator", g)) for g in ALL_GENERATORS]
+    assert starts == sorted(starts) and starts[0] == 0
+    for g, a, b in zip(ALL_GENERATORS, starts, starts[1:] + [None], strict=True):
+        sets = pipeline.ablation_sets_of(g)
+        models = [f"{s}-s0" for s in sets]
+        want = ([("train_generator", g)] + [("generate_set", s) for s in sets]
+                + [("train_biencoder", m) for m in models] + [("exposure_model", m) for m in models])
+        assert calls[a:a + len(want)] == want and b in (a + len(want), None)
+    refs = [m for m in study.ablation_row_models() if m not in study.ablation_models()]
+    assert refs == ["CtrlQGen_broad-s0", "CtrlQGen_narrow-s0", "QGen-s0"]
+    tail = [(fn, m) for m in refs for fn in ("train_biencoder", "exposure_model")] + [("t", "")]
+    assert calls[-len(tail):] == tail and len(calls) == 4 + 3 * 7 + 2 * len(refs) + 1
+
+
 def test_ablation_run_resumes_after_budget_stops(tiny, tmp_path):
     """The stops were clean (exit-3 path), and the interrupted generator equals one trained
     without a stop (weights and curve)."""
