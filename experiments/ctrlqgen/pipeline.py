@@ -113,6 +113,11 @@ def ablation_sets_of(gen: str) -> list[str]:
 ABLATION_SETS = {s: g for g in ABLATION_GENERATORS for s in ablation_sets_of(g)}
 
 
+def ablation_model(set_name: str) -> str:
+    """The ablation's bi-encoder of a set: its seed-``ABLATION_SEED`` model."""
+    return f"{set_name}-s{ABLATION_SEED}"
+
+
 def generator_of_set(set_name: str) -> str | None:
     """The generator a generated set comes from (None: InPars, the backbone few-shot)."""
     if set_name in GEN_OF_SET:
@@ -464,13 +469,13 @@ class Study:
 
     def ablation_models(self) -> list[str]:
         """The ablation bi-encoders: one seed-0 model per ablation set."""
-        return [f"{s}-s{ABLATION_SEED}" for s in self.ablation_sets()]
+        return [ablation_model(s) for s in self.ablation_sets()]
 
     def ablation_rows(self) -> dict[str, tuple[str, str]]:
         """Table 4 rows of this run (the reference rows and the configured generators' rows):
         row → (model of the narrow columns, model of the broad columns)."""
         gens = set(self.ablation_generators())
-        return {row: (f"{n}-s{ABLATION_SEED}", f"{b}-s{ABLATION_SEED}")
+        return {row: (ablation_model(n), ablation_model(b))
                 for row, (g, n, b) in ABLATION_ROWS.items() if g is None or g in gens}
 
     def ablation_row_models(self) -> list[str]:

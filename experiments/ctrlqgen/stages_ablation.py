@@ -31,6 +31,7 @@ from pipeline import (
     ABLATION_SEED,
     ABLATION_STAGE,
     Study,
+    ablation_model,
     ablation_sets_of,
     log,
     write_json,
@@ -72,7 +73,7 @@ def stage_ablation(study: Study, only: str | None = None) -> None:
     check_ablation(study)
     for g in study.ablation_generators():
         sets = ablation_sets_of(g)
-        models = [f"{s}-s{ABLATION_SEED}" for s in sets]
+        models = [ablation_model(s) for s in sets]
         if _want(only, g):
             train_generator(study, g)
         for s in sets:
