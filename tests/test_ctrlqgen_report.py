@@ -324,3 +324,26 @@ def test_narrow_miss_categories_in_order():
     assert nm.classify({"wach"}, narrow, broad, catalog) == "fragment"
     # a near miss beats a broad term in the same query
     assert nm.classify({"cimno", "drama"}, narrow, broad, catalog) == "near miss"
+
+
+def test_prompt_lengths_serialized_entity_is_longer_and_cut_more(tmp_path, capsys):
+    """experiments/ctrlqgen/prompt_lengths.py: s(e) adds the field names to the same values, so it
+    is never shorter than the plain values, and the printed share cut follows the counts."""
+    import prompt_lengths as pl  # experiments/ctrlqgen/prompt_lengths.py
+
+    cfg = tiny_config(tmp_path, tiny_t5(tmp_path / "t5"))
+    study = pipeline.Study(cfg)
+    idx = np.arange(40)
+    ser, plain = pl.lengths(study, idx, True), pl.lengths(study, idx, False)
+    assert len(ser) == len(plain) == 40
+    assert (ser >= plain).all() and (ser > plain).any()
+    cfg_path = tmp_path / "cfg.json"
+    cfg_path.write_text(json.dumps(cfg))
+    assert pl.main(["--config", str(cfg_path), "--n", "40"]) == 0
+    out = capsys.readouterr().out
+    cap = cfg["generator"]["max_input_tokens"]
+    assert f"cut at {cap} tokens" in out
+    every = pl.lengths(study, np.sort(np.random.default_rng(0).choice(len(study.collection), 40,
+                                                                       replace=False)), True)
+    assert f"s(e): median {np.median(every):.0f} tokens" in out
+    assert f"cut {np.mean(every > cap):.1%}" in out
