@@ -25,9 +25,9 @@ Stages, in order (PLAN.md pre-registers their settings and analysis):
    appendix D overlaps.
 9. ``ablation`` (only with an ``[ablation]`` section; PLAN.md amendment 2026-11-25, the Table 4
    analog): each ablation generator (``ABLATION_GENERATORS``) with its whole chain — its sets,
-   one seed-0 bi-encoder per set and its exposure — before the next generator; sub-jobs of the generator, generate, finetune and
-   exposure folders under their own names, so no existing key changes — then each row against
-   QGen (``stages_ablation.py``, ``ablation.json``).
+   one seed-0 bi-encoder per set and its exposure — before the next generator; sub-jobs of the
+   generator, generate, finetune and exposure folders under their own names, so no existing key
+   changes — then each row against QGen (``stages_ablation.py``, ``ablation.json``).
 
 Every stage (and every sub-job: one generator, one set, one bi-encoder) writes its output under
 ``work/<stage>/<name>-<key>`` where ``key`` hashes its settings and its inputs' keys, and a
