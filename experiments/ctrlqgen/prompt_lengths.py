@@ -12,6 +12,7 @@ backbone's tokenizer, and prints the median and 90th percentile length and the s
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -20,18 +21,23 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pipeline import Study, read_config  # noqa: E402
+from stages import backbone  # noqa: E402
 
 from limelight.querygen.generator import QueryGenerator, entity_dicts  # noqa: E402
+from limelight.querygen.serialize import plain_text, serialize_entity  # noqa: E402
+
+
+@functools.cache
+def _tokenizer(study: Study):
+    """The study's backbone tokenizer (the backbone is loaded once per study)."""
+    return QueryGenerator(backbone(study), kind="qgen", schema=study.schema).tokenizer
 
 
 def lengths(study: Study, idx: np.ndarray, serialize: bool) -> np.ndarray:
     """Token count of each sampled entity's text (s(e) when ``serialize``, else plain values)."""
-    g_cfg = study.cfg["generator"]
-    b = g_cfg.get("backbone", "smollm2")  # the study's backbone, as stages.train_generator
-    g = QueryGenerator(None if b in ("smollm2", "default") else b, kind="qgen", schema=study.schema,
-                       serialize=serialize, max_input_tokens=g_cfg["max_input_tokens"])
-    texts = [g.entity_text(e, e["id"]) for e in entity_dicts(study.collection, g.schema, idx)]
-    ids = g.tokenizer(texts, add_special_tokens=False)["input_ids"]
+    text = serialize_entity if serialize else plain_text  # QueryGenerator.entity_text's choice
+    texts = [text(e, study.schema, e["id"]) for e in entity_dicts(study.collection, study.schema, idx)]
+    ids = _tokenizer(study)(texts, add_special_tokens=False)["input_ids"]
     return np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
 
 

@@ -190,14 +190,18 @@ def stage_weaklabels(study: Study, only: str | None = None) -> None:
 # ---- 2. generators -----------------------------------------------------------------------------
 
 
+def backbone(study: Study) -> str:
+    """The configured generator backbone: a model folder, or ``smollm2`` (the shipped default,
+    which ``QueryGenerator`` resolves)."""
+    return study.cfg["generator"].get("backbone", "smollm2")
+
+
 def backbone_base(study: Study) -> dict:
     """``base_model`` of the configured backbone (loads it once)."""
     from limelight.querygen.generator import QueryGenerator
 
-    g = study.cfg["generator"]
-    b = g.get("backbone", "smollm2")
-    return QueryGenerator(None if b in ("smollm2", "default") else b, kind="qgen",
-                          schema=study.schema, threads=study.threads).base_model
+    return QueryGenerator(backbone(study), kind="qgen", schema=study.schema,
+                          threads=study.threads).base_model
 
 
 def _write_curve(losses: list[float], path: Path, every: int = 1) -> None:
@@ -244,8 +248,7 @@ def train_generator(study: Study, name: str) -> None:
         g.check_base(backbone_base(study), f"generator.use_{name}")
         study.mark_done("generator", name, {"model": str(use), "base_model": g.base_model}, t0)
         return
-    b = g_cfg.get("backbone", "smollm2")
-    g = QueryGenerator(None if b in ("smollm2", "default") else b, kind=spec["kind"],
+    g = QueryGenerator(backbone(study), kind=spec["kind"],
                        schema=study.schema, max_input_tokens=g_cfg["max_input_tokens"],
                        max_new_tokens=g_cfg["max_new_tokens"], threads=study.threads,
                        serialize=spec["serialize"])
@@ -305,8 +308,7 @@ def load_set_generator(study: Study, set_name: str):
     g_cfg = study.cfg["generator"]
     gname = generator_of_set(set_name)
     if gname is None:
-        b = g_cfg.get("backbone", "smollm2")
-        g = QueryGenerator(None if b in ("smollm2", "default") else b, kind="inpars",
+        g = QueryGenerator(backbone(study), kind="inpars",
                            schema=study.schema, max_input_tokens=g_cfg["max_input_tokens"],
                            max_new_tokens=g_cfg["max_new_tokens"],
                            n_shots=study.cfg["generate"]["inpars_shots"], threads=study.threads)
