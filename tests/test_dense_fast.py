@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from limelight._io import OWNER_FILE
 from limelight.data import load_dataset, load_query_log
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval import encoders
@@ -57,7 +58,7 @@ def test_onnx_float32_export_is_exact_and_reused(torch_enc, log_queries, tmp_pat
     assert len(folders) == 1 and "-onnx-" in folders[0].name
     meta = json.loads((folders[0] / "export.json").read_text())
     assert meta["variant"] == "onnx" and meta["probe_min_cosine"] >= encoders.PROBE_MIN_COSINE["onnx"]
-    assert sorted(p.name for p in folders[0].iterdir()) == ["export.json", "model.onnx"]
+    assert sorted(p.name for p in folders[0].iterdir()) == [OWNER_FILE, "export.json", "model.onnx"]
     texts = log_queries[:60] + ["", "x", "a much longer text about indexing documents " * 80]
     got = enc.encode(texts)
     np.testing.assert_allclose(got, torch_enc.encode(texts), atol=2e-5)

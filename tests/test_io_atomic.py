@@ -27,7 +27,7 @@ def test_atomic_file_gets_the_mode_of_open(tmp_path):
 
 def test_atomic_dir_gets_the_mode_of_mkdir(tmp_path):
     (tmp_path / "ref").mkdir()
-    with atomic_dir(tmp_path / "out") as tmp:
+    with atomic_dir(tmp_path / "out", "test output") as tmp:
         (tmp / "f").write_text("z")
     assert (tmp_path / "out" / "f").read_text() == "z"
     assert _mode(tmp_path / "out") == _mode(tmp_path / "ref")

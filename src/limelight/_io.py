@@ -39,6 +39,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success (with the
     permissions of a file created by ``open``, not the temporary file's private ones)."""
     path = Path(path)
+    check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = _unique_beside(path, _create_file)
     try:
@@ -49,18 +50,118 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-@contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside ``path``; it replaces ``path`` only on success."""
+OWNER_FILE = ".limelight-output"
+"""The file inside every folder ``atomic_dir`` writes: what kind of output the folder is and
+every file limelight put there (JSON). A folder without it is never replaced or emptied."""
+
+
+class OutputRefusedError(LimelightError):
+    """An output path limelight will not write: a folder or file it did not create."""
+
+
+def _is_cwd_or_above(path: Path) -> bool:
+    here = Path.cwd().resolve()
+    return path == here or path in here.parents
+
+
+def _listing(folder: Path) -> list[str]:
+    """Every file and link under ``folder`` (relative POSIX paths), the owner file excluded."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        out += [(rel / f).as_posix() for f in files]
+        out += [(rel / d).as_posix() for d in dirs if (Path(root) / d).is_symlink()]
+    return sorted(x for x in out if x != OWNER_FILE)
+
+
+def read_owner(folder: str | os.PathLike) -> dict | None:
+    """The owner record of a folder ``atomic_dir`` wrote (``{"kind", "files"}``), else ``None``."""
+    p = Path(folder) / OWNER_FILE
+    try:
+        blob = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(blob, dict) and isinstance(blob.get("kind"), str) and isinstance(blob.get("files"), list)
+    return blob if ok else None
+
+
+def check_output_dir(path: str | os.PathLike, kind: str) -> None:
+    """Refuse (``OutputRefusedError``, one line) an output folder ``path`` that ``atomic_dir``
+    may not replace: the current folder or one above it, a file, a link, or a folder that is not
+    limelight's own ``kind`` output holding only the files limelight put there. A missing path
+    or an empty folder is accepted."""
     path = Path(path)
+    resolved = path.resolve()
+    if not resolved.name or _is_cwd_or_above(resolved):
+        raise OutputRefusedError(f"{path}: is the current folder or one above it; give a new folder "
+                                 "for the output")
+    if path.is_symlink():
+        raise OutputRefusedError(f"{path}: is a link; give a new folder for the output")
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise OutputRefusedError(f"{path}: exists and is a file, not a folder; give a new folder "
+                                 "for the output")
+    if not any(path.iterdir()):
+        return
+    owner = read_owner(path)
+    if owner is None:
+        raise OutputRefusedError(f"{path}: exists and was not written by limelight (no {OWNER_FILE} "
+                                 "inside); give a new folder, or empty it yourself")
+    if owner["kind"] != kind:
+        raise OutputRefusedError(f"{path}: holds limelight's {owner['kind']} output, not a {kind}; "
+                                 "give another folder")
+    foreign = sorted(set(_listing(path)) - set(map(str, owner["files"])))
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise OutputRefusedError(f"{path}: holds {foreign[0]!r}{more}, which limelight did not write; "
+                                 "move it away or give another folder")
+
+
+def check_output_file(path: str | os.PathLike) -> None:
+    """Refuse (``OutputRefusedError``, one line) an output file path that names a folder, or
+    whose parent is a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputRefusedError(f"{path}: is a folder; give a file name for the output")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputRefusedError(f"{path}: {parent} is a file, not a folder")
+            break
+
+
+def check_resumable_dir(path: str | os.PathLike, marker: str, what: str) -> None:
+    """Refuse (``OutputRefusedError``, one line) a folder that a resumable job (an audit, an
+    exposure store) may not write into: a file, or a non-empty folder without the job's
+    ``marker`` file (its manifest), which is someone else's."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputRefusedError(f"{path}: exists and is a file, not {_a(what)}; give a new folder")
+    if path.is_dir() and not (path / marker).is_file() and any(path.iterdir()):
+        raise OutputRefusedError(f"{path}: exists and is not {_a(what)} (no {marker} inside); give a "
+                                 "new or empty folder")
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, kind: str) -> Iterator[Path]:
+    """Yield a temporary directory beside ``path``; it replaces ``path`` only on success.
+
+    ``path`` must be new, empty, or limelight's own ``kind`` output holding nothing else
+    (``check_output_dir``, checked before any work and again before the swap); the folder written
+    carries ``OWNER_FILE`` naming ``kind`` and its files, so that a later write can replace it.
+    """
+    path = Path(path)
+    check_output_dir(path, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _unique_beside(path, os.mkdir)
     try:
         yield tmp
+        (tmp / OWNER_FILE).write_text(json.dumps({"kind": kind, "files": _listing(tmp)}), encoding="utf-8")
         if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
+            check_output_dir(path, kind)  # nothing of the user's arrived while we worked
+            old = _unique_beside(path, os.mkdir)
+            os.replace(path, old)  # an empty folder, or our own output (checked above)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
         else:

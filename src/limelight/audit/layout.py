@@ -7,7 +7,7 @@ through :class:`AuditDir` rather than spelling paths itself::
                                        stage status / input hashes / timings
     DIR/config.toml                    the validated configuration the audit ran with
     DIR/index/                         a ``limelight index`` directory (BM25, docs, dense if used)
-    DIR/systems/<name>/exposure/       an ExposureStore (manifest.json, shards/, exposure.duckdb)
+    DIR/systems/<name>/exposure/       an ExposureStore (manifest.json, shards/, doc_index/, ...)
     DIR/systems/<name>/retrievability.parquet   r(d) per document at each cutoff
     DIR/systems/query_vectors.npy      dense query vectors shared by dense and hybrid systems
     DIR/eqi/<method>/                  EQI models and their outputs
@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from limelight._io import check_resumable_dir
 from limelight.errors import LimelightError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
 MANIFEST = "audit.json"
 FORMAT = "limelight-audit/1"
@@ -114,6 +115,10 @@ class AuditDir:
         return self.path / "report.html"
 
     # -- reading ----------------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Refuse (one line) an output path that is a file or someone else's non-empty folder."""
+        check_resumable_dir(self.path, MANIFEST, "audit folder")
+
     def exists(self) -> bool:
         return self.manifest_path.exists()
 
@@ -135,7 +140,7 @@ class AuditDir:
 
     def store(self, system: str) -> ExposureStore:
         """Open the (complete) ExposureStore of ``system``."""
-        from limelight.exposure.exact import ExposureStore
+        from limelight.exposure.store import ExposureStore
 
         d = self.store_dir(system)
         if not d.exists():

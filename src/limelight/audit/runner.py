@@ -239,6 +239,7 @@ class AuditRunner:
         complete; returns ``results.json``. The HTML report is the caller's to write
         (``limelight.report.write_report(runner.dir, command=runner.command)``)."""
         cfg = self.cfg
+        self.dir.check_writable()
         self.log(f"audit {cfg.name}: loading {cfg.collection} and the queries")
         # the inputs first: an audit that cannot load them leaves no (empty) output directory
         self._inputs = inp = self.load_inputs()

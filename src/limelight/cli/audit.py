@@ -51,6 +51,9 @@ def audit_cmd(
     if check:
         typer.echo(json.dumps(cfg.to_dict(), indent=1, default=str))
         return
+    from limelight.audit.layout import AuditDir
+
+    AuditDir(out).check_writable()  # before any work
     cmd = "limelight audit " + " ".join(shlex.quote(a) for a in [str(config), "--out", str(out)]
                                         + (["--quick"] if quick else []))
     # the audit computes and records its stages; the runner of the report layer also writes

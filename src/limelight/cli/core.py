@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from limelight._io import check_output_dir, check_output_file
 from limelight.cli.common import check_k
 from limelight.errors import LimelightError
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
@@ -50,6 +51,7 @@ def index(
     from limelight.data.loaders import load_collection
     from limelight.retrieval.index_dir import build_index
 
+    check_output_dir(out, "index")  # before the work: a folder of the user's is never replaced
     coll = load_collection(collection)
     analyzer = Analyzer(stopwords=stopwords, stemmer="english" if stem else None)
     build_index(coll, out, dense=dense, analyzer=analyzer, model=model, show_progress=True)
@@ -102,6 +104,7 @@ def retrieve(
     from limelight.retrieval.index_dir import index_size
     from limelight.retrieval.spec import RetrieverSpec
 
+    check_output_file(out)
     k = check_k(k, "--k", index_size(index))
     qs = load_queries(queries)
     retriever = RetrieverSpec.from_model(model, k1, b).open(index, threads=threads)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from limelight._io import check_output_dir
 from limelight.cli.console import print_rows
 from limelight.errors import LimelightError
 
@@ -147,10 +148,11 @@ def train(
         train_eqi,
         validation_docs,
     )
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
     if method not in METHODS:
         raise LimelightError(f"unknown method {method!r} ({', '.join(METHODS)})")
+    check_output_dir(out, "EQI model")
     st = ExposureStore.open(store)
     enc = _encoder()
     qemb = encode_queries_cached(st.queries, enc)
@@ -187,7 +189,7 @@ def query(
 ) -> None:
     """The queries that expose a document (a stored DOCID, or --text for a new one)."""
     from limelight.exposure.eqi import ExactReverse, rows
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
     if method not in QUERY_METHODS:
         raise LimelightError(f"unknown method {method!r} ({', '.join(QUERY_METHODS)})")
@@ -232,7 +234,7 @@ def evaluate(
 ) -> None:
     """Mean RELQ (Table 2's four instances) of each method on sampled documents."""
     from limelight.exposure.eqi import evaluate_eqi
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
     names = [x.strip() for x in methods.split(",") if x.strip()]
     bad = [x for x in names if x not in QUERY_METHODS or x == "exact"]

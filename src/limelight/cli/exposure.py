@@ -25,21 +25,21 @@ def compute(
     shard_size: int = typer.Option(8192, help="queries per Parquet shard"),
     k1: float = typer.Option(DEFAULT_K1), b: float = typer.Option(DEFAULT_B),
     threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
-    art_indexes: bool = typer.Option(False, "--art-indexes",
-                                     help="also build DuckDB ART indexes on exposure(d), exposure(q)"),
-    view: bool = typer.Option(False, "--view",
-                              help="make exposure a DuckDB view over the shards instead of a table"),
     json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     engine: str = typer.Option("local", help="local, or ray: query shards as Ray tasks"),
     address: str = typer.Option(None, help="with --engine ray: a running cluster "
                                            "(HOST:PORT or auto); default a local one"),
     cpus_per_task: int = typer.Option(1, help="with --engine ray: CPUs per shard task"),
 ) -> None:
-    """Compute every query's top-n into DIR/shards/ and DIR/exposure.duckdb (resumable)."""
+    """Compute every query's top-n into the store DIR (resumable): Parquet shards of (query,
+    document, rank, float32 score) under DIR/shards/, the query and document tables and a
+    per-document index."""
     import time
 
+    from limelight._io import check_resumable_dir
     from limelight.data.loaders import load_queries_file
-    from limelight.exposure.exact import compute_exposure, validate_queries
+    from limelight.exposure.compute import compute_exposure
+    from limelight.exposure.fingerprints import validate_queries
     from limelight.retrieval.index_dir import index_size
     from limelight.retrieval.spec import RetrieverSpec
 
@@ -52,6 +52,7 @@ def compute(
     check_k(depth, "--depth")  # the store records the depth asked for; retrieval stops at n_docs
     if shard_size < 1:
         raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
+    check_resumable_dir(out, "manifest.json", "exposure store")
     index_size(index)  # a clear error when it is not an index, before reading the queries
     qs = load_queries_file(queries)
     validate_queries(qs)
@@ -68,12 +69,11 @@ def compute(
         with progress_bar(f"exposure ({model}, top {depth})", len(qs), elapsed=True) as progress:
             st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
                                   fingerprint=fp, settings={**settings, "index": str(index)},
-                                  progress=progress, art_indexes=art_indexes,
-                                  materialize=not view, engine=engine, address=address,
+                                  progress=progress, engine=engine, address=address,
                                   engine_options={"cpus_per_task": cpus_per_task}
                                   if engine == "ray" else None)
     except KeyboardInterrupt:
-        from limelight.exposure.exact import shard_path
+        from limelight.exposure.shards import shard_path
 
         n_shards = (len(qs) + shard_size - 1) // shard_size
         n_done = sum(shard_path(out, i).exists() for i in range(n_shards))
@@ -95,7 +95,7 @@ def doc(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """The queries that expose a document, by rank (1-based)."""
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
     print_rows(ExposureStore.open(store).exposing_queries(docid), json_out,
                f"queries exposing {docid}")
@@ -108,7 +108,7 @@ def query(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """The documents a query exposes, by rank (1-based)."""
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
     print_rows(ExposureStore.open(store).exposed_documents(qid), json_out,
                f"documents exposed by {qid}")
@@ -132,7 +132,7 @@ def diff_cmd(
     """What changes from store A to store B: r(d), exposing queries and mean exposure per
     document and group, the biggest winners and losers, documents that become (ir)retrievable."""
     from limelight.exposure.diff import diff_stores, field_values, plot_diff
-    from limelight.exposure.exact import ExposureStore
+    from limelight.exposure.store import ExposureStore
 
     if top < 1:
         raise LimelightError(f"--top must be ≥ 1, got {top}")
@@ -172,8 +172,8 @@ def retrievability_cmd(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Retrievability r(d) over every document, its Gini and the retrievable fraction."""
-    from limelight.exposure.exact import ExposureStore
     from limelight.exposure.retrievability import analyse, ranks_from_trec_run, read_doc_ids
+    from limelight.exposure.store import ExposureStore
 
     if (store is None) == (run is None):
         raise LimelightError("give exactly one of --store or --run")

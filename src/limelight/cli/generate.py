@@ -21,6 +21,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperGroup
 
+from limelight._io import check_output_dir
 from limelight.errors import LimelightError
 
 _SUBCOMMANDS = ("entity", "train", "dataset")
@@ -125,6 +126,7 @@ def dataset(
     """A WeakLabeling-Un "Click" set (75% narrow / 25% broad; the source entity relevant)."""
     from limelight.querygen.weaklabel import click_dataset, heldout_entities
 
+    check_output_dir(out, "query dataset")
     coll, sch = _checked(catalog, schema)
     held = None if heldout_fraction is None else heldout_entities(len(coll), heldout_fraction, seed)
     cs = click_dataset(coll, sch, n_queries, p_narrow, n_broad_test=n_broad_test, seed=seed,
@@ -177,6 +179,7 @@ def train(
     if steps < 1 or checkpoint_every < 0:
         raise LimelightError(f"--steps must be ≥ 1 and --checkpoint-every ≥ 0, got {steps} and "
                              f"{checkpoint_every}")
+    check_output_dir(out, "query generator")
     coll, sch = _checked(catalog, schema)
     settings = {"catalog": catalog, "schema": sch.name, "weak": weak, "n_queries": n_queries,
                 "p_narrow": p_narrow if weak == "un" else None, "seed": seed,

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from limelight._io import check_output_file
 from limelight.cli.common import COLLECTION_HELP, check_k
 from limelight.errors import LimelightError
 
@@ -126,6 +127,7 @@ def train_cmd(
     from limelight.rerank.vocab import Vocabulary
 
     _check_train_options(model, weak, max_steps, epochs)
+    check_output_file(out)
     if not lr_scale > 0:
         raise LimelightError(f"--lr-scale must be > 0, got {lr_scale}")
     ds = _dataset(collection, need_qrels=weak is None)
@@ -190,6 +192,7 @@ def run_cmd(
     check_k(k, "--k")
     if depth is not None:
         check_k(depth, "--depth")
+    check_output_file(out)
     torch.set_num_threads(threads)
     ranker = NeuralRanker.load(checkpoint)
     ds = _dataset(collection)

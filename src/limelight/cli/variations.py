@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from limelight._io import check_output_file
 from limelight.cli.common import COLLECTION_HELP, check_k
 from limelight.errors import LimelightError
 
@@ -48,6 +49,7 @@ def variations_cmd(
     from limelight.data.formats import read_queries_tsv
     from limelight.querygen.variations import generate_variations
 
+    check_output_file(out)
     qs = read_queries_tsv(queries)
     v = generate_variations(qs, methods, n=n, seed=seed, models=_models(model))
     v.write_tsv(out)
@@ -117,6 +119,7 @@ def simulate_cmd(
     from limelight.data.formats import write_queries_tsv
     from limelight.querygen.simulation import TermModel, simulate_queries, validate_simulation
 
+    check_output_file(out)
     ds, qs, rq = _dataset(collection, None, None)
     tm = TermModel.build(ds.collection)
     sim = simulate_queries(qs, strategy, source, n, term_model=tm, qrels=rq, lam=lam)

@@ -20,13 +20,13 @@ import dataclasses
 import json
 import os
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
 import numpy as np
 
+from limelight._io import check_resumable_dir
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
@@ -72,26 +72,16 @@ class ExposureOptions:
     """How a store is cut and built (none of it changes the pairs): ``shard_size`` queries per
     Parquet shard (part of the store's identity: a resumed job must use the same), retrieved
     ``batch_size`` at a time (default: a shard at a time); ``load``: complete the store (write
-    its index; else only the shards: a later run completes it).
-
-    ``art_indexes`` and ``materialize`` are ignored (kept so that old callers still run; a value
-    other than the default warns): they chose how the first store layout copied the pairs into
-    DuckDB, and the pairs are now stored once, as Parquet shards that DuckDB reads in place
-    (``ExposureStore.connect``), with a per-document index of their own."""
+    its index; else only the shards: a later run completes it). The pairs are stored once, as
+    Parquet shards, with a per-document index (``limelight.exposure.store``)."""
 
     shard_size: int = 8192
     batch_size: int | None = None
     load: bool = True
-    art_indexes: bool = False
-    materialize: bool = True
 
     def __post_init__(self) -> None:
         if self.shard_size < 1:
             raise LimelightError(f"shard size must be ≥ 1, got {self.shard_size}")
-        if self.art_indexes or not self.materialize:
-            warnings.warn("ExposureOptions.art_indexes and materialize are ignored: the store keeps "
-                          "its pairs once, as Parquet shards, with a per-document index",
-                          DeprecationWarning, stacklevel=3)
 
 
 class ExposureKeywords(TypedDict, total=False):
@@ -101,8 +91,6 @@ class ExposureKeywords(TypedDict, total=False):
     shard_size: int
     batch_size: int | None
     load: bool
-    art_indexes: bool
-    materialize: bool
     address: str | None
     engine_options: dict | None
 
@@ -157,8 +145,7 @@ def compute_exposure(
         return ExposureStore.open(store)
     created = not (store / "manifest.json").exists()  # a new store: removed again if the job fails before a shard
     if created:
-        if store.exists() and any(store.iterdir()):
-            raise LimelightError(f"{store}: exists and is not an exposure store; use an empty or new directory")
+        check_resumable_dir(store, "manifest.json", "exposure store")
         store.mkdir(parents=True, exist_ok=True)
         _write_manifest(store, {**manifest, "complete": False})
     try:

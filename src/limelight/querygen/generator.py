@@ -123,7 +123,7 @@ def default_backbone() -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "backbone") as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return out
@@ -491,7 +491,7 @@ class QueryGenerator:
                 "max_input_tokens": self.max_input_tokens, "max_new_tokens": self.max_new_tokens,
                 "n_shots": self.n_shots, "seq2seq": self.seq2seq, "serialize": self.serialize,
                 "base_model": self.base_model}
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, "query generator") as tmp:
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             (Path(tmp) / META).write_text(json.dumps(meta, indent=1))

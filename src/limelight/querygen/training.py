@@ -160,7 +160,9 @@ def train_generator(collection: Collection, schema: Schema | str, out: str | os.
     returning True checkpoints and ends the run early (``completed=False``; nothing is saved to
     ``out``); ``progress(step, loss)`` is called after every step."""
     import limelight._checkpoint as ck
+    from limelight._io import check_output_dir
 
+    check_output_dir(out, "query generator")  # before training: the save must not be refused after it
     schema = load_schema(schema)
     ckd = None if checkpoint_dir is None else Path(checkpoint_dir)
     settings = dict(settings or {})

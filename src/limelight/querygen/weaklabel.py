@@ -505,7 +505,7 @@ class ClickSet:
 
         if self.heldout is not None:
             self.check_heldout(collection)
-        with atomic_dir(out) as tmp:
+        with atomic_dir(out, "query dataset") as tmp:
             for split, qs in self.queries.items():
                 d = tmp / HELDOUT_DIR if self.heldout is not None and split in HELDOUT_SPLITS else tmp
                 d.mkdir(exist_ok=True)

@@ -121,7 +121,7 @@ class BM25Index:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the index into directory ``path`` atomically (replacing it if present)."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, "BM25 index") as tmp:
             for name, dtype, _ in _ARRAYS:
                 np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(self, name), dtype=dtype))
             meta = {"format": FORMAT, "name": self.name, "analyzer": self.analyzer.config(),

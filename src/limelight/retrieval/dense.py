@@ -551,7 +551,7 @@ class DenseIndex:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the index to directory ``path`` atomically (temporary folder, then rename)."""
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, "dense index") as tmp:
             np.save(tmp / "embeddings.npy", self.embeddings)
             (tmp / "doc_ids.json").write_text(json.dumps(self.doc_ids.strings.tolist()))
             if self.hnsw:

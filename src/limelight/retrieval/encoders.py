@@ -212,7 +212,7 @@ def export_model(st_model, variant: str, fingerprint: str, root: Path | None = N
         return onnx_path
     names = _input_names(st_model)
     t0 = time.perf_counter()
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "ONNX export") as tmp:
         raw = tmp / "raw.onnx"
         try:
             _export_fp32(st_model, names, raw)

@@ -143,7 +143,7 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
                                  list(run["losses"]), False, start)
     secs = time.perf_counter() - t0
     st.eval()
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "fine-tuned encoder") as tmp:
         st.save(str(tmp))
     if checkpoint_dir is not None:
         (Path(checkpoint_dir) / ck.STATE_FILE).unlink(missing_ok=True)

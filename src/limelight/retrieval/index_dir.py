@@ -41,7 +41,7 @@ def build_index(collection: Collection, out: str | os.PathLike, dense: bool = Fa
     from limelight.retrieval.bm25 import BM25Index
 
     out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "index") as tmp:
         _docs_frame(collection).to_parquet(tmp / "docs.parquet", index=False)
         BM25Index.build(collection, analyzer or Analyzer(), show_progress=show_progress).save(tmp / "bm25")
         built = ["bm25"]

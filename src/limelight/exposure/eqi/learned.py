@@ -289,7 +289,7 @@ class EQIModel:
         import torch
 
         path = Path(path)
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, "EQI model") as tmp:
             torch.save({"h_q": self.h_q.state_dict(), "h_d": self.h_d.state_dict()}, tmp / "heads.pt")
             (tmp / "model.json").write_text(json.dumps(
                 {"format": MODEL_FORMAT, "method": self.method, "dim": self.dim, **self.meta}, indent=1))
