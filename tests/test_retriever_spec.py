@@ -58,7 +58,7 @@ def test_defaults_filled_frozen_and_picklable():
 def test_bad_specs_are_one_line_errors():
     with pytest.raises(LimelightError, match="unknown model 'bm26'"):
         RetrieverSpec.from_model("bm26")
-    with pytest.raises(LimelightError, match="unknown retriever kind"):
+    with pytest.raises(LimelightError, match="unknown system kind"):
         RetrieverSpec.of("tfidf")
     with pytest.raises(LimelightError, match="no parameter 'rrf_k'"):
         RetrieverSpec.of("bm25", rrf_k=3)

@@ -11,6 +11,9 @@ Example (``configs/debian.toml``)::
 
     [collection]
     source = "debian"           # shared collection, catalog, folder, JSONL file or irds:<id>
+    # name = "debian"           # the collection's name (default: the shared name, or the folder's
+                                # or file's); the default [ctrlqgen] schema is the one shipped
+                                # under that name (debian, movies), never a path
 
     [queries]
     source = "log"              # "log" (shared query log), "dataset" (the collection's own
@@ -46,6 +49,11 @@ Example (``configs/debian.toml``)::
     # checkpoint = "tk2.pt"     # evaluate this trained model instead of training one (relative to
                                 # this file's folder; its train/validation queries are left out)
 
+    [eqi]                       # docs, steps, methods (residual, append), k
+    [robustness]                # methods ("all" or names), measure, mode (full, rerank, both)
+    [ctrlqgen]                  # schema (shipped name or TOML file), intents, n, n_entities,
+                                # generator, backbone; unknown keys are errors in every table
+
     [intervention]              # optional: Plackett-Luce policies over each system's top-n
     temperatures = [0.5, 1, 2]  # relative to each query's score spread (T = 0 is always added)
     samples = 16                # sampled rankings per query (Monte-Carlo)
@@ -57,34 +65,35 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from limelight._io import file_sha256
 from limelight.errors import FormatError
-from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RERANK_DEPTH, RRF_K
+from limelight.retrieval.defaults import RERANK_DEPTH
+from limelight.retrieval.systems import QUERY_VECTORS, get_kind, kind_names
 
-SYSTEM_KINDS = ("bm25", "dense", "hybrid", "reranked")
 OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # allowed keys per table, with their types (bool is checked before int: bool is an int subclass)
 _AUDIT_KEYS = {"name": str, "depth": int, "cutoffs": list, "group_field": str, "seed": int,
                "shard_size": int, "embedding_cache": str}
-_COLLECTION_KEYS = {"source": str}
+_COLLECTION_KEYS = {"source": str, "name": str}
 _QUERY_KEYS = {"source": str, "sample": int}
 _QUICK_KEYS = {"queries": int, "eval_queries": int}
 _EVAL_KEYS = {"measures": list, "preference": str}
-_SYSTEM_KEYS: dict[str, dict[str, type | tuple]] = {
-    "bm25": {"k1": (int, float), "b": (int, float)},
-    "dense": {"model": str, "max_seq_length": int},
-    "hybrid": {"rrf_k": (int, float), "k1": (int, float), "b": (int, float), "model": str,
-               "max_seq_length": int, "fusion_depth": int},
-    "reranked": {"first": str, "checkpoint": str, "depth": int},
-}
 _TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation", "eqi",
              "robustness", "ctrlqgen", "rerank", "intervention"}
+#: [eqi]: documents evaluated, training steps, learned methods, list length k (stages._eqi_opts)
+_EQI_KEYS = {"docs": int, "steps": int, "methods": list, "k": int}
+#: [robustness]: variation methods ("all" or names), measure, mode (stages._robustness_opts)
+_ROBUSTNESS_KEYS = {"methods": (str, list), "measure": str, "mode": str}
+#: [ctrlqgen]: generated queries (limelight.audit.inputs, stages._ctrlqgen_opts)
+_CTRLQGEN_KEYS = {"schema": str, "intents": list, "n": int, "n_entities": int, "generator": str,
+                  "backbone": str}
 #: [intervention]: Plackett-Luce policies over each system's store (issue 21)
 _INTERVENTION_KEYS = {"temperatures": list, "samples": int, "c": int}
 #: [rerank]: the TK re-ranking stage (budgets in optimizer steps, or a trained checkpoint)
@@ -113,23 +122,19 @@ class SystemSpec:
         """Kind and parameters with defaults filled in (what the stage hashes cover). A reranked
         system's settings include its first system's settings and the checkpoint's content
         hash, so a changed first stage or a retrained checkpoint reruns what depends on it."""
-        p = dict(self.params)
-        if self.kind in ("bm25", "hybrid"):
-            p.setdefault("k1", DEFAULT_K1)
-            p.setdefault("b", DEFAULT_B)
-        if self.kind == "hybrid":
-            p.setdefault("rrf_k", RRF_K)
-            p.setdefault("fusion_depth", FUSION_DEPTH)
-        if self.kind == "reranked":
-            p.setdefault("depth", RERANK_DEPTH)
+        kind = get_kind(self.kind)
+        p = {**kind.defaults(), **self.params}
+        if "checkpoint" in kind.params:
             p["checkpoint_sha256"] = self.checkpoint_sha256
+        if "first" in kind.params:
             p["first_settings"] = self.first.settings() if self.first is not None else None
         return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
 
     @property
     def uses_dense(self) -> bool:
-        """Whether the system itself encodes queries with the dense model (dense, hybrid)."""
-        return self.kind in ("dense", "hybrid")
+        """Whether the system itself encodes queries with the dense model (its kind has the
+        ``query_vectors`` capability: dense, hybrid)."""
+        return get_kind(self.kind).has(QUERY_VECTORS)
 
     @property
     def needs_dense(self) -> bool:
@@ -144,6 +149,7 @@ class AuditConfig:
     name: str
     collection: str
     systems: list[SystemSpec]
+    collection_name: str | None = None  # [collection] name (default: load_dataset's name)
     query_source: str = "log"
     query_sample: int = 0
     depth: int = 100
@@ -208,6 +214,19 @@ class _Checker:
                 return i + 1
         return None
 
+    def at_least(self, table: str, opts: dict, keys: tuple[str, ...], at: int) -> None:
+        """Each of ``keys`` present in ``[table]`` (whose header is line ``at``) is ≥ 1."""
+        for k in keys:
+            if opts.get(k, 1) < 1:
+                self.fail_at(self.key_line(k, at) or at, f"{table}.{k} must be ≥ 1, got {opts[k]}")
+
+    def known(self, key: str, values: list, known: Sequence[str], line: int) -> None:
+        """Every one of ``values`` is a string among ``known`` (case-insensitive)."""
+        names = {str(x).lower() for x in known}
+        for v in values:
+            if not isinstance(v, str) or v.lower() not in names:
+                self.fail_at(line, f"{key}: unknown {v!r} (known: {', '.join(known)})")
+
     def table(self, data: dict, name: str, allowed: dict[str, Any], after: int = 0) -> dict:
         if not isinstance(data, dict):
             self.fail(name, f"[{name}] must be a table")
@@ -271,15 +290,15 @@ def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None
         at = starts[i] if i < len(starts) else 0
         ats.append(at)
         kind = s.get("kind")
-        if kind not in SYSTEM_KINDS:
-            ck.fail("kind", f"systems[{i}].kind must be one of {', '.join(SYSTEM_KINDS)}, not {kind!r}", at)
+        if kind not in kind_names():
+            ck.fail("kind", f"systems[{i}].kind must be one of {', '.join(kind_names())}, not {kind!r}", at)
         name = s.get("name", kind)
         if not isinstance(name, str) or not _NAME_RE.match(name):
             ck.fail("name", f"systems[{i}].name {name!r} must be letters, digits, '.', '_' or '-'", at)
         if any(x.name == name for x in systems):
             ck.fail("name", f"duplicate system name {name!r}", at)
         params = {k: v for k, v in s.items() if k not in ("name", "kind")}
-        ck.table(params, f"systems.{name}", _SYSTEM_KEYS[kind], at)
+        ck.table(params, f"systems.{name}", {k: v.type for k, v in get_kind(kind).params.items()}, at)
         systems.append(SystemSpec(name, kind, params))
     base = Path(p).resolve().parent if p else Path.cwd()
     for spec, at in zip(systems, ats, strict=True):
@@ -314,6 +333,7 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     ck.table(stages, "stages", dict.fromkeys(OPTIONAL_STAGES, bool))
     if "source" not in coll:
         ck.fail("collection", "[collection] needs source = \"<shared collection, catalog, path or irds:id>\"")
+    _check_collection(ck, coll, audit)
     depth, cutoffs = _depth_and_cutoffs(ck, audit)
     qsrc = _check_queries(ck, qs, quick, text)
     systems = _parse_systems(ck, raw, text, depth, p)
@@ -331,6 +351,7 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     for k, v in options.items():
         if not isinstance(v, dict):
             ck.fail(k, f"[{k}] must be a table")
+    _check_stage_options(ck, options, text, Path(p).resolve().parent if p else Path.cwd())
     if "intervention" in options:
         _check_intervention(ck, options["intervention"], depth, text)
     if "rerank" in options:
@@ -338,7 +359,8 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
     if isinstance(options.get("ctrlqgen", {}).get("generator"), str):
         _resolve_generator(options["ctrlqgen"], Path(p).resolve().parent if p else Path.cwd())
     return AuditConfig(
-        name=name, collection=coll["source"], systems=systems, query_source=qsrc,
+        name=name, collection=coll["source"], systems=systems, collection_name=coll.get("name"),
+        query_source=qsrc,
         query_sample=qs.get("sample", 0), depth=depth, cutoffs=sorted(set(cutoffs)),
         group_field=audit.get("group_field"), seed=audit.get("seed", 0),
         shard_size=audit.get("shard_size", 8192),
@@ -347,6 +369,96 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         measures=list(measures), preference=ev.get("preference", "LexiRecall"),
         stages={k: bool(stages.get(k, True)) for k in OPTIONAL_STAGES}, options=options,
         path=p, text=text)
+
+
+def _check_collection(ck: _Checker, coll: dict, audit: dict) -> None:
+    """``collection.source`` names a collection (nothing is loaded), ``collection.name`` is not
+    empty, and ``audit.group_field`` is one of the collection's fields (read from its first
+    records): an audit that cannot load them fails here, before ``--check`` passes (issue 42)."""
+    from limelight.data.loaders import collection_source_problem, peek_fields
+
+    at = _line_of(ck.text, "collection") or 0
+    src = coll["source"]
+    if (why := collection_source_problem(src)) is not None:
+        ck.fail_at(ck.key_line("source", at) or at, f"collection.source {src!r}: {why}")
+    if "name" in coll and not coll["name"].strip():
+        ck.fail_at(ck.key_line("name", at) or at, "collection.name must not be empty")
+    field_name = audit.get("group_field")
+    fields = None if field_name is None else peek_fields(src)
+    if fields is not None and field_name not in fields:
+        ck.fail("group_field", f"audit.group_field {field_name!r} is not a field of {src} "
+                               f"(fields: {', '.join(sorted(fields)) or 'none'})")
+
+
+def _check_stage_options(ck: _Checker, options: dict, text: str, base: Path) -> None:
+    """``[eqi]``, ``[robustness]`` and ``[ctrlqgen]``: known keys of the right types (an unknown
+    key is one line listing the allowed ones) and values the stages accept, checked before any
+    work; a ``[ctrlqgen] schema`` is a shipped name or a TOML file (relative paths resolve
+    against the config file's folder, as checkpoints do)."""
+    for table, allowed in (("eqi", _EQI_KEYS), ("robustness", _ROBUSTNESS_KEYS),
+                           ("ctrlqgen", _CTRLQGEN_KEYS)):
+        if table in options:
+            ck.table(options[table], table, allowed, _line_of(text, table) or 0)
+    if "eqi" in options:
+        at, eqi = _line_of(text, "eqi") or 0, options["eqi"]
+        ck.at_least("eqi", eqi, ("docs", "steps", "k"), at)
+        if eqi.get("methods"):
+            from limelight.exposure.eqi.learned import METHODS
+
+            ck.known("eqi.methods", eqi["methods"], METHODS, ck.key_line("methods", at) or at)
+    if "robustness" in options:
+        _check_robustness(ck, options["robustness"], _line_of(text, "robustness") or 0)
+    if "ctrlqgen" in options:
+        at, gen = _line_of(text, "ctrlqgen") or 0, options["ctrlqgen"]
+        ck.at_least("ctrlqgen", gen, ("n", "n_entities"), at)
+        if "intents" in gen:
+            line = ck.key_line("intents", at) or at
+            if not gen["intents"]:
+                ck.fail_at(line, "ctrlqgen.intents is empty (narrow, broad or both)")
+            ck.known("ctrlqgen.intents", gen["intents"], ("narrow", "broad"), line)
+        if "schema" in gen:
+            _resolve_schema(ck, gen, base, ck.key_line("schema", at) or at)
+
+
+def _check_robustness(ck: _Checker, opts: dict, at: int) -> None:
+    """``[robustness]``: ``mode`` full, rerank or both; ``measure`` a measure; ``methods``
+    ``"all"`` or registered variation methods (a string may list them comma-separated)."""
+    if opts.get("mode", "full") not in ("full", "rerank", "both"):
+        ck.fail_at(ck.key_line("mode", at) or at,
+                   f"robustness.mode must be \"full\", \"rerank\" or \"both\", not {opts['mode']!r}")
+    if "measure" in opts:
+        from limelight.evaluation.measures import parse_measure
+
+        try:
+            parse_measure(opts["measure"])
+        except Exception as e:  # MeasureError
+            ck.fail_at(ck.key_line("measure", at) or at, f"robustness.measure: {e}")
+    methods = opts.get("methods", "all")
+    names = [m.strip() for m in methods.split(",") if m.strip()] if isinstance(methods, str) else methods
+    line = ck.key_line("methods", at) or at
+    if not names:
+        ck.fail_at(line, "robustness.methods is empty (\"all\" or variation method names)")
+    if [str(n).lower() for n in names] != ["all"]:
+        from limelight.querygen.variations import METHODS
+
+        ck.known("robustness.methods", names, list(METHODS), line)
+
+
+def _resolve_schema(ck: _Checker, opts: dict, base: Path, line: int) -> None:
+    """``[ctrlqgen] schema``: a shipped schema's name, or a TOML file (resolved against the
+    config file's folder, else the working directory); a missing file is a one-line error."""
+    from limelight.querygen.serialize import shipped_schemas
+
+    raw = opts["schema"]
+    if raw in shipped_schemas():
+        return
+    path = Path(raw).expanduser()
+    for cand in ((path,) if path.is_absolute() else (base / path, path)):
+        if cand.is_file():
+            opts["schema"] = str(cand.resolve())
+            return
+    ck.fail_at(line, f"ctrlqgen.schema {raw!r}: neither a shipped schema "
+                     f"({', '.join(shipped_schemas())}) nor a TOML file")
 
 
 def _check_intervention(ck: _Checker, iv: dict, depth: int, text: str) -> None:

@@ -134,3 +134,23 @@ def info(index: Path = typer.Option(None, help="show what an index directory hol
         m = json.loads(bm.read_text())
         meta["bm25"] = {k: v for k, v in m.items() if k not in ("vocabulary", "doc_ids")}
     typer.echo(json.dumps(meta, indent=1, default=str))
+
+
+def systems(json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+    """The kinds of system an audit can measure: their parameters (type, default) and
+    capabilities."""
+    from limelight.cli.console import print_rows
+    from limelight.retrieval.systems import CAPABILITIES, describe_kinds
+
+    rows = describe_kinds()
+    if json_out:
+        print_rows(rows, True, "system kinds")
+        return
+    table = [{"kind": r["kind"], "what it is": r["description"],
+              "parameters": ", ".join(f"{n} ({p['type']}" + (f", default {p['default']})" if p["default"]
+                                                               is not None else ")")
+                                      for n, p in r["parameters"].items()) or "none",
+              "capabilities": ", ".join(r["capabilities"])} for r in rows]
+    print_rows(table, False, "system kinds")
+    for name, what in CAPABILITIES.items():
+        typer.echo(f"{name}: {what}")

@@ -40,17 +40,12 @@ def _root(version: bool = typer.Option(False, "--version", is_eager=True, callba
     """limelight: who search puts in the limelight, for whom, and how to change it."""
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Print a one-line error and exit non-zero."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 # ---- the commands, in the order `limelight --help` lists them; then the command groups ---------
 app.command("index")(core.index)
 app.command("search")(core.search)
 app.command("retrieve")(core.retrieve)
 app.command("info")(core.info)
+app.command("systems")(core.systems)
 app.command("retrievability")(exposure.retrievability_cmd)
 app.command("evaluate")(evaluate.evaluate)
 app.command("compare")(evaluate.compare)

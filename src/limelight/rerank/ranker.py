@@ -27,7 +27,7 @@ from limelight.rerank.models import (
 )
 from limelight.rerank.vocab import EncodedTexts, Vocabulary, VocabularyMismatchError, glove_matrix
 from limelight.retrieval.base import Retriever, Stage
-from limelight.retrieval.spec import RetrieverSpec, register_opener
+from limelight.retrieval.spec import RetrieverSpec
 
 FORMAT = "limelight-rerank/1"
 
@@ -346,7 +346,7 @@ class RerankedRetriever(Retriever):
         fingerprint, the ranker's weights and the re-ranking depth."""
         import hashlib
 
-        from limelight.exposure.exact import retriever_fingerprint
+        from limelight.exposure.fingerprints import retriever_fingerprint
 
         parts = [retriever_fingerprint(self.first, self.doc_ids), ranker_fingerprint(self.ranker),
                  str(self.depth)]
@@ -402,9 +402,9 @@ class RerankedRetriever(Retriever):
 def open_reranked(spec: RetrieverSpec, first: Retriever, *, index_dir: str | os.PathLike,
                   name: str | None = None, collection: Collection | None = None,
                   reranker: KernelReranker | None = None) -> RerankedRetriever:
-    """Open a ``reranked`` :class:`~limelight.retrieval.spec.RetrieverSpec` (registered when
-    this module is imported; ``spec.open(index_dir)`` calls it): ``first``, the opened first
-    stage, followed by the ranker of ``spec.checkpoint`` over its top ``depth``.
+    """Open a ``reranked`` :class:`~limelight.retrieval.spec.RetrieverSpec` (the kind's opener,
+    :mod:`limelight.rerank.kind`, calls it): ``first``, the opened first stage, followed by the
+    ranker of ``spec.checkpoint`` over its top ``depth``.
 
     The checkpoint must still hash to ``spec.checkpoint_sha256`` when that is recorded.
     ``collection``: the documents the ranker reads (default: those stored with the index);
@@ -427,5 +427,3 @@ def open_reranked(spec: RetrieverSpec, first: Retriever, *, index_dir: str | os.
         reranker = KernelReranker(ranker, collection)
     return RerankedRetriever(first, reranker, depth=spec.param("depth"), name=name)
 
-
-register_opener("reranked", open_reranked)

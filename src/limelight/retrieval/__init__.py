@@ -11,6 +11,9 @@
 - ``RetrieverSpec`` (``spec``): a retriever as a value (kind, parameters, first stage,
   checkpoint), opened (``open``) and fingerprinted (``fingerprint``) over an index directory;
   the default settings (``DEFAULT_K1``, ``DEFAULT_B``, ...) are in ``defaults``.
+- The registry of system kinds (``systems``): ``SystemKind`` (parameters as ``Param``,
+  capabilities, opener), ``register_kind``, ``get_kind``, ``kind_names``; the shipped kinds
+  ``bm25``, ``dense``, ``hybrid`` are the modules of ``kinds``.
 
 Also public here, though nothing else in the library calls them:
 
@@ -53,5 +56,12 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
     )
     from limelight.retrieval.runfusion import combmnz, combsum, fuse, linear, rrf
     from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.systems import (
+        Param,
+        SystemKind,
+        get_kind,
+        kind_names,
+        register_kind,
+    )
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__)

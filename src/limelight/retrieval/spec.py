@@ -11,7 +11,7 @@ directory (``limelight index``; an audit's ``index/``):
 - ``spec.settings()`` describes it as JSON (the audit records and hashes it);
   ``spec.store_settings()`` is the shorter form a store computed by the CLI records.
 
-Kinds and their parameters (defaults from :mod:`limelight.retrieval.defaults` filled in)::
+Shipped kinds and their parameters (defaults from :mod:`limelight.retrieval.defaults` filled in)::
 
     bm25      k1 = 0.9, b = 0.4
     dense     model (default: the encoder the index was built with), max_seq_length
@@ -25,8 +25,8 @@ Kinds and their parameters (defaults from :mod:`limelight.retrieval.defaults` fi
 >>> retriever = spec.open("idx/debian")                  # doctest: +SKIP
 >>> spec.fingerprint("idx/debian")                       # what `limelight exposure compute` records
 
-Re-rankers live above retrieval: the ``reranked`` kind is opened by the function that
-:mod:`limelight.rerank.ranker` registers with :func:`register_opener` when it is imported.
+Kinds, their parameters, defaults, capabilities and openers come from the registry
+(:mod:`limelight.retrieval.systems`): a spec of any registered kind opens through it.
 """
 
 from __future__ import annotations
@@ -34,48 +34,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from limelight.errors import LimelightError
-from limelight.retrieval.defaults import (
-    DEFAULT_B,
-    DEFAULT_K1,
-    FUSION_DEPTH,
-    RERANK_DEPTH,
-    RRF_K,
-)
-
-KINDS = ("bm25", "dense", "hybrid", "reranked")
-#: the kinds an index directory serves without a checkpoint (``--model`` of the CLI)
-MODELS = ("bm25", "dense", "hybrid")
-
-_PARAMS: dict[str, tuple[str, ...]] = {
-    "bm25": ("k1", "b"),
-    "dense": ("model", "max_seq_length"),
-    "hybrid": ("k1", "b", "rrf_k", "fusion_depth", "model", "max_seq_length"),
-    "reranked": ("depth", "first", "checkpoint"),
-}
-_DEFAULTS: dict[str, dict[str, Any]] = {
-    "bm25": {"k1": DEFAULT_K1, "b": DEFAULT_B},
-    "dense": {},
-    "hybrid": {"k1": DEFAULT_K1, "b": DEFAULT_B, "rrf_k": RRF_K, "fusion_depth": FUSION_DEPTH},
-    "reranked": {"depth": RERANK_DEPTH},
-}
-
-#: openers of kinds that live above retrieval: ``kind -> opener(spec, first, *, index_dir,
-#: name, **context)``, ``first`` being the opened first stage
-_OPENERS: dict[str, Callable[..., Any]] = {}
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RRF_K
+from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
 
 
-def register_opener(kind: str, opener: Callable[..., Any]) -> None:
-    """Let ``opener(spec, first, *, index_dir, name, **context)`` open the specs of ``kind``
-    (``limelight.rerank.ranker`` registers ``reranked``)."""
-    if kind not in KINDS or kind in MODELS:
-        raise LimelightError(f"cannot register an opener for kind {kind!r}")
-    _OPENERS[kind] = opener
+def models() -> list[str]:
+    """The kinds an index directory serves without anything else (the CLI's ``--model``):
+    those that can be a first stage."""
+    return [k for k in kind_names() if get_kind(k).has(FIRST_STAGE)]
 
 
 @dataclass(frozen=True)
@@ -96,20 +68,19 @@ class RetrieverSpec:
     checkpoint_sha256: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise LimelightError(f"unknown retriever kind {self.kind!r} ({', '.join(KINDS)})")
+        kind = get_kind(self.kind)
         given = dict(self.params)
-        unknown = sorted(set(given) - set(_PARAMS[self.kind]))
+        unknown = sorted(set(given) - set(kind.params))
         if unknown:
-            raise LimelightError(f"retriever kind {self.kind!r} has no parameter {unknown[0]!r} "
-                                 f"(parameters: {', '.join(_PARAMS[self.kind])})")
-        p = {**_DEFAULTS[self.kind], **{k: v for k, v in given.items() if v is not None}}
+            raise LimelightError(f"system kind {self.kind!r} has no parameter {unknown[0]!r} "
+                                 f"(parameters: {', '.join(kind.params) or 'none'})")
+        p = {**kind.defaults(), **{k: v for k, v in given.items() if v is not None}}
         object.__setattr__(self, "params", tuple(sorted(p.items())))
-        if self.first is not None and self.kind != "reranked":
+        if self.first is not None and "first" not in kind.params:
             raise LimelightError(f"a {self.kind} retriever has no first stage")
-        if self.first is not None and self.first.kind not in MODELS:
-            raise LimelightError(f"the first stage of a reranked retriever is bm25, dense or "
-                                 f"hybrid, not {self.first.kind}")
+        if self.first is not None and not get_kind(self.first.kind).has(FIRST_STAGE):
+            raise LimelightError(f"the first stage of a {self.kind} retriever is one of "
+                                 f"{', '.join(models())}, not {self.first.kind}")
         if self.checkpoint is not None:
             object.__setattr__(self, "checkpoint", str(self.checkpoint))
 
@@ -129,8 +100,8 @@ class RetrieverSpec:
                    dense_model: str | None = None) -> RetrieverSpec:
         """The retriever of the CLI's ``--model`` (bm25, dense or hybrid) and ``--k1``/``--b``
         (which apply to bm25 and hybrid); ``dense_model`` overrides the index's encoder."""
-        if model not in MODELS:
-            raise LimelightError(f"unknown model {model!r} (bm25, dense or hybrid)")
+        if model not in models():
+            raise LimelightError(f"unknown model {model!r} ({', '.join(models())})")
         params: dict[str, Any] = {} if model == "dense" else {"k1": k1, "b": b}
         if dense_model and model != "bm25":
             params["model"] = dense_model
@@ -158,9 +129,9 @@ class RetrieverSpec:
             first = cls.from_store_settings(settings.get("first") or {})
             return cls.of("reranked", first=first, checkpoint_sha256=settings.get("checkpoint_sha256"),
                           depth=settings.get("depth"))
-        if kind not in MODELS:
-            raise LimelightError(f"unknown model {kind!r} (bm25, dense or hybrid)")
-        params = {k: settings[k] for k in _PARAMS[kind] if k in settings and k != "model"}
+        if kind not in models():
+            raise LimelightError(f"unknown model {kind!r} ({', '.join(models())})")
+        params = {k: settings[k] for k in get_kind(kind).params if k in settings and k != "model"}
         if "dense_model" in settings and kind != "bm25":
             params["model"] = settings["dense_model"]
         return cls.of(kind, **params)
@@ -174,7 +145,8 @@ class RetrieverSpec:
     def needs_dense(self) -> bool:
         """Whether opening needs the dense index and an encoder (dense, hybrid; or the first
         stage of a reranked spec is one)."""
-        return self.kind in ("dense", "hybrid") or (self.first is not None and self.first.needs_dense)
+        return (get_kind(self.kind).has(QUERY_VECTORS)
+                or (self.first is not None and self.first.needs_dense))
 
     def settings(self) -> dict[str, Any]:
         """Kind and parameters with defaults filled in; a reranked spec adds its checkpoint's
@@ -253,45 +225,8 @@ class RetrieverSpec:
         root = Path(index_dir)
         if self.needs_dense and "dense" not in meta["built"]:
             raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")
-        if self.kind == "bm25":
-            return self._bm25(root, name, threads)
-        if self.kind == "dense":
-            return self._dense(root, name, encoder)
-        if self.kind == "hybrid":
-            from limelight.retrieval.fusion import Hybrid
-
-            named = {"name": name} if name is not None else {}
-            return Hybrid(self._bm25(root, name, threads), self._dense(root, name, encoder),
-                          k=self.param("rrf_k"), depth=self.param("fusion_depth"), **named)
-        return self._reranked(root, name, threads, encoder, context)
-
-    def _bm25(self, root: Path, name: str | None, threads: int | None):
-        from limelight.retrieval.bm25 import BM25, BM25Index
-
-        r = BM25(BM25Index.load(root / "bm25"), k1=self.param("k1"), b=self.param("b"),
-                 threads=threads)
-        if name is not None:
-            r.name = name
-        return r
-
-    def _dense(self, root: Path, name: str | None, encoder: Any):
-        from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
-
-        if encoder is None and (self.param("model") or self.param("max_seq_length")):
-            encoder = Encoder(self.param("model"), max_seq_length=self.param("max_seq_length"))
-        named = {"name": name} if name is not None else {}
-        return DenseRetriever(DenseIndex.load(root / "dense"), encoder, **named)
-
-    def _reranked(self, root: Path, name: str | None, threads: int | None, encoder: Any,
-                  context: dict[str, Any]):
-        opener = _OPENERS.get(self.kind)
-        if opener is None:
-            raise LimelightError(f"retriever kind {self.kind!r} is opened by limelight.rerank: "
-                                 "import limelight.rerank.ranker first")
-        if self.first is None:
-            raise LimelightError("a reranked retriever needs its first stage (first=RetrieverSpec)")
-        first = self.first.open(root, name=self.param("first"), threads=threads, encoder=encoder)
-        return opener(self, first, index_dir=root, name=name, **context)
+        return get_kind(self.kind).open(self, root, name=name, threads=threads, encoder=encoder,
+                                        **context)
 
 
-__all__ = ["KINDS", "MODELS", "RetrieverSpec", "register_opener"]
+__all__ = ["RetrieverSpec", "models"]

@@ -1,0 +1,42 @@
+"""Kind ``hybrid``: reciprocal rank fusion (RRF) of the index's BM25 and dense rankings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RRF_K
+from limelight.retrieval.kinds.bm25 import NUMBER, open_bm25
+from limelight.retrieval.kinds.dense import DENSE_PARAMS, open_dense
+from limelight.retrieval.systems import (
+    DETERMINISTIC,
+    FIRST_STAGE,
+    NEW_QUERIES,
+    QUERY_VECTORS,
+    Param,
+    SystemKind,
+    register_kind,
+)
+
+
+def open_hybrid(spec: Any, index_dir: str | Path, *, name: str | None = None,
+                threads: int | None = None, encoder: Any = None, **_: Any):
+    """``Hybrid``: RRF (``rrf_k``) of BM25 and dense, each cut at ``fusion_depth``."""
+    from limelight.retrieval.fusion import Hybrid
+
+    named = {"name": name} if name is not None else {}
+    return Hybrid(open_bm25(spec, index_dir, name=name, threads=threads),
+                  open_dense(spec, index_dir, name=name, encoder=encoder),
+                  k=spec.param("rrf_k"), depth=spec.param("fusion_depth"), **named)
+
+
+KIND = register_kind(SystemKind(
+    "hybrid",
+    {"k1": Param(NUMBER, DEFAULT_K1, "BM25's k1"), "b": Param(NUMBER, DEFAULT_B, "BM25's b"),
+     "rrf_k": Param(NUMBER, RRF_K, "RRF constant: 1 / (rrf_k + rank)"),
+     "fusion_depth": Param(int, FUSION_DEPTH, "each ranking is cut at this depth before fusion"),
+     **DENSE_PARAMS},
+    frozenset({NEW_QUERIES, DETERMINISTIC, QUERY_VECTORS, FIRST_STAGE}),
+    open_hybrid,
+    "reciprocal rank fusion of BM25 and dense",
+))

@@ -1,0 +1,195 @@
+"""The registry of system kinds: what an audited system can be, as ir_measures registers measures.
+
+A kind is one module that calls :func:`register_kind` with a :class:`SystemKind`: its name, its
+parameters (type, default, one line of help), its capabilities and how it opens. Everything above
+(the audit configuration, its stages, the CLI, the web app) asks a kind for a *capability*, never
+for its name::
+
+    from limelight.retrieval.systems import get_kind
+    if get_kind(spec.kind).has(EXACT_REVERSE): ...
+
+Kinds shipped with limelight:
+
+- ``bm25``, ``dense``, ``hybrid`` (:mod:`limelight.retrieval.kinds`): limelight's own rankers over
+  an index directory;
+- ``reranked`` (:mod:`limelight.rerank.kind`): a TK/KNRM re-ranker over another system.
+
+:func:`load_kinds` imports the modules of the shipped kinds (:data:`SHIPPED`) and of the kinds
+other packages declare under the ``limelight.systems`` entry-point group, as plugins do.
+
+``limelight systems`` lists the registered kinds with their parameters and capabilities.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from limelight.errors import LimelightError
+
+# ---- capabilities ---------------------------------------------------------------------------------
+NEW_QUERIES = "new_queries"
+EXACT_REVERSE = "exact_reverse"
+LOCAL_INDEX = "local_index"
+DETERMINISTIC = "deterministic"
+QUERY_VECTORS = "query_vectors"
+FIRST_STAGE = "first_stage"
+
+#: every capability a kind may declare, with the sentence ``limelight systems`` and the report use
+CAPABILITIES: dict[str, str] = {
+    NEW_QUERIES: "answers queries it has not seen before (search box, pasted documents, suggestions)",
+    EXACT_REVERSE: "exact reverse search: the queries that expose a new document, from the system's "
+                   "own scoring",
+    LOCAL_INDEX: "a local index of the collection that the EQI stage can train and search on",
+    DETERMINISTIC: "the same query always gets the same ranking",
+    QUERY_VECTORS: "encodes queries with the dense model (the audit encodes the log once for it)",
+    FIRST_STAGE: "can be the first stage of a reranked system",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kind: its accepted type(s), default (``None``: none filled in) and help."""
+
+    type: type | tuple[type, ...]
+    default: Any = None
+    help: str = ""
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` has this parameter's type (a bool is never an int or a float)."""
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        if isinstance(value, bool) and bool not in types:
+            return False
+        return isinstance(value, types)
+
+    @property
+    def type_name(self) -> str:
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        if set(types) == {int, float}:
+            return "number"
+        names = {int: "integer", float: "number", str: "string", bool: "boolean", list: "list",
+                 dict: "table"}
+        return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+
+
+@dataclass(frozen=True)
+class SystemKind:
+    """A kind of system: ``name``, ``params`` (name -> :class:`Param`), ``capabilities`` (names
+    from :data:`CAPABILITIES`), ``open`` (``open(spec, index_dir, *, name, threads, encoder,
+    **context)`` -> a retriever: an object with ``search_batch(texts, k)`` or a callable
+    ``(Queries) -> Run``) and a one-line ``description``. ``labels``: parameters that name other
+    things (a first stage, a file) and are recorded as written, not as settings of the ranking."""
+
+    name: str
+    params: Mapping[str, Param]
+    capabilities: frozenset[str]
+    open: Callable[..., Any]
+    description: str = ""
+    labels: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.capabilities) - set(CAPABILITIES))
+        if unknown:
+            raise LimelightError(f"system kind {self.name!r}: unknown capability {unknown[0]!r} "
+                                 f"({', '.join(CAPABILITIES)})")
+        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+
+    def has(self, capability: str) -> bool:
+        """Whether this kind has ``capability`` (one of :data:`CAPABILITIES`)."""
+        if capability not in CAPABILITIES:
+            raise LimelightError(f"unknown capability {capability!r} ({', '.join(CAPABILITIES)})")
+        return capability in self.capabilities
+
+    def defaults(self) -> dict[str, Any]:
+        """The parameters that have a default, with it."""
+        return {k: p.default for k, p in self.params.items() if p.default is not None}
+
+    def check(self, params: Mapping[str, Any], where: str = "") -> None:
+        """A one-line ``LimelightError`` for a parameter this kind lacks (the ones it has listed)
+        or a value of the wrong type; ``None`` values count as not given."""
+        at = f"{where}: " if where else ""
+        for k, v in params.items():
+            if k not in self.params:
+                raise LimelightError(f"{at}system kind {self.name!r} has no parameter {k!r} "
+                                     f"(parameters: {', '.join(self.params) or 'none'})")
+            if v is not None and not self.params[k].accepts(v):
+                raise LimelightError(f"{at}{k} must be a {self.params[k].type_name}, not {v!r}")
+
+
+_KINDS: dict[str, SystemKind] = {}
+_LOADED = False
+
+#: modules whose import registers the kinds limelight ships (the lowest layer first)
+SHIPPED = ("limelight.retrieval.kinds", "limelight.rerank.kind")
+
+
+def register_kind(kind: SystemKind, *, replace: bool = False) -> SystemKind:
+    """Register ``kind`` under its name (a second registration of a name is refused unless
+    ``replace``); returns it."""
+    if kind.name in _KINDS and not replace and _KINDS[kind.name] is not kind:
+        raise LimelightError(f"system kind {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def unregister_kind(name: str) -> None:
+    """Remove the kind registered as ``name`` (a plugin's tests put the registry back)."""
+    _KINDS.pop(name, None)
+
+
+def load_kinds() -> None:
+    """Import the modules of every shipped kind and of the ``limelight.systems`` entry points
+    (their imports register them); a plugin that cannot be imported is left out with a warning."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from importlib.metadata import entry_points
+
+    for mod in SHIPPED:
+        importlib.import_module(mod)
+    for ep in entry_points(group="limelight.systems"):
+        try:
+            importlib.import_module(ep.value)
+        except ImportError as e:  # a plugin whose dependencies are missing: left out, said once
+            warnings.warn(f"system kinds of {ep.value} left out: {e}", stacklevel=2)
+
+
+def kind_names() -> list[str]:
+    """The names of the registered kinds (shipped ones loaded first), in registration order."""
+    load_kinds()
+    return list(_KINDS)
+
+
+def get_kind(name: str) -> SystemKind:
+    """The kind registered as ``name``; a one-line error listing the registered ones otherwise."""
+    kind = _KINDS.get(name)
+    if kind is None:
+        load_kinds()
+        kind = _KINDS.get(name)
+    if kind is None:
+        raise LimelightError(f"unknown system kind {name!r} (registered: {', '.join(_KINDS)})")
+    return kind
+
+
+def has_capability(name: str, capability: str) -> bool:
+    """Whether the kind registered as ``name`` has ``capability``."""
+    return get_kind(name).has(capability)
+
+
+def describe_kinds() -> list[dict[str, Any]]:
+    """Every registered kind as JSON-able rows: name, description, parameters (type, default,
+    help) and capabilities (what ``limelight systems`` prints)."""
+    return [{"kind": k.name, "description": k.description,
+             "parameters": {n: {"type": p.type_name, "default": p.default, "help": p.help}
+                            for n, p in k.params.items()},
+             "capabilities": sorted(k.capabilities)}
+            for k in (get_kind(n) for n in kind_names())]
+
+
+__all__ = ["CAPABILITIES", "DETERMINISTIC", "EXACT_REVERSE", "FIRST_STAGE", "LOCAL_INDEX",
+           "NEW_QUERIES", "QUERY_VECTORS", "Param", "SystemKind", "describe_kinds", "get_kind",
+           "has_capability", "kind_names", "load_kinds", "register_kind", "unregister_kind"]
