@@ -16,6 +16,7 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from limelight.audit.layout import FORMAT, AuditDir
 from limelight.audit.stage import Stage, StageSkipped, StageStatus
 from limelight.audit.stages import audit_stages
 from limelight.errors import LimelightError
+from limelight.retrieval.systems import get_kind
 
 __all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus", "run_audit"]
 
@@ -212,15 +214,14 @@ class AuditRunner:
         checkpoint's ranker (:func:`limelight.rerank.ranker.open_reranked`, loaded once)."""
         from limelight.retrieval.spec import RetrieverSpec
 
-        context: dict[str, Any] = {}
-        if spec.kind == "reranked":
-            from limelight.rerank.ranker import open_reranked  # noqa: F401 (opens kind "reranked")
-
-            if spec.first is None or spec.checkpoint_path is None:
-                raise LimelightError(f"system {spec.name!r}: a reranked system needs a validated config "
-                                     "(first system and checkpoint resolved by parse_config)")
-            context = {"collection": self._inputs.dataset.collection,
-                       "reranker": self._rerankers.get(spec.name)}
+        if spec.first is None and "first" in get_kind(spec.kind).params:
+            raise LimelightError(f"system {spec.name!r}: a {spec.kind} system needs a validated config "
+                                 "(first system and checkpoint resolved by parse_config)")
+        base = Path(self.cfg.path).resolve().parent if self.cfg.path else Path.cwd()
+        context: dict[str, Any] = {"collection": self._inputs.dataset.collection,
+                                   "queries": self._inputs.queries, "base_dir": base,
+                                   "work_dir": self.dir.system_dir(spec.name),
+                                   "reranker": self._rerankers.get(spec.name)}
         rspec = RetrieverSpec.from_settings(spec.settings(), checkpoint=spec.checkpoint_path)
         encoder = None
         if rspec.needs_dense:
@@ -229,7 +230,7 @@ class AuditRunner:
                 encoder = LookupEncoder(encoder, self._inputs.queries.texts,
                                         np.load(self.dir.query_vectors))
         retriever = rspec.open(self.dir.index_dir, name=spec.name, encoder=encoder, **context)
-        if spec.kind == "reranked":
+        if getattr(retriever, "reranker", None) is not None:  # loaded once per audit
             self._rerankers[spec.name] = retriever.reranker
         return retriever
 

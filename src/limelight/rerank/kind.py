@@ -21,7 +21,8 @@ def open_reranked_spec(spec: Any, index_dir: str | Path, *, name: str | None = N
     if spec.first is None:
         raise LimelightError("a reranked retriever needs its first stage (first=RetrieverSpec)")
     first = spec.first.open(index_dir, name=spec.param("first"), threads=threads, encoder=encoder)
-    return open_reranked(spec, first, index_dir=index_dir, name=name, **context)
+    return open_reranked(spec, first, index_dir=index_dir, name=name,
+                         collection=context.get("collection"), reranker=context.get("reranker"))
 
 
 KIND = register_kind(SystemKind(

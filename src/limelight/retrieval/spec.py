@@ -209,24 +209,29 @@ class RetrieverSpec:
         return h.hexdigest()[:32]
 
     # ---- opening -----------------------------------------------------------------------------
-    def open(self, index_dir: str | os.PathLike, *, name: str | None = None,
+    def open(self, index_dir: str | os.PathLike | None, *, name: str | None = None,
              threads: int | None = None, encoder: Any = None, **context: Any) -> Any:
         """The retriever over ``index_dir`` (a ``Retriever``: ``BM25``, ``DenseRetriever``,
         ``Hybrid``, or what the ``reranked`` opener returns).
 
         ``name`` names it (and the parts of a hybrid); ``threads`` caps BM25's kernels;
         ``encoder`` replaces the dense query encoder (e.g. one that looks up precomputed query
-        vectors); ``context`` goes to a registered opener (``reranked``: ``collection``, an
-        already loaded ``reranker``). The index's files are memory-mapped where they can be.
+        vectors); ``context`` goes to the kind's opener (:class:`~limelight.retrieval.systems.
+        SystemKind`: ``collection``, ``queries``, ``base_dir``, ``work_dir``, ``reranker``). The
+        index's files are memory-mapped where they can be. A kind that does not open over an
+        index (``needs_index`` false) takes ``index_dir=None``.
         """
-        from limelight.retrieval.index_meta import read_meta
+        kind = get_kind(self.kind)
+        root = None if index_dir is None else Path(index_dir)
+        if kind.needs_index:
+            from limelight.retrieval.index_meta import read_meta
 
-        meta = read_meta(index_dir)
-        root = Path(index_dir)
-        if self.needs_dense and "dense" not in meta["built"]:
-            raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")
-        return get_kind(self.kind).open(self, root, name=name, threads=threads, encoder=encoder,
-                                        **context)
+            if root is None:
+                raise LimelightError(f"a {self.kind} system opens over an index directory (limelight index)")
+            meta = read_meta(root)
+            if self.needs_dense and "dense" not in meta["built"]:
+                raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")
+        return kind.open(self, root, name=name, threads=threads, encoder=encoder, **context)
 
 
 __all__ = ["RetrieverSpec", "models"]

@@ -78,10 +78,19 @@ class Param:
 @dataclass(frozen=True)
 class SystemKind:
     """A kind of system: ``name``, ``params`` (name -> :class:`Param`), ``capabilities`` (names
-    from :data:`CAPABILITIES`), ``open`` (``open(spec, index_dir, *, name, threads, encoder,
-    **context)`` -> a retriever: an object with ``search_batch(texts, k)`` or a callable
-    ``(Queries) -> Run``) and a one-line ``description``. ``labels``: parameters that name other
-    things (a first stage, a file) and are recorded as written, not as settings of the ranking."""
+    from :data:`CAPABILITIES`), ``open`` (see below) and a one-line ``description``.
+    ``labels``: parameters that name other things (a first stage, a file) and are recorded as
+    written, not as settings of the ranking. ``needs_index``: whether it opens over limelight's
+    index directory (an external system, a run file or a service, does not).
+
+    ``open(spec, index_dir, *, name, threads, encoder, **context)`` returns a retriever: an
+    object with ``search_batch(texts, k)`` or a callable ``(Queries) -> Run``, with ``doc_ids``
+    where it knows them. ``context`` (every key optional; an opener ignores what it does not
+    use): ``collection`` (the audited ``Collection``: result ids are checked against it),
+    ``queries`` (the audit's query log), ``base_dir`` (the folder relative paths in the
+    parameters resolve against: the configuration's), ``work_dir`` (a folder of the system's own
+    for resumable state, e.g. a replay's finished shards), ``reranker`` (``reranked``: an already
+    loaded ranker)."""
 
     name: str
     params: Mapping[str, Param]
@@ -89,6 +98,7 @@ class SystemKind:
     open: Callable[..., Any]
     description: str = ""
     labels: tuple[str, ...] = field(default=())
+    needs_index: bool = True
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.capabilities) - set(CAPABILITIES))
