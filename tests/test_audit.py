@@ -364,10 +364,10 @@ def test_reranked_system_in_results_and_report(reranked_audit):
     assert "bm25_tk" in set(pd.read_parquet(a.table("systems"))["system"])
     assert "bm25_tk" in set(pd.read_parquet(a.table("robustness"))["system"])
     eqi = status["eqi"]
-    assert eqi.present and "bm25_tk (reranked" in eqi.reason and "need a BM25 or dense" in eqi.reason
+    assert eqi.present and "bm25_tk (a reranked system lacks local_index" in eqi.reason
     page = a.report_html.read_text()
     assert "bm25_tk" in page and "Gini" in page
-    assert 'class="skipped">not run for bm25_tk (reranked' in page
+    assert 'class="skipped">not run for bm25_tk (a reranked system lacks local_index' in page
     assert res["stages"]["eqi"]["reason"] == eqi.reason
 
 

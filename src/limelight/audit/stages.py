@@ -18,6 +18,15 @@ from limelight._io import atomic_path
 from limelight.audit.cache import stable_hash
 from limelight.audit.config import AuditConfig, SystemSpec
 from limelight.audit.stage import Audit, Progress, Stage, StageSkipped
+from limelight.retrieval.systems import (
+    CAPABILITIES,
+    EXACT_REVERSE,
+    FIRST_STAGE,
+    LOCAL_INDEX,
+    NEW_QUERIES,
+    get_kind,
+)
+from limelight.retrieval.systems import QUERY_VECTORS as USES_QUERY_VECTORS
 
 if TYPE_CHECKING:  # pragma: no cover
     from limelight.audit.inputs import AuditInputs
@@ -52,6 +61,34 @@ def _dense_settings(cfg: AuditConfig) -> dict | None:
     # ONNX_RUN: vectors of the batch-dependent int8 encoder of before are not reused
     return {"model": p.get("model") or "all-MiniLM-L6-v2", "max_seq_length": p.get("max_seq_length"),
             "onnx_run": ONNX_RUN}
+
+
+def _able(cfg: AuditConfig, *capabilities: str) -> list[SystemSpec]:
+    """The systems of ``cfg`` whose kind has every one of ``capabilities`` (stages ask for
+    capabilities, never for kind names)."""
+    return [s for s in cfg.systems if all(get_kind(s.kind).has(c) for c in capabilities)]
+
+
+def _left_out(systems: list[SystemSpec], *capabilities: str) -> str:
+    """Which of ``systems`` lack one of ``capabilities`` and why (one line), or ``""``."""
+    why = []
+    for s in systems:
+        lacks = [c for c in capabilities if not get_kind(s.kind).has(c)]
+        if lacks:
+            why.append(f"{s.name} (a {s.kind} system lacks {lacks[0]}: {CAPABILITIES[lacks[0]]})")
+    return ("not run for " + "; ".join(why)) if why else ""
+
+
+def _none_able(audit: Audit, capability: str, what: str) -> str | None:
+    """The skip reason when no system has ``capability`` (needed ``what``), else ``None``."""
+    if _able(audit.cfg, capability):
+        return None
+    return f"no system {CAPABILITIES[capability].split(' (')[0]} {what}: {_left_out(audit.cfg.systems, capability)}"
+
+
+def _vectors(spec: SystemSpec) -> bool:
+    """Whether a system's kind searches with query vectors (dense) rather than terms (BM25)."""
+    return get_kind(spec.kind).has(USES_QUERY_VECTORS)
 
 
 def _switched_off(audit: Audit, name: str) -> str | None:
@@ -156,7 +193,7 @@ def exposure_stage(spec: SystemSpec, depth: int) -> Stage:
     """Exact exposure of every query's top ``depth`` under one system (resumable)."""
 
     def body(audit: Audit, bar: Progress) -> dict:
-        from limelight.exposure.exact import compute_exposure
+        from limelight.exposure.compute import compute_exposure
 
         cfg = audit.cfg
         retr = audit.retriever(spec)
@@ -323,7 +360,7 @@ def _group_figure(grp: pd.DataFrame, path, field: str, c: int) -> str:
 # ---- stages that need qrels -------------------------------------------------------------------
 def _eval_runs(audit: Audit, k: int = 1000) -> dict:
     out = {}
-    for spec in audit.cfg.systems:
+    for spec in _able(audit.cfg, NEW_QUERIES):
         retr = audit.retriever(spec, query_vectors=False)
         out[spec.name] = retr.retrieve(audit.inputs.eval_queries, k).rename(spec.name)
     return out
@@ -364,10 +401,12 @@ def _compare(audit: Audit, bar: Progress) -> dict:
 
 
 COMPARE = Stage("compare", "system comparison: standard measures and lexirecall", _compare,
-                key=lambda a: ([a.key("index")], [s.settings() for s in a.cfg.systems],
+                key=lambda a: ([a.key("index")], [s.settings() for s in _able(a.cfg, NEW_QUERIES)],
                                a.cfg.measures, a.cfg.preference, _eval_qids(a)),
                 inputs=("index",),
-                skip=lambda a: _switched_off(a, "compare") or _no_qrels(a))
+                skip=lambda a: (_switched_off(a, "compare") or _no_qrels(a)
+                                or _none_able(a, NEW_QUERIES, "to retrieve the judged queries")),
+                note=lambda a: _left_out(a.cfg.systems, NEW_QUERIES))
 
 
 #: [rerank] budgets in optimizer steps (issue 25: never a wall-clock cap, which makes the step
@@ -401,8 +440,8 @@ def _rerank_key(audit: Audit) -> tuple:
 
 
 def _rerank_base(audit: Audit) -> SystemSpec:
-    """The first system that is not itself re-ranked (a reranked system always names one)."""
-    return next(s for s in audit.cfg.systems if s.kind != "reranked")
+    """The first system that can be a first stage (a reranked system always names one)."""
+    return _able(audit.cfg, FIRST_STAGE)[0]
 
 
 def _rerank_dir(audit: Audit):
@@ -530,14 +569,15 @@ RERANK = Stage("rerank", "TK re-ranking (trained here under a step budget, or a 
                "tested on held-out judged queries)",
                _rerank, key=_rerank_key, inputs=("index",),
                outputs=lambda a: (_rerank_dir(a), a.dir.table("rerank")),
-               skip=lambda a: _switched_off(a, "rerank") or _no_qrels(a, "TK needs relevance judgments"))
+               skip=lambda a: (_switched_off(a, "rerank") or _no_qrels(a, "TK needs relevance judgments")
+                               or _none_able(a, FIRST_STAGE, "to re-rank")))
 
 
 # ---- EQI ----------------------------------------------------------------------------------------
 def _eqi_specs(audit: Audit) -> list[SystemSpec]:
-    """The BM25 and dense systems with an exposure store: those EQI covers."""
-    return [s for s in audit.cfg.systems if s.kind in ("bm25", "dense")
-            and _present(audit, f"exposure-{s.name}")]
+    """The systems with a local index and exact reverse search (BM25, dense) and an exposure
+    store: those EQI covers."""
+    return [s for s in _able(audit.cfg, LOCAL_INDEX, EXACT_REVERSE) if _present(audit, f"exposure-{s.name}")]
 
 
 def _eqi_opts(audit: Audit) -> dict:
@@ -551,15 +591,15 @@ def _eqi_skip(audit: Audit) -> str | None:
     if _eqi_specs(audit):
         return None
     not_covered = _eqi_not_covered(audit)
-    return ("no BM25 or dense system with an exposure store (EQI has no exact reverse search for "
-            "fused or re-ranked systems)" + (f"; {not_covered}" if not_covered else ""))
+    return ("no system with a local index, exact reverse search and an exposure store (BM25, dense)"
+            + (f"; {not_covered}" if not_covered else ""))
 
 
 def _eqi_model_dirs(audit: Audit) -> tuple:
     """Where the stage saves its learned models: ``DIR/eqi/<method>/`` for the first dense
     system, ``<method>-<system>/`` for the others (``limelight serve --audit DIR`` finds them
     there); only these are the stage's outputs (eqi/ may hold other models)."""
-    dense = [s for s in _eqi_specs(audit) if s.kind == "dense"]
+    dense = [s for s in _eqi_specs(audit) if _vectors(s)]
     return tuple(audit.dir.eqi_dir(m if s is dense[0] else f"{m}-{s.name}")
                  for s in dense for m in _eqi_opts(audit)["methods"])
 
@@ -572,7 +612,7 @@ def _eqi(audit: Audit, bar: Progress) -> dict:
 
     specs, opts, seed = _eqi_specs(audit), _eqi_opts(audit), audit.cfg.seed
     rows, reverse_rows, summary, models = [], [], {}, {}
-    first_dense = next((s for s in specs if s.kind == "dense"), None)
+    first_dense = next((s for s in specs if _vectors(s)), None)
     rng = np.random.default_rng(seed)
     for i, spec in enumerate(specs):
         store = audit.dir.store(spec.name)
@@ -582,7 +622,7 @@ def _eqi(audit: Audit, bar: Progress) -> dict:
         retr = audit.retriever(spec)
         methods, texts, emb = _eqi_methods(audit, spec, store, retr, exposed, docs, opts)
         res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
-        for m in opts["methods"] if spec.kind == "dense" else ():
+        for m in opts["methods"] if _vectors(spec) else ():
             # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
             # `limelight serve --audit DIR` finds the learned models it shows
             name = m if spec is first_dense else f"{m}-{spec.name}"
@@ -591,10 +631,10 @@ def _eqi(audit: Audit, bar: Progress) -> dict:
         for m, vals in res.items():
             rows.append({"system": spec.name, "method": m, **vals})
         summary[spec.name] = res
-        if spec.kind == "bm25" or spec.kind == "dense":
+        if get_kind(spec.kind).has(EXACT_REVERSE):
             top = int(np.argmax(n_exp))
             ex = ExactReverse.build(store, retr, np.load(audit.dir.query_vectors)
-                                    if spec.kind == "dense" else None, cache_dir=None)
+                                    if _vectors(spec) else None, cache_dir=None)
             docid = store.doc_ids.strings[top]
             for r in ex.query(docid=docid, k=10):
                 reverse_rows.append({"system": spec.name, "docid": docid, **r})
@@ -611,7 +651,7 @@ def _eqi_methods(audit: Audit, spec: SystemSpec, store, retr, exposed: np.ndarra
     trained ``opts["methods"]``) and the document texts or embeddings they are evaluated on."""
     from limelight.exposure.eqi import BM25Reverse, DenseReverse, train_eqi, validation_docs
 
-    if spec.kind == "bm25":
+    if not _vectors(spec):  # a term index: reverse search over the analyzed log
         return ({"bm25-reverse": BM25Reverse(store.queries, retr.index.analyzer)},
                 audit.inputs.dataset.collection.texts[docs].tolist(), None)
     qv = np.load(audit.dir.query_vectors)
@@ -634,17 +674,8 @@ def _eqi_methods(audit: Audit, spec: SystemSpec, store, retr, exposed: np.ndarra
 def _eqi_not_covered(audit: Audit) -> str:
     """Why EQI leaves out the systems it leaves out (one line), or ``""``."""
     specs = _eqi_specs(audit)
-    why = []
-    for s in audit.cfg.systems:
-        if s in specs:
-            continue
-        if s.kind == "reranked":
-            why.append(f"{s.name} (reranked: EQI's reverse-index methods, BM25-reverse, dense-reverse "
-                       "and exact reverse search, need a BM25 or dense system)")
-        elif s.kind == "hybrid":
-            why.append(f"{s.name} (hybrid: no exact reverse search for fused systems)")
-        else:
-            why.append(f"{s.name} (no exposure store)")
+    why = [_left_out([s], LOCAL_INDEX, EXACT_REVERSE).removeprefix("not run for ")
+           or f"{s.name} (no exposure store)" for s in audit.cfg.systems if s not in specs]
     return ("not run for " + "; ".join(why)) if why else ""
 
 
@@ -668,7 +699,7 @@ def _robustness(audit: Audit, bar: Progress) -> dict:
     from limelight.querygen.robustness import robustness_report
 
     cfg, inp, opts = audit.cfg, audit.inputs, _robustness_opts(audit)
-    pipes = {s.name: audit.retriever(s, query_vectors=False) % 1000 for s in cfg.systems}
+    pipes = {s.name: audit.retriever(s, query_vectors=False) % 1000 for s in _able(cfg, NEW_QUERIES)}
     rep = robustness_report(pipes, inp.eval_queries, inp.dataset.qrels, opts["methods"],
                             opts["measure"], mode=opts["mode"], seed=cfg.seed,
                             dataset=inp.dataset.name)
@@ -683,14 +714,28 @@ def _robustness(audit: Audit, bar: Progress) -> dict:
 
 
 ROBUSTNESS = Stage("robustness", "query-variation robustness", _robustness,
-                   key=lambda a: (a.key("index"), [s.settings() for s in a.cfg.systems],
+                   key=lambda a: (a.key("index"), [s.settings() for s in _able(a.cfg, NEW_QUERIES)],
                                   _robustness_opts(a), a.cfg.seed, _eval_qids(a)),
                    inputs=("index",),
-                   skip=lambda a: _switched_off(a, "robustness") or _no_qrels(a))
+                   skip=lambda a: (_switched_off(a, "robustness") or _no_qrels(a)
+                                   or _none_able(a, NEW_QUERIES, "to retrieve query variations")),
+                   note=lambda a: _left_out(a.cfg.systems, NEW_QUERIES))
+
+
+def _ctrlqgen_system(cfg: AuditConfig) -> SystemSpec:
+    """The system the generated queries run on: the first that answers new queries (the first
+    system of the config when none does: the stage then says why it cannot run)."""
+    able = _able(cfg, NEW_QUERIES)
+    return able[0] if able else cfg.systems[0]
 
 
 def _ctrlqgen_opts(audit: Audit) -> dict:
-    return {"schema": audit.inputs.dataset.name, "intents": ["narrow", "broad"], "n": 1,
+    """``[ctrlqgen]`` with defaults; the default schema is the one shipped for the collection's
+    name (``debian``, ``movies``) or None: a collection's name is never opened as a path."""
+    from limelight.querygen.serialize import shipped_schema_name
+
+    return {"schema": shipped_schema_name(audit.inputs.dataset.name),
+            "intents": ["narrow", "broad"], "n": 1,
             "n_entities": 500 if audit.quick else 5000, "generator": None,
             **audit.cfg.options.get("ctrlqgen", {})}
 
@@ -704,11 +749,17 @@ def _ctrlqgen_skip(audit: Audit) -> str | None:
     if audit.cfg.query_source == "generated":
         return ("the audit's own queries are generated (queries.source = \"generated\"): the "
                 "systems' retrievability above is already under CtrlQGen queries")
-    spec, inp = audit.cfg.systems[0], audit.inputs
+    spec, inp = _ctrlqgen_system(audit.cfg), audit.inputs
+    if none := _none_able(audit, NEW_QUERIES, "to run the generated queries"):
+        return none
     if not _present(audit, f"retrievability-{spec.name}"):
         return f"needs the retrievability of {spec.name}"
+    schema = _ctrlqgen_opts(audit)["schema"]
+    if schema is None:
+        return (f"{inp.dataset.name} has no CtrlQGen entity schema (narrow/broad fields): none is "
+                f"shipped for that name (debian, movies); set [ctrlqgen] schema = \"FILE.toml\"")
     try:
-        load_schema(_ctrlqgen_opts(audit)["schema"]).check_collection(inp.dataset.collection)
+        load_schema(schema).check_collection(inp.dataset.collection)
     except LimelightError as e:
         return f"{inp.dataset.name} has no CtrlQGen entity schema (narrow/broad fields): {e}"
     return None
@@ -719,13 +770,13 @@ def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
     ``[ctrlqgen] generator`` names a trained model) for a seeded sample of entities, their exact
     exposure under the first system, and the effect on retrievability: r(d) and Gini under the
     log, under the generated queries, and under both (r is additive over queries)."""
-    from limelight.exposure.exact import compute_exposure
+    from limelight.exposure.compute import compute_exposure
     from limelight.exposure.retrievability import gini, retrievable_fraction
     from limelight.querygen.generator import generate_queries, generator_source, load_generator
     from limelight.querygen.serialize import load_schema
 
     cfg, coll, opts = audit.cfg, audit.inputs.dataset.collection, _ctrlqgen_opts(audit)
-    spec = cfg.systems[0]
+    spec = _ctrlqgen_system(cfg)
     schema = load_schema(opts["schema"])
     generator = None if not opts["generator"] else load_generator(
         opts["generator"], schema, opts.get("backbone"), what="[ctrlqgen] generator")
@@ -768,7 +819,7 @@ def _ctrlqgen_note(audit: Audit) -> str:
 
 
 CTRLQGEN = Stage("ctrlqgen", "CtrlQGen synthetic queries and their retrievability effect", _ctrlqgen,
-                 key=lambda a: (a.key(f"retrievability-{a.cfg.systems[0].name}"),
+                 key=lambda a: (a.key(f"retrievability-{_ctrlqgen_system(a.cfg).name}"),
                                 dict(_ctrlqgen_opts(a)), a.cfg.seed),
                  outputs=lambda a: (a.dir.path / "ctrlqgen",), skip=_ctrlqgen_skip,
                  note=_ctrlqgen_note)
