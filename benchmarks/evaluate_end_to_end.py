@@ -6,6 +6,14 @@ k1 ∈ {0.6, 0.9, 1.2, 1.5} × b ∈ {0.4, 0.75} × stemming {off, Snowball Engl
 16 runs per collection, written gzipped once into ``.cache/bench-runs/<collection>/`` (gitignored)
 and reused. Measures: AP nDCG@10 P@10 R@1000 RR nDCG.
 
+Two kinds of run files (issue 42), each timed against ir_measures on the same files:
+
+* ``space``: the runs as limelight writes them (one space between fields, 6-decimal scores);
+* ``tabs``: the same runs as real TREC submissions come, made from them once into
+  ``.cache/bench-runs/<collection>-tabs/``: tab-separated, gzipped, long float scores (each
+  score / 3 written with 17 significant digits, ``%.17g``: same ranking, same measures), every other
+  run with blanks padding the score as in trec_eval's own ``results.test`` (``\t  2.129133``).
+
 Timed, interleaved, median of ``--repeats`` (default 3), each tool in a fresh process, process
 start to printed result, with each child's peak RSS (GNU time):
 
@@ -67,6 +75,34 @@ def make_runs(collection: str) -> list[Path]:
                 paths.append(p)
     done.write_text("ok\n")
     return sorted(paths)
+
+
+def make_tab_runs(collection: str) -> list[Path]:
+    """The ``space`` runs of ``collection`` rewritten as tab-separated, gzipped runs with long
+    float scores (every other one with blanks padding the score), cached (made once)."""
+    import gzip
+
+    out = CACHE / f"{collection}-tabs"
+    done = out / "DONE"
+    if done.exists():
+        return sorted(out.glob("*.run.gz"))
+    from limelight.data.formats import read_trec_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    for i, src in enumerate(make_runs(collection)):
+        run = read_trec_run(src)
+        sep = "\t  " if i % 2 else "\t"
+        tag = run.meta["tag"]
+        rows = zip(run.qids.decode(run.q).tolist(), run.docids.decode(run.d).tolist(),
+                   run.ranks().tolist(), (run.score / 3.0).tolist(), strict=True)
+        text = "".join(f"{q}\tQ0\t{d}\t{r}{sep}{s:.17g}\t{tag}\n" for q, d, r, s in rows)
+        (out / src.name).write_bytes(gzip.compress(text.encode(), compresslevel=6))
+    done.write_text("ok\n")
+    return sorted(out.glob("*.run.gz"))
+
+
+KINDS = {"space": (make_runs, "space-separated"),
+         "tabs": (make_tab_runs, "tab-separated gzipped, long float scores")}
 
 
 IR_MEASURES = r'''
@@ -150,8 +186,8 @@ def limelight_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "limelight.cli"]
 
 
-def bench_collection(collection: str, repeats: int) -> dict:
-    runs = make_runs(collection)
+def bench_collection(collection: str, repeats: int, kind: str = "space") -> dict:
+    runs = KINDS[kind][0](collection)
     qrels = DATA / "collections" / collection / "qrels.txt"
     rs = [str(p) for p in runs]
     cmds = {
@@ -200,7 +236,7 @@ def bench_collection(collection: str, repeats: int) -> dict:
     mem = json.loads(p.stdout.strip().splitlines()[-1])
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "collection": collection, "runs": len(runs), "lines": lines,
+        "collection": collection, "kind": kind, "runs": len(runs), "lines": lines,
         "min_lines_per_run": None, "times_s": times, "median_s": med,
         "peak_rss_mb": {k: statistics.median(v) for k, v in rss.items()},
         "read_old_s": read_old, "read_new_s": read_new,
@@ -215,26 +251,31 @@ def bench_collection(collection: str, repeats: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--collections", nargs="+", default=["npl"])
+    ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS),
+                    help="run files: space-separated as limelight writes them, and/or tab-separated "
+                         "gzipped with long float scores (default: both)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()}  cpus: {os.cpu_count()}")
     results = []
-    for c in args.collections:
+    for c, kind in [(c, k) for c in args.collections for k in args.kinds]:
         t = time.perf_counter()
-        make_runs(c)
+        paths = KINDS[kind][0](c)
         gen = time.perf_counter() - t
         import gzip
 
-        sizes = [sum(1 for _ in gzip.open(p, "rb")) for p in make_runs(c)]
-        r = bench_collection(c, args.repeats)
+        sizes = [sum(1 for _ in gzip.open(p, "rb")) for p in paths]
+        r = bench_collection(c, args.repeats, kind)
         r["min_lines_per_run"] = min(sizes)
         r["run_generation_s"] = gen
+        r["load_after"] = list(os.getloadavg())
         results.append(r)
         med, mem = r["median_s"], r["memory"]
         per_m = 1e6 / mem["lines"] / 2**20
-        print(f"\n{c}: {r['runs']} runs, {r['lines']:,} result lines (≥ {min(sizes):,} per run), "
-              f"measures {MEASURES}; median of {args.repeats} interleaved repeats")
+        print(f"\n{c}, {KINDS[kind][1]}: {r['runs']} runs, {r['lines']:,} result lines (≥ "
+              f"{min(sizes):,} per run), measures {MEASURES}; median of {args.repeats} interleaved "
+              f"repeats; load average {os.getloadavg()}")
         print(f"{'tool':12s} {'wall s':>8s} {'peak RSS MB':>12s}   (process start to printed table)")
         for k in ("limelight", "ir_measures", "ranx"):
             print(f"{k:12s} {med[k]:8.2f} {r['peak_rss_mb'][k]:12.0f}   all: "
@@ -249,6 +290,11 @@ def main() -> None:
               f"{mem['rss_delta_bytes'] * per_m:.1f} MB per million lines (target ≤ 40)")
         print(f"first run AP, nDCG@10: limelight {r['first_run_ap_ndcg10']['limelight']}, "
               f"ir_measures {r['first_run_ap_ndcg10']['ir_measures']}, ranx {r['first_run_ap_ndcg10']['ranx']}")
+    by = {(r["collection"], r["kind"]): r["first_run_ap_ndcg10"]["limelight"] for r in results}
+    for c in args.collections:
+        if (c, "space") in by and (c, "tabs") in by:  # score / 3: same ranking, same figures
+            print(f"{c}: tab-separated runs give the space-separated runs' figures: "
+                  f"{by[(c, 'space')] == by[(c, 'tabs')]}")
     summarize(results)
     print(f"\nload average after: {os.getloadavg()}")
     if args.out:
@@ -262,7 +308,9 @@ def summarize(results: list[dict]) -> None:
 
     for r in results:
         c, med, mem, lines = r["collection"], r["median_s"], r["memory"], r["lines"]
-        what = f"{c}, {r['runs']} runs, {lines / 1e6:.2f}M lines"
+        kind = "" if r.get("kind", "space") == "space" else f"{KINDS[r['kind']][1]}, "
+        what = f"{c}, {kind}{r['runs']} runs, {lines / 1e6:.2f}M lines"
+        c = f"{c}, {kind[:-2]}" if kind else c
         ratio = med["limelight"] / med["ir_measures"]
         record(f"`limelight evaluate` end to end ({what})", med["limelight"], unit="s",
                anchor=f"ir_measures {med['ir_measures']:.2f} s", ratio=ratio,

@@ -78,13 +78,12 @@ class _Timed:
 
 
 def bm25_setup(a, coll):
-    from limelight.exposure.cli import open_retriever
-    from limelight.retrieval.index_dir import build_index
+    from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
     idx = a.work / "debian_idx"
     if not (idx / "meta.json").exists():
         build_index(coll, idx)
-    retriever, fp, _ = open_retriever(idx, "bm25")
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
     return retriever, fp
 
 
@@ -294,13 +293,13 @@ def bench_lookups(store: Path, n: int) -> dict:
 def _child(mode: str, work: Path, shard_size: int, limit: int) -> None:
     """In a fresh process: ``job`` (the full BM25 job) or ``retrieval`` (retrieval alone);
     prints the peak resident memory as JSON."""
-    from limelight.exposure.cli import open_retriever
+    from limelight.retrieval.index_dir import open_fingerprinted
 
     t = time.perf_counter()
     qs = load_query_log()
     if limit:
         qs = qs.head(limit)
-    retriever, fp, _ = open_retriever(work / "debian_idx", "bm25")
+    retriever, fp, _ = open_fingerprinted(work / "debian_idx", "bm25")
     if mode == "job":
         out = work / "bench_store_memory"
         shutil.rmtree(out, ignore_errors=True)

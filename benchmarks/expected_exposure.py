@@ -32,8 +32,8 @@ from limelight._io import atomic_path
 from limelight.data import load_catalog, load_query_log
 from limelight.exposure import compute_exposure
 from limelight.exposure.diff import diff_stores
-from limelight.exposure.exact import ExposureStore
 from limelight.exposure.stochastic import stochastic_store_exposure
+from limelight.exposure.store import ExposureStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,8 +52,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "exposure" / "bench_expected_exposure.json")
     a = ap.parse_args()
-    from limelight.exposure.cli import open_retriever
-    from limelight.retrieval.index_dir import build_index
+    from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
     res: dict = {"load_average_start": load_average(), "samples": a.samples, "c": a.c, "seed": a.seed}
     coll = load_catalog("debian")
@@ -66,7 +65,7 @@ def main() -> None:
     for tag, k1, b in (("a", 0.9, 0.4), ("b", 1.2, 0.75)):
         out = a.work / f"store_{tag}"
         shutil.rmtree(out, ignore_errors=True)
-        retriever, fp, settings = open_retriever(idx, "bm25", k1=k1, b=b)
+        retriever, fp, settings = open_fingerprinted(idx, "bm25", k1=k1, b=b)
         t = time.perf_counter()
         st = compute_exposure(retriever, qs, out, depth=100, fingerprint=fp, settings=settings)
         job = time.perf_counter() - t

@@ -52,14 +52,13 @@ def summary(st, name: str, n_boot: int) -> dict:
 
 
 def part_bm25(work: Path, n_boot: int) -> None:
-    from limelight.exposure.cli import open_retriever
-    from limelight.retrieval.index_dir import build_index
+    from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
     coll = load_catalog("debian")
     idx = work / "debian_idx"
     if not (idx / "meta.json").exists():
         build_index(coll, idx)
-    retriever, fp, settings = open_retriever(idx, "bm25")
+    retriever, fp, settings = open_fingerprinted(idx, "bm25")
     qs = load_query_log()
     t0 = time.perf_counter()
     st = compute_exposure(retriever, qs, work / "store_bm25", depth=100, fingerprint=fp,

@@ -31,8 +31,7 @@ import numpy as np
 
 from limelight.data import load_catalog, load_dataset, load_query_log
 from limelight.exposure import compute_exposure
-from limelight.exposure.cli import open_retriever
-from limelight.retrieval.index_dir import build_index
+from limelight.retrieval.index_dir import build_index, open_fingerprinted
 from limelight.scale import IndexRetriever, ray_session
 
 
@@ -57,7 +56,7 @@ def postings_touched(retriever, texts: list[str]) -> int:
 
 def exposure_job(idx: Path, fp: str, qs, out: Path, shard: int, engine: str, threads: int | None = None):
     shutil.rmtree(out, ignore_errors=True)
-    r = IndexRetriever(idx) if engine == "ray" else open_retriever(idx, threads=threads)[0]
+    r = IndexRetriever(idx) if engine == "ray" else open_fingerprinted(idx, threads=threads)[0]
     t = time.perf_counter()
     st = compute_exposure(r, qs, out, depth=100, shard_size=shard, fingerprint=fp, engine=engine)
     return time.perf_counter() - t, st
@@ -82,7 +81,7 @@ def main() -> None:
     cost = {}
     for name in ("npl", "debian"):
         idx = index(a.work, name)
-        r = open_retriever(idx, threads=1)[0]
+        r = open_fingerprinted(idx, threads=1)[0]
         r.search_batch(texts[:2000], 100)  # warm
         t = time.perf_counter()
         for s in range(0, nq, 8192):
@@ -100,7 +99,7 @@ def main() -> None:
 
     # ---- exposure: local engine vs Ray 1 and 2 workers ---------------------------------------
     idx = index(a.work, "debian")
-    _, fp, _ = open_retriever(idx)
+    _, fp, _ = open_fingerprinted(idx)
     small = qs.head(2 * a.shard_size)
     runs: dict[str, list[float]] = {"local-1thread": [], "local-2threads": [], "ray-1worker": [],
                                     "ray-2workers": []}

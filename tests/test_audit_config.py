@@ -125,7 +125,9 @@ def test_failed_audit_leaves_no_output_directory(tmp_path):
     out = tmp_path / "o"
     r = _cli_audit(p, out)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith("error: no-such-collection: not a collection")
+    # issue 42: refused while the configuration is read, naming the file and line
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        f"error: {p}:8: collection.source 'no-such-collection': not a collection")
     assert not out.exists()
 
 
@@ -256,3 +258,79 @@ def test_rerank_checkpoint_resolves_against_the_config_folder(tmp_path, tk_bytes
     (tmp_path / "models" / "tk.pt").write_bytes(tk_bytes + b"\0")
     assert load_config(p).options["rerank"]["checkpoint_sha256"] != opts["checkpoint_sha256"]
     assert "checkpoint" not in parse_config(GOOD + "\n[rerank]\nmax_steps = 7\n").options["rerank"]
+
+
+# ---- issue 42: everything --check can know, checked up front -----------------------------------
+@pytest.mark.parametrize("edit, line, words", [
+    (GOOD.replace('source = "adi"', 'source = "no-such-collection"'), 8,
+     "collection.source 'no-such-collection': not a collection (no such file or folder"),
+    (GOOD.replace('cutoffs = [10, 50]', 'cutoffs = [10, 50]\ngroup_field = "sektion"'), 6,
+     "audit.group_field 'sektion' is not a field of adi (fields: authors, text, title)"),
+    (GOOD.replace('source = "adi"', 'source = "adi"\nname = " "'), 9, "collection.name must not be empty"),
+    (GOOD + "\n[eqi]\ndocz = 30\n", 16, "unknown key 'docz' in [eqi] (allowed: docs, k, methods, steps)"),
+    (GOOD + "\n[eqi]\ndocs = 0\n", 16, "eqi.docs must be ≥ 1, got 0"),
+    (GOOD + '\n[eqi]\nmethods = ["residual", "magic"]\n', 16, "eqi.methods: unknown 'magic' (known: append,"),
+    (GOOD + '\n[robustness]\nmethod = "all"\n', 16,
+     "unknown key 'method' in [robustness] (allowed: measure, methods, mode)"),
+    (GOOD + '\n[robustness]\nmode = "half"\n', 16, 'robustness.mode must be "full", "rerank" or "both"'),
+    (GOOD + '\n[robustness]\nmethods = "RmvStopWords,Typos"\n', 16, "robustness.methods: unknown 'Typos'"),
+    (GOOD + '\n[robustness]\nmeasure = "nDCG@ten"\n', 16, "robustness.measure"),
+    (GOOD + '\n[ctrlqgen]\nn_entity = 12\n', 16, "unknown key 'n_entity' in [ctrlqgen] (allowed: backbone, "
+                                                  "generator, intents, n, n_entities, schema)"),
+    (GOOD + '\n[ctrlqgen]\nintents = ["narrow", "vague"]\n', 16, "ctrlqgen.intents: unknown 'vague'"),
+    (GOOD + '\n[ctrlqgen]\nn = 0\n', 16, "ctrlqgen.n must be ≥ 1, got 0"),
+    (GOOD + '\n[ctrlqgen]\nschema = "absent.toml"\n', 16,
+     "ctrlqgen.schema 'absent.toml': neither a shipped schema (debian, movies) nor a TOML file"),
+])
+def test_check_refuses_what_the_audit_would_fail_on(tmp_path, edit, line, words):
+    """Issue 42: a missing collection, an unknown group_field and unknown keys of [eqi],
+    [robustness] and [ctrlqgen] used to pass ``--check`` (and fail, or be ignored, later)."""
+    _assert_one_line_error(tmp_path, edit, line, words)
+    p = tmp_path / "bad.toml"
+    r = _cli_audit(p, tmp_path / "o", "--check")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {p}:{line}:") and words in r.stderr
+
+
+def test_check_accepts_known_options_and_resolves_the_schema_against_the_config(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    schema = tmp_path / "cfg" / "mine.toml"
+    schema.write_text('name = "mine"\nnarrow = ["title"]\nbroad = ["authors"]\n')
+    p = tmp_path / "cfg" / "a.toml"
+    p.write_text(GOOD.replace('cutoffs = [10, 50]', 'cutoffs = [10, 50]\ngroup_field = "authors"')
+                 .replace('source = "adi"', 'source = "adi"\nname = "mydocs"')
+                 + '\n[eqi]\ndocs = 30\nsteps = 5\nmethods = ["residual"]\nk = 50\n'
+                 + '\n[robustness]\nmethods = ["RmvStopWords"]\nmeasure = "AP"\nmode = "both"\n'
+                 + '\n[ctrlqgen]\nschema = "mine.toml"\nintents = ["broad"]\nn = 2\nn_entities = 5\n')
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    cfg = load_config(p)
+    assert cfg.collection_name == "mydocs" and cfg.group_field == "authors"
+    assert cfg.options["ctrlqgen"]["schema"] == str(schema.resolve())
+    assert cfg.options["eqi"] == {"docs": 30, "steps": 5, "methods": ["residual"], "k": 50}
+    r = _cli_audit(p, tmp_path / "o", "--check")
+    assert r.returncode == 0, r.stderr
+
+
+def test_collection_named_docs_run_beside_a_docs_folder(tmp_path):
+    """Issue 42: a user's docs.jsonl (a collection named "docs") audited from a folder with a
+    ``docs/`` subfolder died in the CtrlQGen skip check with ``IsADirectoryError: 'docs'``: the
+    collection's name was taken for a schema path. The stage is skipped with its reason."""
+    import shutil
+
+    from limelight.data.loaders import data_root
+
+    shutil.copy(data_root() / "collections" / "adi" / "docs.jsonl", tmp_path / "docs.jsonl")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("the project's own docs\n")
+    p = tmp_path / "audit.toml"
+    p.write_text('[audit]\ndepth = 20\ncutoffs = [10, 20]\n\n[collection]\nsource = "docs.jsonl"\n\n'
+                 '[queries]\nsource = "log"\nsample = 200\n\n[[systems]]\nname = "bm25"\nkind = "bm25"\n\n'
+                 '[stages]\neqi = false\nrobustness = false\nrerank = false\ncompare = false\n'
+                 'intervention = false\n')
+    r = subprocess.run([sys.executable, "-m", "limelight.cli", "audit", "audit.toml", "--out", "out"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    skipped = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped ctrlqgen:")]
+    assert skipped and "docs has no CtrlQGen entity schema" in skipped[0], r.stdout
+    assert (tmp_path / "docs" / "notes.md").read_text() == "the project's own docs\n"

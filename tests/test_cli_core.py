@@ -195,3 +195,45 @@ def test_readme_tour_is_consistent():
     result = runner.invoke(app, ["--help"])
     names = set(re.findall(r"│ (\w[\w-]*) ", result.output))
     assert {c[1] for c in commands} <= names, {c[1] for c in commands} - names
+
+
+# ---- issue 42: ids TREC files can hold; non-string texts warned, in one line -------------------
+GOOD_DOCS = ['{"id": "d1", "title": "solar power", "text": "panels on roofs"}',
+             '{"id": 7, "title": "wind power", "text": "turbines at sea"}']
+
+
+@pytest.mark.parametrize("bad, words", [
+    ('{"id": "", "title": "t", "text": "x"}', "empty document 'id'"),
+    ('{"id": "d 3", "title": "t", "text": "x"}', "document id 'd 3' contains whitespace"),
+    ('{"id": "d\\t3", "title": "t", "text": "x"}', "document id 'd\\t3' contains whitespace"),
+    ('{"id": null, "title": "t", "text": "x"}', "document 'id' is null"),
+    ('{"id": ["d3"], "title": "t", "text": "x"}', "document 'id' must be a string or an integer, not list"),
+    ('{"title": "t", "text": "x"}', "document without 'id'"),
+])
+def test_index_refuses_ids_trec_files_cannot_hold(tmp_path, bad, words):
+    """Issue 42: an empty id, an id with a space or a tab, a null id were indexed; ``retrieve``
+    then wrote run lines that ``evaluate`` rejects. One line naming file:line, exit 2."""
+    f = tmp_path / "docs.jsonl"
+    f.write_text("\n".join([GOOD_DOCS[0], "", GOOD_DOCS[1], bad]) + "\n")  # a blank line 2
+    p = cli("index", "--collection", str(f), "--out", str(tmp_path / "idx"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith(f"error: {f}:4: {words}"), p.stderr
+    assert not (tmp_path / "idx").exists()
+
+
+def test_index_warns_once_with_a_count_on_non_string_texts(tmp_path):
+    """Issue 42 (items 2 and 8): non-string titles and texts are indexed as text with one
+    warning that counts them; the CLI shows it as one ``warning:`` line, no Python source."""
+    f = tmp_path / "docs.jsonl"
+    f.write_text("\n".join([*GOOD_DOCS, '{"id": "d3", "title": 2019, "text": "a year"}',
+                            '{"id": "d4", "title": null, "text": ["list", "of words"]}']) + "\n")
+    p = cli("index", "--collection", str(f), "--out", str(tmp_path / "idx"))
+    assert p.returncode == 0, p.stderr
+    warned = [ln for ln in p.stderr.splitlines() if "non-string" in ln]
+    assert warned == [f"warning: {f}: 2 document(s) with a non-string title or text (first: line 3, "
+                      "title = 2019), indexed as text"]
+    assert ".py:" not in p.stderr and "UserWarning" not in p.stderr
+    search = runner.invoke(app, ["search", "--index", str(tmp_path / "idx"), "--json", "words"])
+    assert [r["doc_id"] for r in json.loads(search.output)] == ["d4"]
+    search = runner.invoke(app, ["search", "--index", str(tmp_path / "idx"), "--json", "2019"])
+    assert [r["doc_id"] for r in json.loads(search.output)] == ["d3"]

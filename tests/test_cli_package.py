@@ -1,5 +1,5 @@
-"""The CLI package (issue 19): its layout rule, the configurations shipped inside the package
-(``limelight audit debian|quick``) and the ``python -m limelight.demo`` alias."""
+"""The CLI package (issue 19): its layout rule and the configurations shipped inside the package
+(``limelight audit debian|quick``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from limelight.cli import app
 from limelight.cli.audit import SHIPPED_CONFIGS, resolve_config, shipped_configs
-from limelight.demo import audit_argv
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "limelight"
@@ -32,12 +31,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_nothing_outside_the_cli_package_imports_it():
-    """Only ``limelight.demo`` (the old ``make demo`` command, an alias of ``limelight audit``)
-    may import the CLI from outside ``limelight/cli/``."""
+    """No module outside ``limelight/cli/`` imports the CLI."""
     offenders = []
     for p in sorted(SRC.rglob("*.py")):
         rel = p.relative_to(SRC)
-        if rel.parts[0] == "cli" or rel == Path("demo.py"):
+        if rel.parts[0] == "cli":
             continue
         bad = [m for m in _imports(p) if m == "limelight.cli" or m.startswith("limelight.cli.")]
         if bad:
@@ -80,15 +78,6 @@ def test_audit_takes_a_shipped_config_by_name(tmp_path, monkeypatch):
     assert resolve_config(Path("quick")) == Path("quick")
     missing = CliRunner().invoke(app, ["audit", "nope", "--out", "o", "--check"])
     assert missing.exit_code != 0 and not (tmp_path / "o").exists()
-
-
-def test_demo_is_an_alias_of_limelight_audit():
-    assert audit_argv([]) == ["audit", "debian", "--out", "demo-out"]
-    assert audit_argv(["--out", "d", "--quick", "--config", "c.toml", "--screenshot", "s.png"]) == [
-        "audit", "c.toml", "--out", "d", "--quick", "--screenshot", "s.png"]
-    p = subprocess.run([sys.executable, "-m", "limelight.demo", "--config", "quick", "--out",
-                        "unused", "--nope"], capture_output=True, text=True)
-    assert p.returncode == 2 and "--nope" in p.stderr  # argparse, before anything runs
 
 
 def test_python_m_limelight_cli():

@@ -230,3 +230,106 @@ def test_duplicate_doc_ids(tmp_path):
     with pytest.warns(UserWarning, match="first kept"):
         ds = load_dataset("cacm")
     assert ds.collection.doc("28")["title"] == "Request for Methods or Programs"
+
+
+# ---- one decoding path, one message for non-UTF-8 bytes (issue 42) ----------------------------
+def _not_utf8(path, line: int, byte: int, col: int) -> str:
+    return (f"{path}:{line}: not UTF-8 text (byte 0x{byte:02x} at column {col}); re-save the file "
+            "as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
+def _latin1(path, text: str, gz: bool = False):
+    data = text.encode("latin-1")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_non_utf8_jsonl_is_told_at_its_own_line(tmp_path, gz):
+    """The text stream decoded blocks ahead of the line it returned: a bad byte on line 2 (or
+    line 400) was reported at line 1 (or wherever the block began)."""
+    from limelight.data.formats import read_jsonl, read_jsonl_docs
+
+    good = "".join(f'{{"id": "d{i}", "text": "plain text {i}"}}\n' for i in range(1, 400))
+    p = _latin1(tmp_path / ("docs.jsonl.gz" if gz else "docs.jsonl"),
+                good + '{"id": "d400", "text": "café"}\n', gz)
+    for read in (read_jsonl, read_jsonl_docs):
+        with pytest.raises(FormatError) as e:
+            read(p)
+        assert str(e.value) == _not_utf8(p, 400, 0xE9, 28)
+    p = _latin1(tmp_path / "two.jsonl", '{"id": "a", "text": "x"}\n{"id": "b", "text": "é"}\n')
+    with pytest.raises(FormatError) as e:
+        read_jsonl_docs(p)
+    assert str(e.value) == _not_utf8(p, 2, 0xE9, 22)
+
+
+def test_non_utf8_collection_folder_and_catalog_name_the_line(tmp_path):
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "x"}\n', encoding="utf-8")
+    _latin1(tmp_path / "queries.tsv", "q1\tfine\nq2\tthé vert\n")
+    with pytest.raises(FormatError) as e:
+        load_dataset(tmp_path)
+    assert str(e.value) == _not_utf8(tmp_path / "queries.tsv", 2, 0xE9, 6)
+    movies = _latin1(tmp_path / "films.json", '[{"Title": "A"},\n {"Title": "Amélie"}]\n')
+    with pytest.raises(FormatError) as e:
+        load_catalog(movies)
+    assert str(e.value) == _not_utf8(movies, 2, 0xE9, 15)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_every_query_reader_gives_the_same_non_utf8_line(tmp_path, gz):
+    """``retrieve`` reads queries with ``load_queries``, ``exposure compute`` with
+    ``load_queries_file``; a TSV and the query log's format: one message, line and column."""
+    from limelight.data.loaders import load_queries, load_queries_file
+
+    tsv = _latin1(tmp_path / ("q.tsv.gz" if gz else "q.tsv"), "q1\tfine\nq2\tcafé au lait\n", gz)
+    log = _latin1(tmp_path / ("log.tsv.gz" if gz else "log.tsv"),
+                  "source\tqid\tquery\nmq\t1\tfine\nmq\t2\tcrème brûlée\n", gz)
+    for read in (read_queries_tsv, load_queries, load_queries_file, load_query_log):
+        with pytest.raises(FormatError) as e:
+            read(tsv)
+        assert str(e.value) == _not_utf8(tsv, 2, 0xE9, 7)
+        with pytest.raises(FormatError) as e:
+            read(log)
+        assert str(e.value) == _not_utf8(log, 3, 0xE8, 8)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_non_utf8_runs_and_qrels_name_the_line_in_both_passes(tmp_path, gz):
+    from limelight.data.formats import (
+        _read_trec_qrels_precise,
+        _read_trec_run_precise,
+        read_trec_runs,
+    )
+
+    sfx = ".gz" if gz else ""
+    run = _latin1(tmp_path / f"r.run{sfx}", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 dé 3 0.5 t\n", gz)
+    qrels = _latin1(tmp_path / f"q.qrels{sfx}", "q1 0 d1 1\nq1\t0\tdë\t1\n", gz)
+    for read in (read_trec_run, _read_trec_run_precise, lambda p: read_trec_runs([p, p])):
+        with pytest.raises(FormatError) as e:
+            read(run)
+        assert str(e.value) == _not_utf8(run, 3, 0xE9, 8)
+    for read in (read_trec_qrels, _read_trec_qrels_precise):
+        with pytest.raises(FormatError) as e:
+            read(qrels)
+        assert str(e.value) == _not_utf8(qrels, 2, 0xEB, 7)
+
+
+def test_retrieve_with_a_latin1_query_file_names_line_and_fix(tmp_path):
+    """Through the real entry point: one line, exit 2, the line and the way to fix the file."""
+    idx = tmp_path / "idx"
+    cmd = [sys.executable, "-m", "limelight.cli"]
+    p = subprocess.run([*cmd, "index", "--collection", "adi", "--out", str(idx)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    q = _latin1(tmp_path / "q.tsv", "1\tcomputer science\n2\tthéorie des graphes\n")
+    p = subprocess.run([*cmd, "retrieve", "--index", str(idx), "--queries", str(q),
+                        "--out", str(tmp_path / "run.txt")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr == f"error: {_not_utf8(q, 2, 0xE9, 5)}\n"
+
+
+def test_document_errors_name_the_file_line_after_blank_lines(tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"id": "a", "text": "x"}\n\n\n{"text": "no id"}\n', encoding="utf-8")
+    with pytest.raises(FormatError) as e:
+        load_dataset(tmp_path)
+    assert str(e.value) == f"{p}:4: document without 'id'"

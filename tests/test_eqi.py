@@ -234,13 +234,13 @@ def test_exact_reverse_dense_equals_a_rebuilt_index(log, tmp_path):
 def test_exact_reverse_refuses_another_encoder_variant(log, tmp_path):
     """A dense store records its encoder; a retriever whose encoder is another variant is refused."""
     from limelight.cli import app as cli_app
-    from limelight.exposure.cli import open_retriever
     from limelight.retrieval.dense import DenseRetriever, Encoder
+    from limelight.retrieval.index_dir import open_fingerprinted
 
     idx = tmp_path / "idx"
     res = CliRunner().invoke(cli_app, ["index", "--collection", "adi", "--out", str(idx), "--dense"])
     assert res.exit_code == 0, res.output
-    ret, fp, settings = open_retriever(idx, "dense")
+    ret, fp, settings = open_fingerprinted(idx, "dense")
     assert settings["encoder"]["variant"] == ret.encoder.variant
     st = compute_exposure(ret, log.head(200), tmp_path / "st", depth=10, fingerprint=fp,
                           settings=settings)
@@ -381,7 +381,6 @@ def test_resumed_training_equals_uninterrupted(dense_setup, tmp_path):
 # ---- CLI ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cli_store(tmp_path_factory) -> Path:
-    from limelight.exposure.cli import open_retriever
     from limelight.retrieval.index_dir import build_index
 
     root = tmp_path_factory.mktemp("eqicli")
@@ -393,7 +392,6 @@ def cli_store(tmp_path_factory) -> Path:
     r = runner.invoke(app, ["exposure", "compute", "--index", str(idx), "--queries", str(qf),
                             "--out", str(root / "store"), "--depth", "10"])
     assert r.exit_code == 0, r.output
-    del open_retriever
     return root / "store"
 
 

@@ -224,3 +224,74 @@ def test_evaluate_starts_without_pandas_torch_or_scipy(two_runs):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ---- the default corpus size never depends on the other runs (issue 42) -----------------------
+N_DEPENDENT = "LexiRecall LexiPrecision TSE AP"
+
+
+def _per_query(qrels, *runs, extra=()):
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), *map(str, runs), "-m", N_DEPENDENT,
+                              "--json", "--per-query", *extra])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_a_runs_lexirecall_alone_equals_its_lexirecall_beside_other_runs(two_runs, trec_eval_dir):
+    """LexiRecall moved with the runs passed beside it (0.5437 alone, 0.5452 with two others):
+    the runs share one document map, whose size was the default n. Now every run's values,
+    per query, are those it gets alone."""
+    qrels, r1, r2 = two_runs
+    r3 = trec_eval_dir / "results-302.test"
+    together = _per_query(qrels, r1, r2, r3)
+    for r in (r1, r2, r3):
+        alone = _per_query(qrels, r)
+        assert together[r.name] == alone[r.name], r.name
+    assert together["results.trunc"]["LexiRecall"]["all"] == pytest.approx(7.7317e-08, rel=1e-4)
+    # the library agrees: evaluate_runs, Evaluator.evaluate_many and evaluate alone
+    from limelight.evaluation import evaluate_runs
+
+    q = read_trec_qrels(qrels)
+    runs = [read_trec_run(p) for p in (r1, r2, r3)]
+    table = evaluate_runs(runs, q, N_DEPENDENT)
+    many = Evaluator(q, N_DEPENDENT).evaluate_many(runs)
+    for r, t, m in zip(runs, table.results, many, strict=True):
+        alone = Evaluator(q, N_DEPENDENT).evaluate(r)
+        for k in alone.per_query:
+            np.testing.assert_array_equal(t.per_query[k], alone.per_query[k])
+            np.testing.assert_array_equal(m.per_query[k], alone.per_query[k])
+
+
+def test_sign_tests_compare_runs_at_one_corpus_size(two_runs, trec_eval_dir):
+    """Preferences compare positions across runs: they still use one n for all runs (the
+    largest run's own), and give what one explicit large n gives."""
+    from limelight.evaluation import compare_runs, evaluate_runs
+
+    qrels, r1, r2 = two_runs
+    q = read_trec_qrels(qrels)
+    runs = [read_trec_run(p) for p in (r1, r2, trec_eval_dir / "results-302.test")]
+    for measure in ("LexiRecall", "LexiPrecision"):
+        t, big = evaluate_runs(runs, q, measure), evaluate_runs(runs, q, measure, n_docs=10**6)
+        m = t.measures[0]
+        np.testing.assert_allclose(t.p_pairs[m], big.p_pairs[m])
+        np.testing.assert_array_equal(compare_runs(runs, q, measure).prefs,
+                                      compare_runs(runs, q, measure, n_docs=10**6).prefs)
+
+
+def test_collection_gives_its_size_as_n_and_help_says_the_default(tmp_path, data_dir):
+    adi = data_dir / "collections" / "adi"
+    qrels = adi / "qrels.txt"
+    lines = [ln.split() for ln in qrels.read_text().splitlines()]
+    run = _write(tmp_path / "adi.run", "".join(f"{q} Q0 {d} {i} {100 - i} t\n"
+                                               for i, (q, _, d, _) in enumerate(lines[:60])))
+    by_coll = _per_query(qrels, run, extra=("--collection", "adi"))
+    assert by_coll == _per_query(qrels, run, extra=("--n-docs", "82"))
+    assert by_coll != _per_query(qrels, run)  # the run-and-qrels default is smaller than 82
+    res = runner.invoke(app, ["evaluate", "--qrels", str(qrels), str(run), "-m", "LexiRecall",
+                              "--collection", str(adi)])
+    assert res.exit_code == 0 and "n = 82 (--collection" in res.stdout
+    p = cli("evaluate", "--qrels", str(qrels), str(run), "--collection", "adi", "--n-docs", "82")
+    assert p.returncode == 2 and p.stderr == "error: give --n-docs or --collection, not both\n"
+    helptext = " ".join(runner.invoke(app, ["evaluate", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert "the judged documents plus the documents that run retrieves" in helptext
+    assert "never depends on the other runs passed" in helptext

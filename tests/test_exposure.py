@@ -1,4 +1,5 @@
-"""Exact exposure store (limelight.exposure.exact) and its CLI, on real data."""
+"""Exact exposure store (limelight.exposure.compute, limelight.exposure.store) and its CLI, on
+real data."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from typer.testing import CliRunner
 
 from limelight.cli import app
 from limelight.data import Queries, load_catalog, load_dataset, load_query_log, write_trec_run
+from limelight.data.loaders import load_queries_file
 from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
 from limelight.exposure import ExposureStore, compute_exposure, exposure_from_run, gini
-from limelight.exposure.cli import load_queries_file, open_retriever
-from limelight.retrieval.index_dir import build_index
+from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
 REPO = Path(__file__).resolve().parents[1]
 LIMELIGHT = [sys.executable, "-m", "limelight.cli"]
@@ -39,7 +40,7 @@ def log_queries() -> Queries:
 
 @pytest.fixture(scope="module")
 def movies_store(movies_index, log_queries, tmp_path_factory):
-    retriever, fp, _ = open_retriever(movies_index, "bm25")
+    retriever, fp, _ = open_fingerprinted(movies_index, "bm25")
     qs = log_queries.head(3000)
     st = compute_exposure(retriever, qs, tmp_path_factory.mktemp("st") / "store", depth=20,
                           shard_size=700, fingerprint=fp)
@@ -119,7 +120,7 @@ def test_callable_retriever_gives_the_same_store(movies_store, tmp_path):
 
 
 def test_resume_skips_finished_shards_and_rejects_other_stores(movies_index, log_queries, tmp_path):
-    retriever, fp, _ = open_retriever(movies_index, "bm25")
+    retriever, fp, _ = open_fingerprinted(movies_index, "bm25")
     qs = log_queries.head(1000)
     out = tmp_path / "store"
     compute_exposure(retriever, qs, out, depth=10, shard_size=300, fingerprint=fp, load=False)
@@ -170,7 +171,7 @@ def test_failing_retriever_leaves_no_partial_database_and_resumes(movies_store, 
 
 
 def test_bad_queries_write_nothing(movies_index, tmp_path):
-    retriever, fp, _ = open_retriever(movies_index, "bm25")
+    retriever, fp, _ = open_fingerprinted(movies_index, "bm25")
     out = tmp_path / "store"
     bad = [
         (Queries.from_lists(["a", "b"], ["drama", "  "]), "empty"),
@@ -224,7 +225,7 @@ def test_cli_compute_doc_query_retrievability(movies_index, log_queries, tmp_pat
     r = runner.invoke(app, ["retrievability", "--store", str(out), "--c", "10", "--beta", "0.5", "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["beta"] == 0.5
     # the same from a TREC run (its rank column) with the full docs list
-    retriever, _, _ = open_retriever(movies_index, "bm25")
+    retriever, _, _ = open_fingerprinted(movies_index, "bm25")
     run_file = tmp_path / "run.txt"
     write_trec_run(retriever.retrieve(st.queries, 100), run_file)
     docs = tmp_path / "docs.txt"
@@ -297,7 +298,7 @@ def kill_setup(log_queries, tmp_path_factory):
     build_index(load_dataset("scifact").collection, idx)
     qs = log_queries.head(8000)
     qfile.write_text("".join(f"{i}\t{t}\n" for i, t in zip(qs.ids, qs.texts.tolist(), strict=True)))
-    retriever, fp, _ = open_retriever(idx, "bm25")
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
     ref = compute_exposure(retriever, load_queries_file(qfile), base / "ref", depth=100,
                            shard_size=50, fingerprint=fp)
     return idx, qfile, ref.path
@@ -337,7 +338,7 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
         ExposureStore.open(out)
     # resume (in-process, same retriever fingerprint as the CLI): finished shards are kept
     before = {p.name: p.stat().st_mtime_ns for p in shards.glob("part-*.parquet")}
-    retriever, fp, _ = open_retriever(idx, "bm25")
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
     compute_exposure(retriever, load_queries_file(qfile), out, depth=100, shard_size=50,
                      fingerprint=fp)
     assert all((shards / n).stat().st_mtime_ns == t for n, t in before.items())
@@ -348,23 +349,6 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
         assert (out / p.relative_to(ref)).read_bytes() == p.read_bytes(), p.name
     assert len(list((out / "doc_index").glob("part-*.npy"))) == 160
     assert not list(out.glob("*.duckdb*")) and not list(out.rglob(".*.tmp"))
-
-
-def test_old_duckdb_options_are_ignored_with_a_warning(movies_store, tmp_path, monkeypatch):
-    """``materialize=False`` (a view store) and ``art_indexes`` chose how the first layout copied
-    the pairs into DuckDB; they are accepted, warn, and give the same store."""
-    retriever, qs, st = movies_store
-    with pytest.warns(DeprecationWarning, match="ignored"):
-        compute_exposure(retriever, qs, tmp_path / "view", depth=20, shard_size=700,
-                         fingerprint=st.manifest["retriever"], materialize=False, art_indexes=True)
-    monkeypatch.chdir(tmp_path.parent)  # DuckDB's view of the shards must not need the cwd
-    v = ExposureStore.open(tmp_path / "view")
-    docid = st.doc_ids[int(np.argmax(st.n_exposing()))]
-    assert v.exposing_queries(docid) == st.exposing_queries(docid)
-    assert v.exposed_documents(qs.ids[0]) == st.exposed_documents(qs.ids[0])
-    np.testing.assert_allclose(v.thresholds(), st.thresholds())
-    for a, b in zip(_snapshot(tmp_path / "view"), _snapshot(st.path), strict=True):
-        assert a.equals(b)
 
 
 def test_query_file_formats(tmp_path, data_dir):
@@ -470,7 +454,7 @@ def test_huge_depth_is_cheap_and_zero_is_an_error(adi_setup, tmp_path):
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert json.loads(p.stdout)["depth"] == 99999999999
     # every document of each query's ranking, as with depth = the collection size (82)
-    retriever, fp, _ = open_retriever(idx, "bm25")
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
     qs = load_queries_file(qfile)
     ref = compute_exposure(retriever, qs, tmp_path / "ref", depth=82, fingerprint=fp)
     big = ExposureStore.open(out)
@@ -482,7 +466,7 @@ def test_failed_job_leaves_no_store_that_blocks_a_rerun(adi_setup, tmp_path):
     # issue 24 item 7: a job failing before its first shard left a store that refused the
     # corrected rerun ("computed with another depth ... remove it")
     idx, qfile = adi_setup
-    retriever, fp, _ = open_retriever(idx, "bm25")
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
     qs = load_queries_file(qfile)
 
     class OutOfMemory:  # the real retriever, failing as the 12.7 TiB allocation did

@@ -134,3 +134,20 @@ def test_cli_diff_json_plot_and_errors(stores, tmp_path):
     # --group-field needs an index: these stores were computed from a retriever, not `limelight index`
     r = CliRunner().invoke(app, ["exposure", "diff", str(a.path), str(b.path), "--group-field", "x"])
     assert r.exit_code != 0 and "does not record its index" in str(r.exception)
+
+
+def test_default_cutoff_is_the_stores_depth_below_100(stores):
+    """Issue 42: two stores of depth 50 (20 in the report) failed with ``cutoff c=100 must lie
+    in 1..50`` unless ``--c`` was given; the default is min(100, the stores' depth)."""
+    from typer.testing import CliRunner
+
+    from limelight.cli import app
+
+    _, a, b, _, _ = stores
+    assert a.depth == b.depth == 50
+    r = CliRunner().invoke(app, ["exposure", "diff", str(a.path), str(b.path), "--json", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert got["summary"]["c"] == 50
+    assert got["summary"] == json.loads(json.dumps(diff_stores(a, b, c=50).summary))
+    assert diff_stores(a, b).summary["c"] == 50  # the library's default too

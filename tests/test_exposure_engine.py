@@ -40,7 +40,7 @@ def test_engine_object_and_options_equal_the_keywords(adi, tmp_path):
     ref = compute_exposure(bm25, qs, tmp_path / "ref", depth=15, shard_size=10, fingerprint="fp")
     eng = Recording()
     st = compute_exposure(bm25, qs, tmp_path / "obj", depth=15, fingerprint="fp", engine=eng,
-                          options=ExposureOptions(shard_size=10, materialize=False))
+                          options=ExposureOptions(shard_size=10))
     assert eng.calls == [[0, 1, 2, 3]] and st.manifest["complete"] and st.n_shards == 4
     for a, b in zip(ref.pair_arrays(), ExposureStore.open(st.path).pair_arrays(), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -49,7 +49,7 @@ def test_engine_object_and_options_equal_the_keywords(adi, tmp_path):
     (tmp_path / "obj" / "query_stats.parquet").unlink()  # as if killed before the index was complete
     shard_path(tmp_path / "obj", 2).unlink()
     compute_exposure(bm25, qs, tmp_path / "obj", depth=15, fingerprint="fp", engine=eng,
-                     options=ExposureOptions(shard_size=99), shard_size=10, materialize=False)
+                     options=ExposureOptions(shard_size=99), shard_size=10)
     assert eng.calls[1:] == [[2]]
     for a, b in zip(ref.pair_arrays(), ExposureStore.open(tmp_path / "obj").pair_arrays(), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -72,7 +72,7 @@ def test_engine_names_and_keywords_are_checked(adi, tmp_path, monkeypatch):
 
 
 def test_exposure_never_imports_scale():
-    code = ("import sys, limelight.exposure.exact, limelight.exposure.compute; "
+    code = ("import sys, limelight.exposure.store, limelight.exposure.compute; "
             "from limelight.exposure import compute_exposure, ExposureStore; "
             "assert not [m for m in sys.modules if m.startswith('limelight.scale')], sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -17,10 +17,9 @@ from limelight.data import Queries, Run, load_catalog, load_query_log
 from limelight.errors import LimelightError
 from limelight.exposure import ExposureStore, compute_exposure, exposure_from_run
 from limelight.exposure import store as store_mod
-from limelight.exposure.cli import open_retriever
 from limelight.exposure.retrievability import rank_matrix
 from limelight.exposure.shards import SHARD_GLOB, shard_path
-from limelight.retrieval.index_dir import build_index
+from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
 
 def index_files(store: Path) -> dict[str, bytes]:
@@ -33,7 +32,7 @@ def index_files(store: Path) -> dict[str, bytes]:
 def movies(tmp_path_factory):
     idx = tmp_path_factory.mktemp("idx") / "movies"
     build_index(load_catalog("movies"), idx)
-    retriever, fp, _ = open_retriever(idx, "bm25")
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
     return retriever, fp, load_query_log().head(1500)
 
 

@@ -27,10 +27,9 @@ ray = pytest.importorskip("ray", reason="the ray engine needs the scale extra (i
 from limelight.data import load_dataset, load_query_log  # noqa: E402
 from limelight.errors import LimelightError  # noqa: E402
 from limelight.exposure import ExposureStore, compute_exposure  # noqa: E402
-from limelight.exposure.cli import open_retriever  # noqa: E402
-from limelight.exposure.exact import shard_path  # noqa: E402
+from limelight.exposure.shards import shard_path  # noqa: E402
 from limelight.retrieval.bm25 import BM25, BM25Index  # noqa: E402
-from limelight.retrieval.index_dir import build_index  # noqa: E402
+from limelight.retrieval.index_dir import build_index, open_fingerprinted  # noqa: E402
 from limelight.scale import IndexRetriever, compute_shards  # noqa: E402
 
 STORE_MB = 150 * 1024 * 1024
@@ -70,7 +69,7 @@ def log():
 
 @pytest.fixture(scope="module")
 def local_store(cranfield_index, log, work):
-    retriever, fp, _ = open_retriever(cranfield_index)
+    retriever, fp, _ = open_fingerprinted(cranfield_index)
     qs = log.head(4000)
     return compute_exposure(retriever, qs, work / "local", depth=100, shard_size=500, fingerprint=fp), fp
 
@@ -140,7 +139,7 @@ def test_resume_across_engines(cluster, local_store, cranfield_index, log, work)
         shard_path(out, i).unlink()
     (out / "shards" / ".part-00005.parquet.abc.tmp").write_bytes(b"partial")  # a killed write
     before = {i: shard_path(out, i).stat().st_mtime_ns for i in (0, 2, 3, 4, 7)}
-    r, _, _ = open_retriever(cranfield_index)
+    r, _, _ = open_fingerprinted(cranfield_index)
     compute_exposure(r, log.head(4000), out, depth=100, shard_size=500, fingerprint=fp, engine="ray")
     assert {i: shard_path(out, i).stat().st_mtime_ns for i in before} == before  # kept
     same_store(st.path, out, st.n_shards)
@@ -194,7 +193,7 @@ def _shard_workers() -> list[int]:
 
 def test_killed_worker_process_job_completes_identically(cluster, log, work):
     npl = build_index(load_dataset("npl").collection, work / "idx-npl")
-    r, fp, _ = open_retriever(npl)
+    r, fp, _ = open_fingerprinted(npl)
     qs = log.head(16000)
     ref = compute_exposure(r, qs, work / "npl-local", depth=100, shard_size=800, fingerprint=fp)
     killed: list[int] = []

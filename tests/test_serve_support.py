@@ -27,7 +27,7 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
     when ``dense`` (then a dense system too)."""
     from limelight.audit import AuditDir
     from limelight.data import load_catalog, load_dataset, load_query_log
-    from limelight.exposure.exact import compute_exposure
+    from limelight.exposure.compute import compute_exposure
     from limelight.retrieval.index_dir import build_index, open_retriever
 
     ad = AuditDir(out)

@@ -15,7 +15,7 @@ from pathlib import Path
 from limelight.data import load_dataset
 from limelight.querygen.robustness import robustness_report
 from limelight.querygen.variations import generate_variations
-from limelight.querygen.variations_cli import build_systems
+from limelight.querygen.robustness import build_systems
 
 OUT = Path(__file__).resolve().parent / "out"
 

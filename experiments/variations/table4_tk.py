@@ -30,7 +30,7 @@ from limelight.data import load_dataset
 from limelight.data.queries import Queries
 from limelight.querygen.robustness import robustness_report
 from limelight.querygen.variations import generate_variations
-from limelight.querygen.variations_cli import build_systems
+from limelight.querygen.robustness import build_systems
 from limelight.rerank.ranker import NeuralRanker
 
 HERE = Path(__file__).resolve().parent

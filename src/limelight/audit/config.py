@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from limelight._io import file_sha256
-from limelight.errors import FormatError
+from limelight.errors import FormatError, LimelightError
 from limelight.retrieval.defaults import RERANK_DEPTH
 from limelight.retrieval.systems import QUERY_VECTORS, get_kind, kind_names
 
@@ -304,6 +304,10 @@ def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None
     for spec, at in zip(systems, ats, strict=True):
         if spec.kind == "reranked":
             _check_reranked(ck, spec, systems, depth, base, at)
+        try:  # the kind's own checks of the files it names, and their content hash (run: sha256)
+            spec.params = get_kind(spec.kind).resolved(spec.params, base)
+        except LimelightError as e:
+            ck.fail_at(at, f"systems.{spec.name}: {e}")
     enc = {(s.params.get("model"), s.params.get("max_seq_length")) for s in systems if s.uses_dense}
     if len(enc) > 1:
         ck.fail("model", "dense and hybrid systems of one audit must share model and max_seq_length "

@@ -55,6 +55,8 @@ def load_inputs(cfg: AuditConfig, quick: bool = False) -> AuditInputs:
 
     where = cfg.path or "<config>"
     ds = load_dataset(cfg.collection)
+    if cfg.collection_name:  # [collection] name: the collection's name, not its file's
+        ds.name = ds.collection.name = cfg.collection_name
     coll = ds.collection
     if cfg.depth >= len(coll):
         raise FormatError(where, _line_of(cfg.text, "depth") if cfg.text else None,
@@ -88,14 +90,17 @@ def check_ctrlqgen_generator(cfg: AuditConfig, ds) -> None:
     checked when no stage uses it or when the collection has no entity schema (the ctrlqgen
     stage is then skipped with its reason)."""
     from limelight.querygen.generator import check_generator
-    from limelight.querygen.serialize import load_schema
+    from limelight.querygen.serialize import load_schema, shipped_schema_name
 
     opts = cfg.options.get("ctrlqgen", {})
     if not opts.get("generator") or not (cfg.stages.get("ctrlqgen", True)
                                          or cfg.query_source == "generated"):
         return
+    name = opts.get("schema") or shipped_schema_name(ds.name)
+    if name is None:  # no entity schema: the ctrlqgen stage is skipped with its reason
+        return
     try:
-        schema = load_schema(opts.get("schema", ds.name))
+        schema = load_schema(name)
     except LimelightError:
         return
     check_generator(opts["generator"], schema, opts.get("backbone"),
@@ -128,13 +133,16 @@ def generated_queries(cfg: AuditConfig, ds, n: int = 0):
     from limelight.data.ids import IdMap
     from limelight.data.queries import Queries
     from limelight.querygen.generator import generate_queries
-    from limelight.querygen.serialize import load_schema
+    from limelight.querygen.serialize import load_schema, shipped_schema_name
     from limelight.querygen.weaklabel import WeakLabelingUn
 
     opts = cfg.options.get("ctrlqgen", {})
     coll = ds.collection
-    try:
-        schema = load_schema(opts.get("schema", ds.name))
+    try:  # the default: the schema shipped for the collection's name, never a path
+        name = opts.get("schema") or shipped_schema_name(ds.name)
+        if name is None:
+            raise LimelightError(f"{ds.name} is not a catalog with a shipped schema")
+        schema = load_schema(name)
         schema.check_collection(coll)
     except LimelightError as e:
         raise LimelightError(f"{cfg.path or '<config>'}: queries.source = \"generated\" needs an "

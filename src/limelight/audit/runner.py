@@ -294,6 +294,8 @@ class AuditRunner:
             entry: dict[str, Any] = {"kind": spec.kind, "settings": spec.settings()}
             if ex is not None and ex.present:
                 entry["n_pairs"] = ex.result.get("n_pairs")
+                if "coverage" in ex.result:  # a system answering some queries only (e.g. a run file)
+                    entry["coverage"] = ex.result["coverage"]
             if st is not None and st.present:
                 for c, d in st.result["cutoffs"].items():
                     entry[f"gini_c{c}"] = d["gini"]

@@ -202,8 +202,11 @@ def exposure_stage(spec: SystemSpec, depth: int) -> Stage:
                               fingerprint=stable_key(_exposure_deps(audit, spec), spec),
                               settings=spec.settings(), progress=bar.update)
         q, _, _, _ = st.pair_arrays()
-        return {"n_pairs": int(len(q)), "n_queries": len(st.queries), "n_docs": len(st.doc_ids),
-                "timings": st.manifest.get("timings", {})}
+        out = {"n_pairs": int(len(q)), "n_queries": len(st.queries), "n_docs": len(st.doc_ids),
+               "timings": st.manifest.get("timings", {})}
+        if callable(getattr(retr, "coverage", None)):  # results of a file or a service: which queries have any
+            out["coverage"] = retr.coverage()
+        return out
 
     return Stage(f"exposure-{spec.name}", f"exact exposure under {spec.name} (top {depth})", body,
                  key=lambda a: (_exposure_deps(a, spec), spec.settings(), a.inputs.queries_fp,

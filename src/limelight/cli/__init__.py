@@ -6,8 +6,7 @@ compute|doc|query|diff, retrievability), ``eqi``, ``evaluate`` (evaluate, compar
 ``variations`` (variations, robustness, simulate), ``generate`` (generate entity|train|dataset,
 suggest), ``audit`` and ``serve``;
 ``console`` prints tables and progress; ``root`` assembles the app. Nothing outside this package
-imports it (``limelight.demo``, the old ``make demo`` entry point, is an alias of ``limelight
-audit``).
+imports it.
 
 User errors (``LimelightError``) print one line on stderr and exit with status 2.
 """
@@ -15,6 +14,6 @@ User errors (``LimelightError``) print one line on stderr and exit with status 2
 from __future__ import annotations
 
 from limelight._lazy import lazy_exports
-from limelight.cli.root import app, fail, main
+from limelight.cli.root import app, main
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__)

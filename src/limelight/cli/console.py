@@ -9,13 +9,27 @@ them from here so that everything a command draws has one home. rich is imported
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 import typer
 
 from limelight.progress import progress_bar
 
-__all__ = ["print_rows", "print_table", "progress_bar"]
+__all__ = ["print_rows", "print_table", "progress_bar", "show_warning"]
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """A warning as a CLI user sees it: one line on stderr, ``warning: MESSAGE``, without the
+    Python file, line number, category or source line that ``warnings`` prints by default
+    (``limelight.cli.main`` installs it as ``warnings.showwarning``)."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    try:
+        (file or sys.stderr).write(f"warning: {text}\n")
+    except OSError:  # stderr closed: nowhere to warn (as warnings.showwarning does)
+        pass
 
 
 def print_table(rows: Sequence[dict], title: str, empty: str | None = None) -> None:

@@ -32,6 +32,31 @@ def _load(qrels_path: Path, run_paths: list[Path]):
     return qrels, runs
 
 
+N_DOCS_HELP = ("corpus size n, where unretrieved relevant documents are imputed (LexiRecall, "
+               "LexiPrecision, TSE, EE). Default: the size of --collection if given, else per "
+               "run: the judged documents plus the documents that run retrieves (never "
+               "depends on the other runs passed)")
+COLLECTION_HELP = ("the collection the runs retrieve from (shared name, folder with docs.jsonl "
+                   "or JSONL file): its number of documents is the corpus size n")
+
+
+def _corpus_size(n_docs: int | None, collection: str | None) -> tuple[int | None, str]:
+    """(``n_docs`` for the library, how the table's footer names it) from ``--n-docs`` and
+    ``--collection`` (at most one of them)."""
+    if n_docs is not None and collection is not None:
+        raise LimelightError("give --n-docs or --collection, not both")
+    if n_docs is not None:
+        if n_docs < 1:
+            raise LimelightError(f"--n-docs must be at least 1, got {n_docs}")
+        return n_docs, f"n = {n_docs} (--n-docs)"
+    if collection is not None:
+        from limelight.data.loaders import load_collection
+
+        n = len(load_collection(collection))
+        return n, f"n = {n} (--collection {collection})"
+    return None, "n per run: judged + retrieved documents"
+
+
 def _fmt(v: float) -> str:
     return f"{v:.4f}" if abs(v) >= 1e-4 or v == 0 else f"{v:.3e}"
 
@@ -43,15 +68,19 @@ def evaluate(
                                        help='measures, e.g. "AP nDCG@10 R@1000 LexiRecall"'),
     per_query: bool = typer.Option(False, "--per-query", help="also print per-query values"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
-    n_docs: int = typer.Option(None, "--n-docs", help="corpus size n for imputation"),
+    n_docs: int = typer.Option(None, "--n-docs", help=N_DOCS_HELP),
+    collection: str = typer.Option(None, "--collection", help=COLLECTION_HELP),
     test: str = typer.Option("t", "--test", help="paired test for metrics: t or wilcoxon"),
     alpha: float = typer.Option(0.05, "--alpha", help="significance level of the markers"),
 ) -> None:
     """Evaluate runs: a runs × measures table; * marks p < alpha against the first run
     (paired test; sign test for LexiRecall/LexiPrecision; Holm-corrected over all pairs of
-    runs per measure, the family that compare uses too)."""
+    runs per measure, the family that compare uses too). A run's values never depend on the
+    other runs passed: the corpus size n is --n-docs, the size of --collection, or else each
+    run's own (the judged documents plus those the run retrieves)."""
     from limelight.evaluation.compare import evaluate_runs
 
+    n_docs, n_note = _corpus_size(n_docs, collection)
     q, rs = _load(qrels, runs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -77,7 +106,7 @@ def evaluate(
         typer.echo(n.ljust(width) + "  " + "  ".join(cells))
     typer.echo(f"queries: {len(table.results[0].qids)}; * p < {alpha} vs {names[0]} "
                f"({'paired t-test' if test == 't' else 'Wilcoxon'}; sign test for preferences; "
-               f"Holm over all pairs of runs)")
+               f"Holm over all pairs of runs); {n_note}")
     if per_query:
         for n, r in zip(names, table.results, strict=True):
             df = r.to_pandas()
@@ -91,12 +120,14 @@ def compare(
     preference: str = typer.Option("LexiRecall", "--preference",
                                    help="LexiRecall, LexiPrecision, or a metric such as AP"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
-    n_docs: int = typer.Option(None, "--n-docs", help="corpus size n for imputation"),
+    n_docs: int = typer.Option(None, "--n-docs", help=N_DOCS_HELP),
+    collection: str = typer.Option(None, "--collection", help=COLLECTION_HELP),
 ) -> None:
     """Compare every pair of runs: per-query wins/ties/losses, sign test (Holm-corrected over
     all pairs of runs, as in evaluate), MC4 ordering."""
     from limelight.evaluation.compare import compare_runs
 
+    n_docs, _ = _corpus_size(n_docs, collection)
     q, rs = _load(qrels, runs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

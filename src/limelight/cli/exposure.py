@@ -15,12 +15,94 @@ from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 app = typer.Typer(help="Exact exposure: every query's top-n, stored once.", no_args_is_help=True)
 
 
+def _read_system_file(path: Path) -> tuple[str, dict]:
+    """``--system FILE.toml``: the kind and parameters of its one ``[system]`` table, checked
+    against the registry (an unknown kind or parameter lists the registered ones)."""
+    import re
+    import tomllib
+
+    from limelight.errors import FormatError
+    from limelight.retrieval.systems import get_kind
+
+    if not path.is_file():
+        raise LimelightError(f"{path}: no such system file")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise FormatError(path, None, f"not UTF-8 text ({e.reason})") from None
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        raise FormatError(path, int(m.group(1)) if m else None,
+                          f"invalid TOML ({str(e).split(' (at')[0]})") from None
+    if set(raw) != {"system"} or not isinstance(raw["system"], dict):
+        raise FormatError(path, None, "a system file holds one [system] table: kind = \"...\" and "
+                                      "the kind's parameters (limelight systems lists them)")
+    params = dict(raw["system"])
+    kind = params.pop("kind", None)
+    if not isinstance(kind, str):
+        raise FormatError(path, None, "[system] needs kind = \"...\" (limelight systems lists the kinds)")
+    get_kind(kind).check(params, str(path))
+    return kind, params
+
+
+def _system(model: str | None, k1: float, b: float, system: Path | None, run: Path | None,
+            url: str | None, preset: str | None):
+    """(``RetrieverSpec``, the folder its relative paths resolve against) of the options:
+    ``--model`` over ``--index`` (bm25 by default), or one of ``--system``, ``--run`` (kind
+    ``run``) and ``--url``/``--preset`` (kind ``http``), its files checked and hashed."""
+    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.systems import get_kind
+
+    given = [o for o, v in (("--system", system), ("--run", run), ("--url", url)) if v is not None]
+    if len(given) > 1:
+        raise LimelightError(f"give one of --system, --run or --url, not {' and '.join(given)}")
+    if preset is not None and url is None:
+        raise LimelightError("--preset goes with --url")
+    if not given:
+        return RetrieverSpec.from_model(model or "bm25", k1, b), Path.cwd()
+    if model is not None:
+        raise LimelightError(f"--model goes with --index, not with {given[0]} (which names the system)")
+    base = Path.cwd()
+    if system is not None:
+        kind, params = _read_system_file(system)
+        base = system.resolve().parent
+    elif run is not None:
+        kind, params = "run", {"path": str(run)}
+    else:
+        kind, params = "http", {"url": url, **({"preset": preset} if preset is not None else {})}
+    return RetrieverSpec.of(kind, **get_kind(kind).resolved(params, base)), base
+
+
+def _documents(index: Path | None, collection: str | None, kind: str):
+    """The collection a system without an index answers from: ``--collection`` (loaded as
+    ``limelight index`` loads it), else the documents stored with ``--index``."""
+    if collection is not None:
+        from limelight.data.loaders import load_collection
+
+        return load_collection(collection)
+    if index is not None:
+        from limelight.retrieval.index_dir import load_docs
+
+        return load_docs(index)
+    raise LimelightError(f"a {kind} system needs the collection its results come from: "
+                         "--collection NAME|FOLDER|FILE (or --index)")
+
+
 @app.command("compute")
 def compute(
-    index: Path = typer.Option(..., help="index directory (limelight index)"),
-    queries: str = typer.Option(..., help="TSV id<TAB>text, or the query log file"),
+    queries: str = typer.Option(..., help="TSV id<TAB>text, or a query log (header source<TAB>qid<TAB>query: README)"),
     out: Path = typer.Option(..., help="store directory to create (or resume)"),
-    model: str = typer.Option("bm25", help="bm25 or dense"),
+    index: Path = typer.Option(None, help="index directory (limelight index): for --model"),
+    model: str = typer.Option(None, help="bm25, dense or hybrid over --index (default bm25)"),
+    system: Path = typer.Option(None, "--system", help="a TOML file with one [system] table: kind "
+                                                       "and its parameters (limelight systems)"),
+    run: Path = typer.Option(None, "--run", help="results you already have (kind run): a TREC run, "
+                                                 "Parquet, JSONL or CSV file, or a folder of parts"),
+    url: str = typer.Option(None, "--url", help="a live search service (kind http), with --preset"),
+    preset: str = typer.Option(None, "--preset", help="with --url: the service's API"),
+    collection: str = typer.Option(None, help="for --system/--run/--url: the collection the results "
+                                              "come from (as limelight index takes it; default: "
+                                              "--index's documents)"),
     depth: int = typer.Option(100, help="n: documents kept per query"),
     shard_size: int = typer.Option(8192, help="queries per Parquet shard"),
     k1: float = typer.Option(DEFAULT_K1), b: float = typer.Option(DEFAULT_B),
@@ -33,18 +115,17 @@ def compute(
 ) -> None:
     """Compute every query's top-n into the store DIR (resumable): Parquet shards of (query,
     document, rank, float32 score) under DIR/shards/, the query and document tables and a
-    per-document index."""
+    per-document index. The system: --model over --index, or --system FILE.toml (any kind),
+    --run FILE (results you have) or --url URL --preset NAME (a live service)."""
     import time
 
     from limelight._io import check_resumable_dir
     from limelight.data.loaders import load_queries_file
     from limelight.exposure.compute import compute_exposure
-    from limelight.exposure.fingerprints import validate_queries
+    from limelight.exposure.fingerprints import ids_fingerprint, validate_queries
     from limelight.retrieval.index_dir import index_size
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.systems import get_kind
 
-    if model not in ("bm25", "dense"):
-        raise LimelightError(f"unknown model {model!r} (bm25 or dense)")
     if engine not in ("local", "ray"):
         raise LimelightError(f"unknown engine {engine!r} (local or ray)")
     if address is not None and engine != "ray":
@@ -52,13 +133,26 @@ def compute(
     check_k(depth, "--depth")  # the store records the depth asked for; retrieval stops at n_docs
     if shard_size < 1:
         raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
+    spec, base = _system(model, k1, b, system, run, url, preset)
+    kind = get_kind(spec.kind)
+    if kind.needs_index and index is None:
+        raise LimelightError(f"a {spec.kind} system needs --index (limelight index)")
+    if engine == "ray" and not kind.needs_index:
+        raise LimelightError(f"--engine ray opens the system over an index in each worker; a "
+                             f"{spec.kind} system runs with --engine local")
     check_resumable_dir(out, "manifest.json", "exposure store")
-    index_size(index)  # a clear error when it is not an index, before reading the queries
+    if index is not None:
+        index_size(index)  # a clear error when it is not an index, before reading the queries
     qs = load_queries_file(queries)
     validate_queries(qs)
-    spec = RetrieverSpec.from_model(model, k1, b)
-    retriever = spec.open(index, threads=threads)
-    fp, settings = spec.fingerprint(index), spec.store_settings(retriever)
+    if kind.needs_index:
+        retriever = spec.open(index, threads=threads)
+        fp, settings = spec.fingerprint(index), {**spec.store_settings(retriever), "index": str(index)}
+    else:
+        coll = _documents(index, collection, spec.kind)
+        retriever = spec.open(None, threads=threads, collection=coll, queries=qs, base_dir=base)
+        fp = spec.fingerprint(index_key={"documents": ids_fingerprint(coll.ids)})
+        settings = {**spec.store_settings(), "collection": collection or str(index)}
     if engine == "ray":  # workers open the index by path, memory-mapped
         from limelight.scale.exposure import IndexRetriever
 
@@ -66,10 +160,10 @@ def compute(
 
     t0 = time.perf_counter()
     try:
-        with progress_bar(f"exposure ({model}, top {depth})", len(qs), elapsed=True) as progress:
+        with progress_bar(f"exposure ({spec.kind}, top {depth})", len(qs), elapsed=True) as progress:
             st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
-                                  fingerprint=fp, settings={**settings, "index": str(index)},
-                                  progress=progress, engine=engine, address=address,
+                                  fingerprint=fp, settings=settings, progress=progress,
+                                  engine=engine, address=address,
                                   engine_options={"cpus_per_task": cpus_per_task}
                                   if engine == "ray" else None)
     except KeyboardInterrupt:
@@ -84,6 +178,10 @@ def compute(
     summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
                "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),
                f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
+    if callable(getattr(retriever, "coverage", None)):  # a system that answers some queries only
+        cov = retriever.coverage()
+        summary.update(queries_with_results=cov["with_results"],
+                       queries_without_results=cov["without_results"])
     typer.echo(json.dumps(summary) if json_out else
                "\n".join(f"{k}: {v}" for k, v in summary.items()))
 
@@ -118,7 +216,8 @@ def query(
 def diff_cmd(
     a: Path = typer.Argument(..., help="store A (before)"),
     b: Path = typer.Argument(..., help="store B (after), same documents and queries"),
-    c: int = typer.Option(100, "--c", help="cutoff c of r(d) and of the exposing queries"),
+    c: int = typer.Option(None, "--c", help="cutoff c of r(d) and of the exposing queries "
+                                           "(default: 100, or the stores' depth when it is below 100)"),
     browsing: str = typer.Option("rbp:0.8", help="browsing model of the mean exposure "
                                                  "(rbp:γ, dcg, exhaustive, cutoff:c)"),
     group_field: str = typer.Option(None, help="document field to group by (section, tags…)"),

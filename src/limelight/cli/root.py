@@ -63,7 +63,14 @@ app.add_typer(eqi.app, name="eqi")
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     """Entry point: runs the app on ``argv`` (default ``sys.argv[1:]``), turning user errors into
-    one-line messages (exit status 2)."""
+    one-line messages (exit status 2) and warnings into one line each (``warning: ...``, no
+    Python source lines: ``console.show_warning``)."""
+    import warnings
+
+    from limelight.cli.console import show_warning
+
+    shown = warnings.showwarning
+    warnings.showwarning = show_warning
     try:
         app(args=argv, prog_name=prog_name)
     except LimelightError as e:
@@ -72,3 +79,5 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    finally:
+        warnings.showwarning = shown

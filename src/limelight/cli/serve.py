@@ -17,6 +17,12 @@ def serve(
     workers: int = typer.Option(1, min=1, help="worker threads of the BM25 kernel"),
     max_body: int = typer.Option(1 << 20, min=1024, help="largest accepted request body in bytes"),
     preload: bool = typer.Option(True, help="load the search models and retrievability before serving"),
+    eqi_queue: int = typer.Option(4, min=0, help="EQI searches that may wait behind the running one "
+                                                 "(one more: 429 with Retry-After)"),
+    eqi_timeout: float = typer.Option(30.0, min=0.1, help="seconds an EQI search may wait for its turn "
+                                                          "(longer: 503 with Retry-After)"),
+    view_cache_mb: int = typer.Option(256, min=1, help="MiB of derived retrievability views kept "
+                                                       "(least recently used dropped first)"),
 ) -> None:
     """Serve search, exposing queries, retrievability and EQI over an audit (read-only)."""
     import uvicorn
@@ -28,7 +34,8 @@ def serve(
     AuditDir(audit).manifest  # noqa: B018 - a one-line error for a directory that is no audit
     sock = bind_socket(host, port)  # before loading anything: a busy port fails at once
     try:
-        service: AuditService = open_service(audit, reranker)
+        service: AuditService = open_service(audit, reranker, eqi_queue=eqi_queue, eqi_timeout=eqi_timeout,
+                                             view_cache_bytes=view_cache_mb << 20)
         service.threads = workers
         if preload:
             service.warm()
@@ -38,7 +45,7 @@ def serve(
         bound = sock.getsockname()
         url_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         typer.echo(f"serving {audit} ({service.info()['collection']}, {len(service.systems)} systems) "
-                   f"on http://{url_host}:{bound[1]}/  — API docs at /docs", err=True)
+                   f"on http://{url_host}:{bound[1]}/  — API at /api (offline; schema /openapi.json)", err=True)
         server.run(sockets=[sock])
     finally:
         sock.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -100,3 +101,51 @@ def join_fields(fields: dict[str, np.ndarray], names: Iterable[str], n: int) -> 
     out = np.empty(n, dtype=object)
     out[:] = [" ".join(s for s in map(_as_text, vals) if s) for vals in zip(*cols, strict=True)] if cols else [""] * n
     return out
+
+
+def document_id(record: dict, id_field: str, where: str | os.PathLike, line: int | None) -> str:
+    """The id of one document record as TREC run and qrels files hold it (a string; an integer
+    is written in decimal). What those whitespace-separated lines cannot hold is refused with a
+    ``FormatError`` naming ``where:line``: a missing or null id, an empty one, one with a space,
+    tab or any other whitespace, and one that is not a string or an integer."""
+    from limelight.errors import FormatError
+
+    if id_field not in record:
+        raise FormatError(where, line, f"document without {id_field!r}")
+    v = record[id_field]
+    if v is None:
+        raise FormatError(where, line, f"document {id_field!r} is null: every document needs an id")
+    if isinstance(v, bool) or not isinstance(v, str | int):
+        raise FormatError(where, line, f"document {id_field!r} must be a string or an integer, not "
+                                       f"{type(v).__name__} ({str(v)[:40]!r})")
+    s = str(v)
+    if not s:
+        raise FormatError(where, line, f"empty document {id_field!r}: every document needs an id")
+    if any(c.isspace() for c in s):
+        raise FormatError(where, line, f"document id {s!r} contains whitespace: TREC run and qrels "
+                                       "lines are whitespace-separated, so no run could name it")
+    return s
+
+
+def check_documents(records: Sequence[dict], lines: Sequence[int], text_fields: Sequence[str],
+                    id_field: str, where: str | os.PathLike) -> None:
+    """Check documents read from ``where`` (``lines``: each record's line) before they are
+    indexed: every id is one TREC files can hold (``document_id``: else a one-line error naming
+    the line), and a text field (``text_fields``: title, text) that holds something other than
+    a string (null, a number, a list, an object) is indexed as its text form, with one warning
+    that counts the documents concerned and names the first."""
+    import json
+    import warnings
+
+    first, n = None, 0
+    for r, line in zip(records, lines, strict=True):
+        document_id(r, id_field, where, line)
+        bad = [k for k in text_fields if k in r and not isinstance(r[k], str)]
+        if bad:
+            n += 1
+            first = first or (line, bad[0], r[bad[0]])
+    if first is not None:
+        line, key, value = first
+        warnings.warn(f"{where}: {n} document(s) with a non-string {' or '.join(text_fields)} "
+                      f"(first: line {line}, {key} = {json.dumps(value, default=str)[:40]}), "
+                      "indexed as text", stacklevel=3)

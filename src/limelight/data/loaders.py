@@ -15,11 +15,17 @@ from pathlib import Path
 import numpy as np
 
 from limelight.data.collection import Collection
-from limelight.data.formats import read_jsonl, read_jsonl_docs, read_queries_tsv, read_trec_qrels
+from limelight.data.formats import (
+    read_jsonl,
+    read_jsonl_docs,
+    read_queries_tsv,
+    read_text,
+    read_trec_qrels,
+)
 from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
-from limelight.data.queries import Queries
-from limelight.errors import FormatError, LimelightError
+from limelight.data.queries import Queries, normalise_texts
+from limelight.errors import LimelightError
 
 SHARED_COLLECTIONS = ("cranfield", "med", "cacm", "npl", "scifact", "adi")
 CATALOGS = ("debian", "movies")
@@ -97,19 +103,70 @@ def load_collection(name_or_path: str | os.PathLike) -> Collection:
     return load_dataset(s).collection
 
 
+def collection_source_problem(name_or_path: str | os.PathLike) -> str | None:
+    """Why ``name_or_path`` names no collection that ``load_dataset`` loads (one line), or None.
+    Nothing is read: an ``irds:`` id is only checked when it is loaded."""
+    s = str(name_or_path)
+    if s.startswith("irds:") or s in CATALOGS or s in SHARED_COLLECTIONS:
+        return None
+    p = Path(s)
+    if p.is_file() or (p / "docs.jsonl").is_file():
+        return None
+    what = "a folder without docs.jsonl" if p.is_dir() else "no such file or folder"
+    return (f"not a collection ({what}; expected a shared name "
+            f"{', '.join(SHARED_COLLECTIONS + CATALOGS)}, a folder with docs.jsonl, a JSONL file "
+            f"or irds:<id>)")
+
+
+def peek_fields(name_or_path: str | os.PathLike, n: int = 1000) -> list[str] | None:
+    """The document fields of a collection as ``load_dataset`` gives them (the keys of its
+    first ``n`` records, the id left out), read from its first ``n`` records only; None where
+    that cannot be told without loading it (``irds:`` ids, a file that does not read)."""
+    from itertools import islice
+
+    from limelight._io import open_text
+
+    s = str(name_or_path)
+    try:
+        if s.startswith("irds:"):
+            return None
+        if s in CATALOGS:
+            path = _catalog_path(s)
+        elif s in SHARED_COLLECTIONS:
+            path = data_root() / "collections" / s / "docs.jsonl"
+        else:
+            path = Path(s) if Path(s).is_file() else Path(s) / "docs.jsonl"
+        if path.suffix == ".json":  # the movies catalog: one JSON array
+            recs = json.loads(path.read_text(encoding="utf-8"))[:n]
+        else:
+            with open_text(path) as f:
+                recs = [json.loads(ln) for ln in islice(f, n) if ln.strip()]
+    except (LimelightError, OSError, ValueError, TypeError):
+        return None
+    keys: dict[str, None] = {}
+    for r in recs:
+        if not isinstance(r, dict):
+            return None
+        keys.update(dict.fromkeys(k for k in r if k != "id"))
+    return list(keys)
+
+
+def _catalog_path(s: str) -> Path:
+    """The file of a shared catalog (``debian``, ``movies``), else ``s`` as a path."""
+    if s == "debian":
+        return data_root() / "catalogs" / "debian" / "catalog.jsonl.gz"
+    if s == "movies":
+        return data_root() / "catalogs" / "movies" / "movies.json"
+    return Path(s)
+
+
 def load_catalog(name_or_path: str | os.PathLike) -> Collection:
     """The Debian catalog (JSONL.gz) or the movies catalog (JSON array) as a Collection whose
     ``texts`` join every searchable field; all metadata stays in ``fields``."""
-    s = str(name_or_path)
-    if s == "debian":
-        path = data_root() / "catalogs" / "debian" / "catalog.jsonl.gz"
-    elif s == "movies":
-        path = data_root() / "catalogs" / "movies" / "movies.json"
-    else:
-        path = Path(s)
+    path = _catalog_path(str(name_or_path))
     if path.suffix == ".json":
         try:
-            recs = json.loads(path.read_text(encoding="utf-8"))
+            recs = json.loads(read_text(path))
         except json.JSONDecodeError as e:
             raise LimelightError(f"{path}:{e.lineno}: invalid JSON: {e.msg} column {e.colno}") from None
         # films have no id; titles repeat, so the id is the position in the file
@@ -140,9 +197,13 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     """
     path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
     log = read_queries_tsv(path, name="querylog")
-    if not distinct:
-        return log
-    norm = np.asarray([" ".join(t.lower().split()) for t in log.texts.tolist()], dtype=object)
+    return _distinct(log) if distinct else log
+
+
+def _distinct(log: Queries) -> Queries:
+    """A query log's distinct normalised texts, weighted by their number of entries (see
+    ``load_query_log``)."""
+    norm = normalise_texts(log.texts.tolist())
     uniq, first, counts = np.unique(norm, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
     first, counts, uniq = first[order], counts[order], uniq[order]
@@ -154,41 +215,15 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
 def load_queries_file(path: str | os.PathLike) -> Queries:
     """Queries from a TSV ``id<TAB>text`` file, or the query log (header ``source qid query``),
     which is normalised and de-duplicated with weight o_q = number of occurrences
-    (``load_query_log``). ``load_queries`` reads the log's lines as they are instead."""
-    from limelight._io import open_text
+    (``load_query_log``). ``load_queries`` reads the log's lines as they are instead.
 
+    The file is read once, by ``read_queries_tsv`` (whose errors, a non-UTF-8 byte included,
+    name the line)."""
     p = Path(path)
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
-    try:
-        with open_text(p) as f:
-            first = f.readline()
-    except UnicodeDecodeError as e:
-        raise _not_utf8(p, e) from None
-    except (OSError, EOFError) as e:
-        raise FormatError(p, None, f"cannot read file ({e})") from None
-    if [c.strip().lower() for c in first.split("\t")] == ["source", "qid", "query"]:
-        return load_query_log(p)
-    return read_queries_tsv(p)
-
-
-def _not_utf8(path: Path, err: UnicodeDecodeError) -> FormatError:
-    """A one-line error naming the first line of ``path`` that is not UTF-8."""
-    import gzip
-
-    line = None
-    try:
-        with (gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")) as f:
-            for i, raw in enumerate(f, start=1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    line = i
-                    break
-    except (OSError, EOFError):
-        pass
-    return FormatError(path, line, f"not UTF-8 text ({err.reason}); "
-                                   "convert it first, e.g. iconv -f latin1 -t utf-8")
+    qs = read_queries_tsv(p)
+    return _distinct(qs) if "source" in qs.fields else qs
 
 
 def load_irds(dataset_id: str) -> Dataset:

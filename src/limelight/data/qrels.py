@@ -25,6 +25,18 @@ class Qrels:
     rel: np.ndarray  # int32 grade (may be negative: judged non-relevant / spam)
     offsets: np.ndarray  # int64 CSR over qids
     name: str = "qrels"
+    # how many of ``docids``' first codes are the qrels' own documents (None: all of them):
+    # set when ``with_doc_map`` re-points the qrels onto a longer map (see ``n_own_docs``)
+    own_docs: int | None = None
+
+    @property
+    def n_own_docs(self) -> int:
+        """The documents the qrels know: those of their id map when they were made (the judged
+        documents of a qrels file; the whole collection for qrels read against one, as
+        ``load_dataset`` reads them), the first codes of ``docids``. A map the qrels were
+        re-pointed onto (``with_doc_map`` onto a map that extends theirs) adds other documents
+        after them: those do not count; qrels re-encoded onto an unrelated map know all of it."""
+        return len(self.docids) if self.own_docs is None else self.own_docs
 
     @classmethod
     def from_codes(cls, qids: IdMap, docids: IdMap, q, d, rel, name: str = "qrels") -> Qrels:
@@ -102,7 +114,8 @@ class Qrels:
         if doc_map is self.docids:
             return self
         if doc_map.has_prefix(self.docids):  # same codes: re-point, no re-encoding
-            return Qrels(self.qids, doc_map, self.q, self.d, self.rel, self.offsets, self.name)
+            return Qrels(self.qids, doc_map, self.q, self.d, self.rel, self.offsets, self.name,
+                         self.n_own_docs)
         recode = doc_map.encode(self.docids.strings, missing=-1 if drop_unknown else None)
         d = recode[self.d]
         keep = d >= 0

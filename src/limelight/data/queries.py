@@ -19,6 +19,13 @@ _BLANK = re.compile(r"\x00[^\S\x00]*\x00")  # an empty or blank text between two
 
 
 
+def normalise_texts(texts: Iterable[str]) -> np.ndarray:
+    """Query texts as the query log is read (``load_query_log``): lowercased, every run of
+    whitespace one space, no leading or trailing blanks (an object array). Queries matched by
+    text (a ``run`` system's results, the log's distinct queries) are compared in this form."""
+    return np.asarray([" ".join(str(t).lower().split()) for t in texts], dtype=object)
+
+
 def check_query_text(text: str) -> str:
     """The one rule for a query typed by a user (``limelight search``, the web app's search): a
     blank text (empty or whitespace only) is an error, never a search with no results."""

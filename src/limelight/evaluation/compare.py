@@ -13,7 +13,7 @@ from limelight.errors import LimelightError
 from limelight.evaluation.evaluate import EvalResult, Evaluator, unique_names
 from limelight.evaluation.measures import Measure, parse_measure
 from limelight.evaluation.preferences import metric_preference_matrix, preference_matrix
-from limelight.evaluation.relpos import default_n_docs, stack_positions
+from limelight.evaluation.relpos import stack_positions
 from limelight.evaluation.stats import (
     PairOutcome,
     discriminative_power,
@@ -62,17 +62,29 @@ def _lexi_kind(m: Measure) -> str:
     return "recall" if m.name == "LexiRecall" else "precision"
 
 
+def _common_stack(ev: Evaluator, runs: Sequence[Run], results: Sequence[EvalResult],
+                  threshold: int) -> np.ndarray:
+    """The runs' relevance positions stacked at one corpus size, for lexicographic
+    preferences (which compare positions across runs): each run's own positions where the runs'
+    own sizes agree, else every run at the largest of them (a preference does not change with
+    ``n`` once it is common and large enough; the values shown keep each run's own size)."""
+    rps = [r.positions[threshold] for r in results]
+    n = max(rp.n for rp in rps)
+    return stack_positions([rp if rp.n == n else ev.positions(run, threshold, n)
+                            for run, rp in zip(runs, rps, strict=True)])
+
+
 def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[str | Measure],
                   n_docs: int | None = None, test: str = "t", warn: bool = True) -> RunTable:
     """Evaluate ``runs`` and test each against the first (corrected over all pairs of runs,
-    ``CORRECTION_FAMILY``)."""
+    ``CORRECTION_FAMILY``). Each run's values are those it gets alone: ``n_docs``, or its own
+    default corpus size (``relpos.corpus_size``), never one that depends on the other runs."""
     if not runs:
         raise LimelightError("no runs given")
     if test not in ("t", "wilcoxon"):
         raise LimelightError(f"--test must be t or wilcoxon, got {test!r}")
     ev = Evaluator(qrels, measures, n_docs)
-    n = n_docs if n_docs is not None else default_n_docs(qrels, runs)
-    results = [ev.evaluate(r, n, warn) for r in runs]
+    results = [ev.evaluate(r, warn=warn) for r in runs]  # each run's values as it gets alone
     pvals: dict[Measure, np.ndarray] = {}
     pairs: dict[Measure, np.ndarray] = {}
     for m in ev.measures:
@@ -80,7 +92,7 @@ def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[st
         pm = np.ones((len(runs), len(runs)))
         if len(runs) > 1:
             if m.is_preference:
-                stack = stack_positions([r.positions[m.threshold] for r in results])
+                stack = _common_stack(ev, runs, results, m.threshold)
                 raw = sign_test_matrix(preference_matrix(stack, _lexi_kind(m)))
             else:
                 raw = paired_test_matrix(np.stack([r.per_query[m] for r in results]), test)
@@ -126,10 +138,9 @@ def compare_runs(runs: Sequence[Run], qrels: Qrels, preference: str | Measure = 
         raise LimelightError("compare needs at least two runs")
     m = parse_measure(preference)
     ev = Evaluator(qrels, [m], n_docs)
-    n = n_docs if n_docs is not None else default_n_docs(qrels, runs)
-    results = [ev.evaluate(r, n, warn) for r in runs]
+    results = [ev.evaluate(r, warn=warn) for r in runs]
     if m.is_preference:
-        stack = stack_positions([r.positions[m.threshold] for r in results])
+        stack = _common_stack(ev, runs, results, m.threshold)
         prefs = preference_matrix(stack, _lexi_kind(m))
     else:
         prefs = metric_preference_matrix(np.stack([r.per_query[m] for r in results]))

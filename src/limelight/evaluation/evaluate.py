@@ -24,7 +24,7 @@ from limelight.evaluation.measures import Measure, parse_measures
 from limelight.evaluation.relpos import (
     QrelsIndex,
     RelPositions,
-    default_n_docs,
+    corpus_size,
     relevance_positions,
 )
 
@@ -58,7 +58,8 @@ class EvalResult:
 
 
 class Evaluator:
-    """Evaluates runs against one qrels with a fixed list of measures and corpus size.
+    """Evaluates runs against one qrels with a fixed list of measures and corpus size
+    (``n_docs``; when it is None, each run's own default, ``corpus_size``).
 
     >>> ev = Evaluator(qrels, "AP nDCG@10 R@1000 LexiRecall")  # doctest: +SKIP
     >>> ev.evaluate(run).aggregate                              # doctest: +SKIP
@@ -77,14 +78,18 @@ class Evaluator:
     def qids(self) -> IdMap:
         return self.index.qids
 
+    def corpus_size(self, run: Run, n_docs: int | None = None) -> int:
+        """The corpus size ``n`` used for ``run``: ``n_docs``, else the evaluator's, else the
+        run's own default (``relpos.corpus_size``: the qrels' documents plus those the run
+        retrieves), which no other run changes."""
+        n = n_docs if n_docs is not None else self.n_docs
+        return int(n) if n is not None else corpus_size(self.qrels, run)
+
     def thresholds(self) -> list[int]:
         return sorted({1 if m.name == "nDCG" else m.threshold for m in self.measures})
 
     def positions(self, run: Run, threshold: int = 1, n_docs: int | None = None) -> RelPositions:
-        n = n_docs if n_docs is not None else self.n_docs
-        if n is None:
-            n = default_n_docs(self.qrels, [run])
-        return relevance_positions(run, self.index, threshold, n)
+        return relevance_positions(run, self.index, threshold, self.corpus_size(run, n_docs))
 
     def overlap(self, run: Run) -> tuple[int, int]:
         """(qrels queries that ``run`` has, judged documents that ``run`` retrieves for any
@@ -101,9 +106,7 @@ class Evaluator:
 
     def evaluate(self, run: Run, n_docs: int | None = None, warn: bool = True) -> EvalResult:
         """Per-query values of every measure for ``run``."""
-        n = n_docs if n_docs is not None else self.n_docs
-        if n is None:
-            n = default_n_docs(self.qrels, [run])
+        n = self.corpus_size(run, n_docs)
         rps = {t: relevance_positions(run, self.index, t, n) for t in self.thresholds()}
         extra = next(iter(rps.values())).extra_queries
         if warn:
@@ -126,14 +129,15 @@ class Evaluator:
         return EvalResult(run.name, self.qids, per_query, rps)
 
     def evaluate_many(self, runs: Sequence[Run], warn: bool = True) -> list[EvalResult]:
-        """Evaluate several runs with one corpus size (so TSE and metric lexirecall compare)."""
-        n = self.n_docs if self.n_docs is not None else default_n_docs(self.qrels, runs)
-        return [self.evaluate(r, n, warn) for r in runs]
+        """Evaluate several runs, each exactly as ``evaluate`` evaluates it alone (its own
+        default corpus size unless ``n_docs`` was given: see ``corpus_size``)."""
+        return [self.evaluate(r, warn=warn) for r in runs]
 
 
 def evaluate(run: Run | Sequence[Run], qrels: Qrels, measures: str | Iterable[str | Measure],
              n_docs: int | None = None) -> EvalResult | list[EvalResult]:
-    """Evaluate one run (→ ``EvalResult``) or several (→ list, one shared corpus size)."""
+    """Evaluate one run (→ ``EvalResult``) or several (→ list); each run's values are those it
+    gets alone (``n_docs``, or its own default corpus size)."""
     ev = Evaluator(qrels, measures, n_docs)
     if isinstance(run, Run):
         return ev.evaluate(run)

@@ -117,20 +117,35 @@ class QrelsIndex:
         return self.qids.encode(qids.strings, missing=-1).astype(np.int64)
 
 
+def corpus_size(qrels: Qrels, run: Run) -> int:
+    """The default corpus size ``n`` of ``run`` (when none is given): the documents the qrels
+    know (``Qrels.n_own_docs``: the judged documents of a qrels file, or the whole collection
+    for qrels read against one) plus the documents ``run`` retrieves that are not among them.
+
+    It is computed from this run and the qrels only, so a run's values never depend on which
+    other runs are evaluated beside it (several runs read onto one shared document map count
+    only the documents each retrieves), and it always leaves room for pessimistic imputation
+    (``n ≥ depth + unretrieved`` for every query). With the qrels of a file, it is the smallest
+    corpus that this run and the judgments imply; pass the collection's size for the paper's
+    ``n`` (``--n-docs`` or ``--collection`` on the command line).
+    """
+    own = qrels.n_own_docs
+    if len(run.d) == 0:
+        return own
+    hit = np.zeros(len(run.docids), dtype=bool)
+    hit[run.d] = True
+    if run.docids.has_prefix(qrels.docids):  # the qrels' own documents are the first codes
+        return own + int(hit[own:].sum())
+    codes = qrels.docids.encode(run.docids.strings[np.flatnonzero(hit)], missing=-1)
+    return own + int(((codes < 0) | (codes >= own)).sum())
+
+
 def default_n_docs(qrels: Qrels, runs: Sequence[Run]) -> int:
-    """Corpus size when none is given: the number of distinct document ids in the qrels and
-    the runs (so that pessimistic imputation always has room below every retrieved list)."""
-    maps = {id(qrels.docids): qrels.docids}
-    for r in runs:
-        maps[id(r.docids)] = r.docids
-    if len(maps) == 1:
-        return len(qrels.docids)
-    biggest = max(maps.values(), key=len)
-    seen = set(biggest.strings.tolist())
-    for mp in maps.values():
-        if mp is not biggest:
-            seen.update(mp.strings.tolist())
-    return len(seen)
+    """One corpus size for comparing ``runs`` position by position (lexicographic preferences
+    need the same ``n`` on both sides): the largest of their own sizes (``corpus_size``), so
+    that every run has room for imputation. A preference between two runs does not change
+    with ``n`` once it is common and large enough; metric values use each run's own size."""
+    return max((corpus_size(qrels, r) for r in runs), default=qrels.n_own_docs)
 
 
 def _retrieved_relevant(run: Run, qi: QrelsIndex, rq: np.ndarray, threshold: int
@@ -167,13 +182,13 @@ def relevance_positions(run: Run, qrels: Qrels | QrelsIndex, threshold: int = 1,
                         n_docs: int | None = None) -> RelPositions:
     """Build the padded relevance-position array of ``run`` against ``qrels``.
 
-    ``n_docs`` is the corpus size ``n`` for pessimistic imputation; by default the number of
-    distinct document ids in qrels and run. It must leave room for the unretrieved relevant
+    ``n_docs`` is the corpus size ``n`` for pessimistic imputation; by default
+    ``corpus_size(qrels, run)`` (the qrels' documents plus those the run retrieves). It must leave room for the unretrieved relevant
     documents below each query's retrieved list (``n ≥ depth + unretrieved``).
     """
     qi = qrels if isinstance(qrels, QrelsIndex) else QrelsIndex(qrels)
     nq = len(qi.qids)
-    n = int(n_docs) if n_docs is not None else default_n_docs(qi.qrels, [run])
+    n = int(n_docs) if n_docs is not None else corpus_size(qi.qrels, run)
     m = qi.n_relevant(threshold)
 
     rq = qi.query_recode(run.qids)  # run query code -> query-set index

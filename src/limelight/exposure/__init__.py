@@ -1,9 +1,10 @@
 """Exact exposure, browsing models and retrievability.
 
 - ``compute_exposure`` / ``ExposureStore``: every (query, document, rank, score) of every
-  query's top-n, in Parquet shards and an embedded DuckDB database (resumable); the shards are
-  computed by an engine (``LocalEngine`` by default; ``limelight.scale.RayEngine``), cut and
-  built as ``ExposureOptions`` say.
+  query's top-n, once, in Parquet shards with a per-document index (resumable; DuckDB reads the
+  shards in place through ``ExposureStore.connect``); the shards are computed by an engine
+  (``LocalEngine`` by default; ``limelight.scale.RayEngine``), cut and built as
+  ``ExposureOptions`` say.
 - ``GeometricDiscount`` (rbp:γ), ``LogDiscount`` (dcg), ``ConstantDiscount`` (exhaustive),
   ``TruncatedDiscount`` (cutoff:c): browsing models μ_{q→d} (0-based ρ inside), the rank
   discounts of ``limelight.evaluation.discounts``; their former names ``RBP``, ``DCG``,

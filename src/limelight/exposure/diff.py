@@ -93,6 +93,12 @@ def check_same_basis(a, b) -> None:
         raise LimelightError(f"cannot diff {a.path} and {b.path}: {' and '.join(diffs)}")
 
 
+def default_cutoff(*stores) -> int:
+    """The cutoff c a diff uses when none is given: 100, or the smallest depth of ``stores``
+    where it is below 100 (a store of depth 20 has no rank beyond 20)."""
+    return min(100, *(int(s.depth) for s in stores))
+
+
 def store_document_stats(store, c: int, browsing: str = "rbp:0.8") -> dict[str, np.ndarray]:
     """Per document of ``store``: ``r`` (cutoff ``c``, o_q), ``n`` (queries exposing it within
     ``c``) and ``exposure`` (Σ_q o_q μ(rank) / Σ_q o_q over the whole stored depth)."""
@@ -139,18 +145,21 @@ def _group_table(df: pd.DataFrame, values: Sequence) -> pd.DataFrame:
     return out.sort_values(["delta_share", "group"], ascending=[False, True], ignore_index=True)
 
 
-def diff_stores(a, b, c: int = 100, browsing: str = "rbp:0.8", group_values: Sequence | None = None,
+def diff_stores(a, b, c: int | None = None, browsing: str = "rbp:0.8",
+                group_values: Sequence | None = None,
                 names: tuple[str, str] | None = None) -> ExposureDiff:
     """The change from store ``a`` to store ``b`` (``ExposureStore`` objects or paths): per
     document ``r_a, r_b, delta_r, n_a, n_b, delta_n, exposure_a, exposure_b, delta_exposure``
     (``store_document_stats``), per group of ``group_values`` (one value or list per document,
     in the stores' document order) and a summary (Gini, retrievable fractions, counts of
-    documents that gain, lose, become retrievable or irretrievable)."""
-    from limelight.exposure.exact import ExposureStore
+    documents that gain, lose, become retrievable or irretrievable). The cutoff ``c`` defaults
+    to 100, or to the stores' depth where it is below 100 (``default_cutoff``)."""
+    from limelight.exposure.store import ExposureStore
 
     a = a if isinstance(a, ExposureStore) else ExposureStore.open(a)
     b = b if isinstance(b, ExposureStore) else ExposureStore.open(b)
     check_same_basis(a, b)
+    c = default_cutoff(a, b) if c is None else c
     sa, sb = store_document_stats(a, c, browsing), store_document_stats(b, c, browsing)
     df = pd.DataFrame({"docid": a.doc_ids.strings})
     for m in _METRICS:

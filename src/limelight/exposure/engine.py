@@ -129,10 +129,10 @@ def _short_gil_switch(seconds: float = 0.0002):
     """Lower Python's GIL switch interval (default 5 ms) for the shard loop, restoring it after.
 
     The main thread's query analysis (a regex pass) holds the GIL for whole switch intervals,
-    and pyarrow and DuckDB's Python client, though they run native code, take the GIL briefly
-    and often; with 5 ms slices the writer threads wait most of the time instead of using the
-    core the analysis leaves idle (measured: DuckDB inserts beside a GIL-bound thread 3.1 s
-    instead of 0.8 s; 1.3 s at 1 ms)."""
+    and pyarrow, though it runs native code, takes the GIL briefly and often; with 5 ms slices
+    the writer threads wait most of the time instead of using the core the analysis leaves idle
+    (measured with the first store layout, whose writer also inserted the pairs into DuckDB:
+    those inserts took 3.1 s beside a GIL-bound thread instead of 0.8 s; 1.3 s at 1 ms)."""
     import sys
 
     old = sys.getswitchinterval()

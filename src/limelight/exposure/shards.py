@@ -62,8 +62,9 @@ def _shard_table(q: np.ndarray, d: np.ndarray, rank: np.ndarray, score: np.ndarr
 # q and rank repeat or count up (lz4 shrinks them ~50x); d and score barely compress (~10-20%)
 # and are stored plain: half the CPU of lz4 on every column and 4x faster to read (measured on
 # the Debian log's 8.9M pairs: 0.10 vs 0.19 CPU-s to write, 72 vs 60 MB). Statistics (min/max)
-# for q only: a shard's rows are in query order, so DuckDB's zone maps skip shards by q; d,
-# rank and score span their whole range in every shard.
+# for q only: a shard's rows are in query order, so a reader filtering on q (DuckDB's view of
+# the shards, ExposureStore.connect) skips row groups by their q range; d, rank and score span
+# their whole range in every shard.
 SHARD_COMPRESSION = {"q": "lz4", "rank": "lz4", "d": "none", "score": "none"}
 SHARD_STATISTICS = ["q"]
 # row groups of 64k rows: a reader of a few rows (a document's scores) decodes ~256 KB of a

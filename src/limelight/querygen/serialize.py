@@ -143,15 +143,28 @@ class Schema:
                 f"(its fields: {', '.join(collection.fields) or 'none'})")
 
 
+def shipped_schemas() -> list[str]:
+    """The names of the entity schemas shipped with limelight (``debian``, ``movies``)."""
+    return sorted(p.stem for p in SCHEMA_DIR.glob("*.toml"))
+
+
+def shipped_schema_name(collection_name: str) -> str | None:
+    """The shipped schema named like a collection (``debian``), or None. A collection's name is
+    looked up among the shipped schemas only: it is never opened as a path (a collection named
+    ``docs`` run from a folder with a ``docs/`` subfolder has no schema, not a folder for one)."""
+    return collection_name if collection_name in shipped_schemas() else None
+
+
 def load_schema(name_or_path: str | os.PathLike | Schema) -> Schema:
     """A shipped schema (``debian``, ``movies``) or a TOML schema file."""
     if isinstance(name_or_path, Schema):
         return name_or_path
     s = str(name_or_path)
-    path = SCHEMA_DIR / f"{s}.toml" if (SCHEMA_DIR / f"{s}.toml").exists() else Path(s)
-    if not path.exists():
-        shipped = ", ".join(sorted(p.stem for p in SCHEMA_DIR.glob("*.toml")))
-        raise LimelightError(f"{s}: no such schema (shipped: {shipped}; or give a TOML file)")
+    path = SCHEMA_DIR / f"{s}.toml" if s in shipped_schemas() else Path(s)
+    if not path.is_file():
+        shipped = ", ".join(shipped_schemas())
+        what = "a folder, not a schema file" if path.is_dir() else "no such schema"
+        raise LimelightError(f"{s}: {what} (shipped: {shipped}; or give a TOML file)")
     try:
         d = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
@@ -231,11 +244,6 @@ def plain_text(entity: dict, schema: Schema, entity_id: str | None = None) -> st
         who = entity_id if entity_id is not None else entity.get("id", "?")
         raise LimelightError(f"entity {who!r}: every field of schema {schema.name!r} is empty")
     return " ".join(parts)
-
-
-def entity_record(collection: Collection, i: int, schema: Schema) -> dict:
-    """The schema fields of document ``i`` of ``collection`` as a dict."""
-    return {n: collection.fields[n][i] for n in schema.names}
 
 
 def serialize_collection(collection: Collection, schema: Schema | str,

@@ -730,11 +730,6 @@ for _cls in (NeighbCharSwap, RandomCharSub, QWERTYCharSub, RmvStopWords, T5DescT
     register(_cls)
 
 
-def method_category(name: str) -> str:
-    """The taxonomy category of a registered method."""
-    return get_method(name).category
-
-
 def get_method(name: str, **options) -> VariationMethod:
     """An instance of a registered method (``options`` go to its constructor)."""
     key = {k.lower(): k for k in METHODS}.get(name.lower())

@@ -119,7 +119,7 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
              + _stage_sections(audit, out))
     parts.append(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
                  f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in '
-                 f'<code>{_esc(audit.systems_dir)}</code> (DuckDB + Parquet shards).</p>')
+                 f'<code>{_esc(audit.systems_dir)}</code> (Parquet shards and a per-document index).</p>')
     body = "\n".join(parts)
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -149,6 +149,11 @@ def _overview(audit: AuditDir, command: str) -> list[str]:
             a(f'<span class="kpi">{_esc(n)}<b>Gini {s["gini_c100"]:.3f}</b>'
               f'retrievable {s["retrievable_fraction"]:.1%}</span>')
     a("</div>")
+    for n, s in systems.items():
+        if (cov := s.get("coverage")) is not None:
+            a(f'<p class="muted">{_esc(n)}: queries with results {cov["with_results"]:,}, without '
+              f'{cov["without_results"]:,} (of {cov["queries"]:,}; a query without results exposes '
+              f'nothing){_coverage_notes(cov)}.</p>')
     st_df = _read(audit, "systems")
     if st_df is not None:
         a(table_html(st_df, caption="Retrievability r(d) = Σ_q o_q·[rank_q(d) ≤ c] over every "
@@ -164,6 +169,17 @@ def _overview(audit: AuditDir, command: str) -> list[str]:
                                                "same inputs and settings; skipped = not run, with the reason"))
 
     return parts
+
+
+def _coverage_notes(cov: dict) -> str:
+    """What else a system's coverage says (result lists no query matches, unknown documents
+    left out, repeated lists), as a clause, or ``""``."""
+    notes = [f"{cov[k]:,} {what}" for k, what in (
+        ("unmatched_result_lists", "result lists match no query"),
+        ("duplicate_result_lists", "result lists repeat an earlier query and were left out"),
+        ("unknown_doc_results", "results of documents the collection lacks were left out"))
+        if cov.get(k)]
+    return "; " + "; ".join(notes) if notes else ""
 
 
 def _retrievability(audit: AuditDir, out: str) -> list[str]:

@@ -26,11 +26,11 @@ import pandas as pd
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
-from limelight.errors import FormatError, LimelightError
+from limelight.errors import FormatError, LimelightError, UnknownIdError
 from limelight.retrieval.base import Stage
 
-INSTALL_HINT = ("the PyTerrier adapter needs python-terrier (and Java 11+): "
-                "pip install 'limelight[terrier]'")
+INSTALL_HINT = ("the PyTerrier adapter needs PyTerrier (pyterrier; Java only for Terrier's own "
+                "indexes): pip install 'limelight[terrier]'")
 
 
 def _require(df: pd.DataFrame, cols: tuple[str, ...], what: str) -> None:
@@ -57,23 +57,43 @@ def queries_to_frame(queries: Queries) -> pd.DataFrame:
                          "query": queries.texts.astype(str)})
 
 
-def run_from_frame(df: pd.DataFrame, name: str = "run", doc_map: IdMap | None = None) -> Run:
+def run_from_frame(df: pd.DataFrame, name: str = "run", doc_map: IdMap | None = None,
+                   query_map: IdMap | None = None, where: str = "the results frame") -> Run:
     """A ``Run`` from a PyTerrier results frame (``qid``, ``docno``, ``score``). Queries of the
     frame whose only row has a missing ``docno`` (PyTerrier's way to keep a query with no result)
-    are kept with no documents."""
+    are kept with no documents.
+
+    ``doc_map`` / ``query_map``: encode the ids with these maps (the run's maps are then exactly
+    them); an id they lack raises ``UnknownIdError`` naming the first ones and how many there
+    are, ``where`` saying whose results they were."""
     _require(df, ("qid", "docno", "score"), "results")
     qids = df["qid"].astype(str).to_numpy(object)
-    qmap, q = IdMap.from_unique(qids, kind="query")
+    if query_map is None:
+        qmap, q = IdMap.from_unique(qids, kind="query")
+    else:
+        qmap, q = query_map, _encode_known(query_map, qids, where)
     has_doc = df["docno"].notna().to_numpy()
     docnos = df["docno"].to_numpy(object)[has_doc].astype(str)
     if doc_map is None:
         doc_map, d = IdMap.from_unique(docnos, kind="document")
     else:
-        d = doc_map.encode(docnos.tolist())
+        d = _encode_known(doc_map, docnos, where)
     score = pd.to_numeric(df["score"], errors="coerce").to_numpy(np.float64)[has_doc]
     if np.isnan(score).any():
         raise FormatError(None, None, "results frame has a non-numeric or missing score")
     return Run.from_codes(qmap, doc_map, q[has_doc], d, score, name)
+
+
+def _encode_known(ids: IdMap, values: np.ndarray, where: str) -> np.ndarray:
+    """Codes of ``values`` under ``ids``; a one-line ``UnknownIdError`` naming the first (at most
+    three) distinct values ``ids`` lacks, and how many, when there are any."""
+    codes = ids.encode(values.tolist(), missing=-1)
+    if (codes < 0).any():
+        bad = list(dict.fromkeys(values[codes < 0].tolist()))
+        shown = ", ".join(map(repr, bad[:3])) + (", ..." if len(bad) > 3 else "")
+        raise UnknownIdError(ids.kind, bad[0], f"{where} ({len(bad)} unknown {ids.kind} "
+                                               f"id{'s' if len(bad) > 1 else ''}: {shown})")
+    return codes
 
 
 def run_to_frame(run: Run, queries: Queries | None = None, rank_base: int = 0) -> pd.DataFrame:

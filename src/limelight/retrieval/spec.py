@@ -129,6 +129,8 @@ class RetrieverSpec:
             first = cls.from_store_settings(settings.get("first") or {})
             return cls.of("reranked", first=first, checkpoint_sha256=settings.get("checkpoint_sha256"),
                           depth=settings.get("depth"))
+        if kind not in models() and kind in kind_names():  # a kind that is no first stage (run, ...)
+            return cls.of(kind, **{k: settings[k] for k in get_kind(kind).params if k in settings})
         if kind not in models():
             raise LimelightError(f"unknown model {kind!r} ({', '.join(models())})")
         params = {k: settings[k] for k in get_kind(kind).params if k in settings and k != "model"}
@@ -162,12 +164,15 @@ class RetrieverSpec:
         """What a store computed with this spec by ``limelight exposure compute`` records (and
         :meth:`fingerprint` hashes): ``{"model", "k1", "b"}`` (bm25, hybrid) or ``{"model":
         "dense"}``, with the parameters the command line cannot set added when they differ from
-        the defaults; the opened dense ``retriever``'s encoder identity (``encoder``) when given."""
+        the defaults; the opened dense ``retriever``'s encoder identity (``encoder``) when given.
+        A kind that cannot be a first stage (``run``, a service) records all its parameters."""
         p = dict(self.params)
         if self.kind == "reranked":
             return {"model": "reranked",
                     "first": self.first.store_settings() if self.first is not None else None,
                     "depth": p["depth"], "checkpoint_sha256": self.checkpoint_sha256}
+        if self.kind not in models():  # another kind (run, a service, a plugin's): its parameters
+            return {"model": self.kind, **{k: p[k] for k in sorted(p)}}
         out: dict[str, Any] = {"model": self.kind}
         if self.kind != "dense":
             out.update(k1=p["k1"], b=p["b"])

@@ -12,7 +12,11 @@ Kinds shipped with limelight:
 
 - ``bm25``, ``dense``, ``hybrid`` (:mod:`limelight.retrieval.kinds`): limelight's own rankers over
   an index directory;
-- ``reranked`` (:mod:`limelight.rerank.kind`): a TK/KNRM re-ranker over another system.
+- ``reranked`` (:mod:`limelight.rerank.kind`): a TK/KNRM re-ranker over another system;
+- ``run`` (:mod:`limelight.retrieval.kinds.run`): results the user already has (TREC, Parquet,
+  JSONL or CSV files);
+- ``pyterrier`` (:mod:`limelight.retrieval.kinds.pyterrier`): any PyTerrier transformer made by
+  a ``module:factory`` (e.g. PISA's BM25); PyTerrier is imported only when one is opened.
 
 :func:`load_kinds` imports the modules of the shipped kinds (:data:`SHIPPED`) and of the kinds
 other packages declare under the ``limelight.systems`` entry-point group, as plugins do.
@@ -23,9 +27,11 @@ other packages declare under the ``limelight.systems`` entry-point group, as plu
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from limelight.errors import LimelightError
@@ -90,7 +96,16 @@ class SystemKind:
     ``queries`` (the audit's query log), ``base_dir`` (the folder relative paths in the
     parameters resolve against: the configuration's), ``work_dir`` (a folder of the system's own
     for resumable state, e.g. a replay's finished shards), ``reranker`` (``reranked``: an already
-    loaded ranker)."""
+    loaded ranker). A retriever that answers some queries only (results from a file, a
+    service) offers ``coverage()``: a dict with ``queries``, ``with_results`` and
+    ``without_results`` over the ``queries`` it opened with (more keys allowed), which the audit
+    records in ``results.json`` and the report shows.
+
+    ``resolve(params, base_dir) -> params`` (optional) checks the parameters against the files
+    they name (relative paths against ``base_dir``, the configuration's folder) and adds what
+    identifies their content (``run``: the files' ``sha256``), so that a system's settings, and
+    the audit stages keyed on them, follow the content; it runs once, where a configuration is
+    read (:meth:`resolved`)."""
 
     name: str
     params: Mapping[str, Param]
@@ -99,6 +114,7 @@ class SystemKind:
     description: str = ""
     labels: tuple[str, ...] = field(default=())
     needs_index: bool = True
+    resolve: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.capabilities) - set(CAPABILITIES))
@@ -117,6 +133,15 @@ class SystemKind:
         """The parameters that have a default, with it."""
         return {k: p.default for k, p in self.params.items() if p.default is not None}
 
+    def resolved(self, params: Mapping[str, Any],
+                 base_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+        """``params`` completed by the kind's ``resolve`` against ``base_dir`` (default: the
+        working directory); a copy of them for a kind without one. Its errors are one line."""
+        params = dict(params)
+        if self.resolve is None:
+            return params
+        return self.resolve(params, Path(base_dir) if base_dir is not None else Path.cwd())
+
     def check(self, params: Mapping[str, Any], where: str = "") -> None:
         """A one-line ``LimelightError`` for a parameter this kind lacks (the ones it has listed)
         or a value of the wrong type; ``None`` values count as not given."""
@@ -133,7 +158,8 @@ _KINDS: dict[str, SystemKind] = {}
 _LOADED = False
 
 #: modules whose import registers the kinds limelight ships (the lowest layer first)
-SHIPPED = ("limelight.retrieval.kinds", "limelight.rerank.kind")
+SHIPPED = ("limelight.retrieval.kinds", "limelight.rerank.kind", "limelight.retrieval.kinds.run",
+           "limelight.retrieval.kinds.pyterrier")
 
 
 def register_kind(kind: SystemKind, *, replace: bool = False) -> SystemKind:

@@ -6,7 +6,8 @@ module registers when imported), calls ``compute_shards`` for the shards a store
 one Ray task per shard of queries computes its rows exactly as the local engine does
 (``limelight.exposure.shards._batch_rows``: the same retriever call, the same trec_eval tie
 order) and writes ``shards/part-NNNNN.parquet`` with the same writer (``write_shard``), so the
-DuckDB store built afterwards is the local engine's store, row for row.
+store completed afterwards (its per-document index and manifest, written by the driver) is the
+local engine's store, byte for byte.
 
 How the index reaches the workers:
 

@@ -5,9 +5,12 @@ Pages (server-rendered, Jinja2 with autoescaping, no script):
 ``/queries/{qid}`` what a query exposes · ``/retrievability`` Lorenz curves, most and least
 retrievable documents, groups · ``/eqi`` paste a document, exact vs learned exposing queries.
 
-The JSON API under ``/api`` answers the same questions (``/docs`` and ``/openapi.json``
-document it). Unknown ids answer 404 with a message; values outside the audit 422; bodies over
-the size limit 413; nothing in a request is ever used as a file-system path.
+The JSON API under ``/api`` answers the same questions (``/openapi.json`` documents it, and the
+page ``/api`` reads it, offline: ``/docs`` and ``/redoc``, whose Swagger UI and ReDoc assets come
+from a CDN, lead there). Unknown ids answer 404 with a message; values outside the audit and
+bodies that are not UTF-8 JSON 422; bodies over the size limit 413; a full EQI queue 429 and a
+queued EQI search that waited too long 503, both with Retry-After; nothing in a request is ever
+used as a file-system path.
 """
 
 
@@ -27,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import limelight.service.schemas as S  # by full name: no edge to the package __init__
 from limelight.errors import LimelightError
 from limelight.service.charts import exposure_bars, lorenz_paths
+from limelight.service.concurrency import Busy, QueueTimeout
 from limelight.service.core import AuditService, BadRequest, NotFound
 from limelight.service.snippets import segments
 
@@ -35,6 +39,15 @@ MAX_BODY = 1 << 20  # bytes of a request body (a pasted document is at most MAX_
 
 API_ERRORS = {404: {"model": S.Error, "description": "unknown id or name"},
               422: {"description": "invalid value"}}
+BUSY = {429: {"model": S.Error, "description": "too much of this work is queued: retry after the "
+                                              "Retry-After header's seconds",
+              "headers": {"Retry-After": {"description": "seconds", "schema": {"type": "integer"}}}}}
+VIEW_ERRORS = {**API_ERRORS, **BUSY}
+EQI_ERRORS = {**API_ERRORS, **BUSY,
+              413: {"model": S.Error, "description": "request body over the size limit"},
+              503: {"model": S.Error, "description": "waited too long in the EQI queue: retry after the "
+                                                     "Retry-After header's seconds",
+                    "headers": {"Retry-After": {"description": "seconds", "schema": {"type": "integer"}}}}}
 
 Limit = Annotated[int, Query(ge=1, le=S.MAX_LIMIT, description="rows per page")]
 Offset = Annotated[int, Query(ge=0, le=S.MAX_OFFSET, description="rows to skip")]
@@ -46,7 +59,9 @@ Browsing = Annotated[str, Query(max_length=40, pattern=BROWSING_PATTERN,
 
 class BodyLimit:
     """ASGI middleware: a request body over ``max_body`` bytes gets 413 before the app reads it
-    (by its Content-Length, or by counting a chunked body)."""
+    (by its Content-Length, or by counting a chunked body); a JSON body that is not text in the
+    encodings JSON allows (UTF-8, or UTF-16/32 with their marks) gets 422 naming the byte,
+    where FastAPI would answer an undocumented 400."""
 
     def __init__(self, app, max_body: int = MAX_BODY):
         self.app = app
@@ -74,7 +89,12 @@ class BodyLimit:
                 return await _plain(send, 413, f"request body over {self.max_body} bytes")
             chunks.append(body)
             more = msg.get("more_body", False)
-        replay = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        body = b"".join(chunks)
+        bad = _not_json_text(scope, body)
+        if bad is not None:
+            return await _plain(send, 422, [{"type": "json_invalid", "loc": ["body"], "msg": bad,
+                                             "input": None}])
+        replay = {"type": "http.request", "body": body, "more_body": False}
         sent = False
 
         async def receive_again():
@@ -87,29 +107,41 @@ class BodyLimit:
         return await self.app(scope, receive_again, send)
 
 
-async def _plain(send, status: int, detail: str) -> None:
+def _not_json_text(scope, body: bytes) -> str | None:
+    """Why a JSON request's ``body`` cannot be decoded as JSON text (``None`` when it can, or
+    when the request does not say it is JSON)."""
+    ctype = next((v for k, v in scope.get("headers", []) if k == b"content-type"), b"")
+    media = ctype.split(b";", 1)[0].strip().lower()
+    if not body or not (media == b"application/json" or media.endswith(b"+json")):
+        return None
+    try:
+        body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError as e:
+        return (f"the body is not UTF-8 text: byte 0x{body[e.start]:02x} at offset {e.start} "
+                f"({e.reason}); send JSON encoded as UTF-8")
+    return None
+
+
+async def _plain(send, status: int, detail: str | list) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
-SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'self'; script-src 'self' https://cdn.jsdelivr.net 'unsafe-inline'; "
-                               "style-src 'self' https://cdn.jsdelivr.net 'unsafe-inline'; img-src 'self' data: "
-                               "https://fastapi.tiangolo.com; object-src 'none'; base-uri 'none'; form-action 'self'; "
-                               "frame-ancestors 'none'",
+PAGE_CSP = ("default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+SECURITY_HEADERS = {  # every response: pages, the API and its description alike (no CDN is used)
+    "content-security-policy": PAGE_CSP,
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
     "x-frame-options": "DENY",
 }
-PAGE_CSP = ("default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
-            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
 def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     """The application serving ``service`` (an opened audit)."""
-    app = FastAPI(title="limelight", version="1",
+    app = FastAPI(title="limelight", version="1", docs_url=None, redoc_url=None,
                   description="Who search puts in the limelight: search, exposing queries, what a query "
                               "exposes and retrievability over one limelight audit (read-only).")
     app.state.service = service
@@ -122,8 +154,6 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         response = await call_next(request)
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)
-        if not request.url.path.startswith(("/api", "/docs", "/redoc", "/openapi")):
-            response.headers["content-security-policy"] = PAGE_CSP
         return response
 
     _add_error_handlers(app, service, templates)
@@ -164,6 +194,12 @@ def _add_error_handlers(app: FastAPI, service: AuditService, templates: Jinja2Te
     @app.exception_handler(NotFound)
     async def not_found(request: Request, exc: NotFound):
         return error_page(request, 404, str(exc))
+
+    @app.exception_handler(Busy)
+    async def busy(request: Request, exc: Busy):
+        response = error_page(request, 503 if isinstance(exc, QueueTimeout) else 429, str(exc))
+        response.headers["retry-after"] = str(exc.retry_after)
+        return response
 
     @app.exception_handler(LimelightError)
     async def bad_value(request: Request, exc: LimelightError):
@@ -212,7 +248,7 @@ def _add_api(app: FastAPI, service: AuditService) -> None:
         """Search the audited collection; results with snippets and highlighted query terms."""
         return service.search(q, model, limit, offset, rerank)
 
-    @app.get("/api/documents/{docid:path}", response_model=S.Document, responses=API_ERRORS, tags=["exposure"])
+    @app.get("/api/documents/{docid:path}", response_model=S.Document, responses=VIEW_ERRORS, tags=["exposure"])
     def api_document(docid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,
                      browsing: Browsing = "rbp:0.8", limit: Limit = 50, offset: Offset = 0) -> dict:
         """A document and the queries that expose it (by rank), with exposure under ``browsing``."""
@@ -230,13 +266,13 @@ def _add_api(app: FastAPI, service: AuditService) -> None:
         """What a log query exposes: its stored top-n documents."""
         return service.query(qid, system, browsing, limit, offset)
 
-    @app.get("/api/retrievability", response_model=S.RetrievabilitySummary, responses=API_ERRORS,
+    @app.get("/api/retrievability", response_model=S.RetrievabilitySummary, responses=VIEW_ERRORS,
              tags=["retrievability"])
     def api_retrievability(system: SystemQ = None, c: Cutoff = 100) -> dict:
         """Gini of r(d) over every document, retrieved-only Gini, coverage and the Lorenz curve."""
         return service.retrievability_summary(system, _c(service, system, c))
 
-    @app.get("/api/retrievability/documents", response_model=S.RankedDocuments, responses=API_ERRORS,
+    @app.get("/api/retrievability/documents", response_model=S.RankedDocuments, responses=VIEW_ERRORS,
              tags=["retrievability"])
     def api_ranked(system: SystemQ = None, c: Cutoff = 100,
                    order: Annotated[str, Query(pattern="^(most|least)$")] = "most",
@@ -244,13 +280,13 @@ def _add_api(app: FastAPI, service: AuditService) -> None:
         """The most (or least) retrievable documents, r(d) at cutoff ``c``."""
         return service.ranked_documents(system, _c(service, system, c), order, limit, offset)
 
-    @app.get("/api/retrievability/groups", response_model=S.Groups, responses=API_ERRORS, tags=["retrievability"])
+    @app.get("/api/retrievability/groups", response_model=S.Groups, responses=VIEW_ERRORS, tags=["retrievability"])
     def api_groups(field: Annotated[str, Query(min_length=1, max_length=200)], system: SystemQ = None,
                    c: Cutoff = 100, limit: Limit = 50, offset: Offset = 0) -> dict:
         """Retrievability per group of a document field (a document counts in each of its groups)."""
         return service.groups(field, system, _c(service, system, c), limit, offset)
 
-    @app.post("/api/eqi", response_model=S.EqiResults, responses=API_ERRORS, tags=["exposure"])
+    @app.post("/api/eqi", response_model=S.EqiResults, responses=EQI_ERRORS, tags=["exposure"])
     def api_eqi(body: S.EqiRequest) -> dict:
         """Exposing queries of a new or edited document: exact reverse search and the audit's
         learned EQI models, side by side."""
@@ -349,6 +385,12 @@ def _add_tool_pages(app: FastAPI, service: AuditService, page) -> None:
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return RedirectResponse("/static/favicon.svg")
+
+    @app.get("/docs", include_in_schema=False)
+    @app.get("/redoc", include_in_schema=False)
+    def interactive_docs():
+        """The API's description that works offline (Swagger UI and ReDoc load from a CDN)."""
+        return RedirectResponse("/api")
 
 
 def _c(service: AuditService, system: str | None, c: int) -> int:

@@ -25,12 +25,18 @@ import numpy as np
 from limelight.audit import AuditDir, NotAnAuditError
 from limelight.errors import LimelightError, UnknownIdError
 from limelight.exposure.browsing import BrowsingModel, parse_browsing_model
+from limelight.service.concurrency import Gate, SingleFlight, ViewCache
 from limelight.service.snippets import make_snippet
 
 SEARCH_MODELS = ("bm25", "dense", "hybrid")
 TITLE_FIELDS = ("title", "Title", "name", "summary")
 RERANK_DEPTH = 50
 CHART_QUERIES = 100  # n_{d→q} of the paper's Figure 1
+VIEW_CACHE_BYTES = 256 << 20  # derived retrievability views kept (LRU), bytes
+VIEW_WORKERS = 2  # r(d) computations at once: each reads a whole store (transient memory)
+VIEW_PENDING = 8  # distinct views computing or waiting to; a new one beyond: 429
+EQI_QUEUE = 4  # EQI searches waiting behind the running one; one more: 429
+EQI_TIMEOUT = 30.0  # seconds an EQI search may wait for its turn; longer: 503
 
 
 class NotFound(LimelightError):
@@ -91,10 +97,19 @@ class AuditService:
 
     ``reranker`` is an optional re-ranker checkpoint (``limelight rerank`` output) given by the
     operator on the command line; the search page offers re-ranking only when one is loaded.
+
+    Concurrency (``limelight.service.concurrency``): no lock is held while anything is computed.
+    What is opened once (retrievers, EQI engines and models, ``info``) is a per-key
+    ``SingleFlight``; derived retrievability views are a ``ViewCache`` bounded in bytes
+    (``view_cache_bytes``, LRU) computing at most ``view_workers`` r(d) at once; EQI searches
+    pass a ``Gate``: one at a time, ``eqi_queue`` waiting at most, each waiting at most
+    ``eqi_timeout`` seconds (``Busy``/``QueueTimeout`` beyond: HTTP 429/503).
     """
 
     def __init__(self, audit: str | os.PathLike | AuditDir, reranker: str | os.PathLike | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, view_cache_bytes: int = VIEW_CACHE_BYTES,
+                 view_workers: int = VIEW_WORKERS, eqi_queue: int = EQI_QUEUE,
+                 eqi_timeout: float = EQI_TIMEOUT):
         from limelight.retrieval.index_dir import load_docs, read_meta
 
         self.audit = audit if isinstance(audit, AuditDir) else AuditDir(audit)
@@ -108,14 +123,13 @@ class AuditService:
         self.title_field = next((f for f in TITLE_FIELDS if f in self.docs.fields), None)
         self.group_fields = [f for f in self.docs.fields
                              if f != self.title_field and self._is_categorical(self.docs.fields[f])]
-        self._lock = threading.RLock()
-        # exact reverse searches one at a time: each uses every core (FAISS, numba); run side by
-        # side under load they thrash (34 concurrent dense searches: p99 40 s, measured)
-        self._exact_lock = threading.Lock()
-        self._retrievers: dict[str, Any] = {}
-        self._retrievability: dict[tuple[str, int], Any] = {}
-        self._eqi: dict[str, Any] = {}
-        self._memo: dict[tuple, Any] = {}  # derived per-(system, c) results: Lorenz, orders, groups
+        self._resources = SingleFlight()  # retrievers, EQI engines and models, info: opened once
+        self._views = ViewCache(view_cache_bytes, view_workers, VIEW_PENDING)  # r(d), Lorenz, orders, groups
+        # EQI searches one at a time: each uses every core (FAISS, numba); run side by side under
+        # load they thrash (34 concurrent dense searches: p99 40 s, measured). A bounded queue.
+        self.eqi_gate = Gate(1, eqi_queue, eqi_timeout, what="EQI searches")
+        self._exact_lock = threading.Lock()  # ExactReverse.add_documents is not thread-safe
+        self._rerank_lock = threading.Lock()  # the torch model is not shared across threads
         self.systems: dict[str, _System] = {}
         settings = {s.get("name"): s for s in self.manifest.get("systems", []) if isinstance(s, dict)}
         shared_queries: dict[str, Any] = {}  # one query set in memory per fingerprint
@@ -216,7 +230,11 @@ class AuditService:
         return [m for m in SEARCH_MODELS if m == "bm25" or "dense" in built]
 
     def info(self) -> dict:
-        """What the audit holds: collection, systems, search models, EQI methods, fields."""
+        """What the audit holds: collection, systems, search models, EQI methods, fields (built
+        once: the audit is read-only while served; callers must not change it)."""
+        return self._resources.get(("info",), self._info)
+
+    def _info(self) -> dict:
         return {
             "audit": self.audit.path.name,
             "collection": self.index_meta.get("collection"),
@@ -240,13 +258,13 @@ class AuditService:
             raise BadRequest(f"unknown model {model!r} ({', '.join(SEARCH_MODELS)})")
         if model not in self.search_models:
             raise BadRequest(f"the audit's index has no dense index, so model {model!r} is unavailable")
-        with self._lock:
-            if model not in self._retrievers:
-                from limelight.retrieval.spec import RetrieverSpec
 
-                spec = RetrieverSpec.from_model(model)
-                self._retrievers[model] = spec.open(self.audit.index_dir, threads=self.threads)
-            return self._retrievers[model]
+        def open_model():
+            from limelight.retrieval.spec import RetrieverSpec
+
+            return RetrieverSpec.from_model(model).open(self.audit.index_dir, threads=self.threads)
+
+        return self._resources.get(("retriever", model), open_model)
 
     def search(self, text: str, model: str = "bm25", limit: int = 10, offset: int = 0,
                rerank: bool = False) -> dict:
@@ -282,7 +300,7 @@ class AuditService:
         qs = Queries(IdMap(["q"], kind="query"), np.asarray([text], dtype=object))
         run = Run.from_codes(qs.ids, self.doc_ids, np.zeros(len(rows), dtype=np.int32),
                              rows.astype(np.int32), scores, "first-stage")
-        with self._lock:  # the torch model is not shared across threads
+        with self._rerank_lock:  # the torch model is not shared across threads
             out = self.reranker.transform(qs, run)
         return out.d.astype(np.int64), out.score.astype(np.float64)
 
@@ -387,21 +405,21 @@ class AuditService:
 
     # ---- retrievability --------------------------------------------------------------------------
     def retrievability(self, system: str | None = None, c: int = 100):
-        """``ExposureStore.retrievability(c)`` of a system (cached)."""
+        """``ExposureStore.retrievability(c)`` of a system (a view: computed once per key outside
+        any shared lock, kept in the byte-bounded cache)."""
         sysm = self.system(system)
         if not 1 <= c <= sysm.store.depth:
             raise BadRequest(f"cutoff c must be between 1 and the store depth {sysm.store.depth}, got {c}")
-        key = (sysm.name, c)
-        with self._lock:
-            if key not in self._retrievability:
-                self._retrievability[key] = sysm.store.retrievability(c=c)
-            return self._retrievability[key]
+        return self._views.get(("retrievability", sysm.name, c), lambda: sysm.store.retrievability(c=c),
+                               heavy=True)
 
     def _memoize(self, key: tuple, make):
-        with self._lock:
-            if key not in self._memo:
-                self._memo[key] = make()
-            return self._memo[key]
+        """A view derived from others (``make`` may look them up), cached as they are."""
+        return self._views.get(key, make)
+
+    def cache_stats(self) -> dict:
+        """The view cache (entries, bytes, bound, hits, misses, evictions) and the EQI queue."""
+        return {"views": self._views.stats(), "eqi": self.eqi_gate.stats()}
 
     def _served_r(self, sysm: _System, c: int) -> np.ndarray:
         """r(d) in the served documents' order."""
@@ -460,12 +478,16 @@ class AuditService:
 
     # ---- EQI: exposing queries of a pasted document -----------------------------------------------
     def eqi_methods(self) -> list[str]:
-        """Learned EQI models stored in the audit (``eqi/<method>/model.json``)."""
-        root = self.audit.eqi_root
-        if not root.is_dir():
-            return []
-        return sorted(p.name for p in root.iterdir()
-                      if not p.name.startswith(".") and (p / "model.json").is_file())
+        """Learned EQI models stored in the audit (``eqi/<method>/model.json``; read once: the
+        audit is read-only while served)."""
+        def scan() -> list[str]:
+            root = self.audit.eqi_root
+            if not root.is_dir():
+                return []
+            return sorted(p.name for p in root.iterdir()
+                          if not p.name.startswith(".") and (p / "model.json").is_file())
+
+        return list(self._resources.get(("eqi-methods",), scan))
 
     def eqi_for(self, sysm: _System) -> tuple[list[str], str | None]:
         """The learned EQI models that answer for ``sysm``, and why there are none (or ``None``)."""
@@ -484,24 +506,26 @@ class AuditService:
 
     def eqi(self, text: str, system: str | None = None, k: int = 20) -> dict:
         """Exposing queries of a new or edited document ``text``: exact reverse search over the
-        system's query set, and each learned EQI model of the audit, side by side."""
+        system's query set, and each learned EQI model of the audit, side by side. One search at
+        a time through ``eqi_gate`` (``Busy`` when its queue is full, ``QueueTimeout`` after
+        waiting too long)."""
         import limelight.service.eqi as _eqi
 
         sysm = self.eqi_system() if system in (None, "") else self.system(system)
-        exact = _eqi.exact_reverse(self, sysm, text, k)
-        learned = []
-        methods = self.eqi_methods()
-        for m in methods:
-            learned.append(_eqi.learned(self, sysm, m, text, k, exact))
+        with self.eqi_gate.slot():
+            exact = _eqi.exact_reverse(self, sysm, text, k)
+            learned = [_eqi.learned(self, sysm, m, text, k, exact) for m in self.eqi_methods()]
         _eqi.mark_shared(exact, learned)
         note = self.eqi_for(sysm)[1]
         return {"system": sysm.name, "depth": sysm.store.depth, "k": k, "exact": exact,
                 "learned": learned, "note": note}
 
 
-def open_service(audit: str | os.PathLike, reranker: str | os.PathLike | None = None) -> AuditService:
-    """Open ``audit`` for serving (errors name the directory)."""
+def open_service(audit: str | os.PathLike, reranker: str | os.PathLike | None = None,
+                 **limits: Any) -> AuditService:
+    """Open ``audit`` for serving (errors name the directory); ``limits``: the queue and cache
+    bounds of ``AuditService``."""
     p = Path(audit)
     if not p.is_dir():
         raise NotAnAuditError(f"{p}: no such directory")
-    return AuditService(p, reranker)
+    return AuditService(p, reranker, **limits)

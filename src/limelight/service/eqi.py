@@ -52,10 +52,9 @@ def system_kind(sysm) -> str:
 
 
 def _cached(service, key, make):
-    with service._lock:
-        if key not in service._eqi:
-            service._eqi[key] = make()
-        return service._eqi[key]
+    """``make()`` once per ``key`` (an engine, a model, a decision), computed outside any lock
+    that other keys or requests wait for."""
+    return service._resources.get(("eqi",) + key, make)
 
 
 def _build_exact(service, sysm, kind: str):

@@ -1,7 +1,7 @@
 """Exposing query identification (EQI; Li, Li, Mitra, Diaz, Biega, WWW 2022).
 
 For a document, find the queries of a query log that expose it (put it in their top n). The
-exposure store (``limelight.exposure.exact``) is the ground truth.
+exposure store (``limelight.exposure.store``) is the ground truth.
 
 Usage::
 

@@ -197,7 +197,7 @@ class ExactReverse:
     def build(cls, store, retriever, query_embeddings: np.ndarray | None = None,
               cache_dir: str | None = DEFAULT_CACHE) -> ExactReverse:
         """Prepare exact reverse search for ``store`` computed with ``retriever``."""
-        from limelight.exposure.exact import ids_fingerprint
+        from limelight.exposure.fingerprints import ids_fingerprint
 
         doc_ids = getattr(retriever, "doc_ids", None)
         if doc_ids is None or ids_fingerprint(doc_ids) != store.manifest.get("documents"):
@@ -214,7 +214,7 @@ class ExactReverse:
                     raise IndexMismatchError(f"{store.path}: the store was computed with {key}="
                                              f"{settings[key]}, the retriever has {key}={val}")
             if "k1" not in settings:  # computed in Python: compare the retriever's fingerprint
-                from limelight.exposure.exact import retriever_fingerprint
+                from limelight.exposure.fingerprints import retriever_fingerprint
 
                 if retriever_fingerprint(retriever, doc_ids) != store.manifest.get("retriever"):
                     raise IndexMismatchError(f"{store.path}: the store was computed with another "
@@ -508,7 +508,7 @@ def recompute_new_exposure(retriever, queries: Queries, depth: int, texts: Seque
     BM25: the new index holds the old postings plus the new documents'; with ``frozen`` its
     idf and avgdl are the old index's (a new term gets idf(df=0)), otherwise recomputed. Dense:
     a FAISS flat index over the old and new embeddings, searched with ``query_embeddings``."""
-    from limelight.exposure.exact import _rows_from_topk
+    from limelight.exposure.shards import _rows_from_topk
     from limelight.retrieval.bm25 import BM25, BM25Index
     from limelight.retrieval.dense import DenseIndex, DenseRetriever
 
