@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from limelight.data import IdMap, load_catalog, load_query_log
-from limelight.errors import LimelightError
+from limelight.errors import FormatError, LimelightError
 from limelight.exposure import (
     DCG,
     RBP,
@@ -241,3 +241,10 @@ def test_weights_are_validated():
         retrievability(m, np.array([1.0]))
     with pytest.raises(LimelightError):
         rank_matrix(np.array([0, 0]), np.array([1, 1]), np.array([1, 2]), 2, 1)  # duplicate pair
+
+
+def test_doc_id_file_not_utf8_names_its_line(tmp_path):
+    p = tmp_path / "ids.txt"
+    p.write_bytes(b"d1\nd\xe92\n")
+    with pytest.raises(FormatError, match=r"ids.txt:2: not UTF-8 text"):
+        read_doc_ids(p)

@@ -122,6 +122,22 @@ def test_tabs_mixed_blanks_and_long_floats_take_the_columnar_pass(tmp_path, gz):
     assert got == want  # bit-exact: Python's float() of each score
 
 
+@pytest.mark.parametrize("text", [
+    "q1\tQ0\td 1\t1\t2.0\tt\nq1\tQ0\td2\t2\t1.0\tt\n",  # a blank inside a tab field: 7 words
+    "q1\tQ0\td1\t1\t2.0\tt\nq1 Q0 d2 2 1.0 t\n",  # one line with tabs, one with spaces
+    "q1\tQ0\td1\t1\t2.0\tt\t\nq1\tQ0\td2\t2\t1.0\tt\n",  # a trailing tab
+    "q1\tQ0\td1\t 1 \t 2.0 \tt\n",  # blanks around numbers only: the tab parse trims them
+])
+def test_tab_files_with_blanks_read_as_str_split_reads_them(tmp_path, text):
+    """A file with tabs is parsed with the tab as delimiter only where that gives the words
+    ``str.split`` gives (no blank inside an id or tag); otherwise it is normalised first."""
+    p = tmp_path / "t.run"
+    p.write_text(text)
+    assert _same_run(read_trec_run(p), _read_trec_run_precise(p))
+    assert read_trec_runs([p, p])[0].docids.decode(read_trec_run(p).d).tolist() == \
+        read_trec_run(p).docids.decode(read_trec_run(p).d).tolist()
+
+
 @pytest.mark.parametrize("raw, want", [
     (b"a\tb\tc\n", b"a b c\n"),
     (b"  a \t  b\t\t c  \n\t\n d e\t", b"a b c\n\nd e"),

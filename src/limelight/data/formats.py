@@ -234,18 +234,30 @@ def _normalise(data: bytes) -> bytes:
 
 
 def _parse_fast(path: PathLike, names: Sequence[str], types: dict, check: Sequence[str]):
-    """(Arrow table, normalised file bytes) of a whitespace-separated file; only ``types``'
+    """(Arrow table, file bytes as parsed) of a whitespace-separated file; only ``types``'
     columns.
 
-    Tabs, mixed blanks and padded lines are normalised first (``_normalise``), then pyarrow
-    parses single-space-separated fields. ``check`` names dictionary-typed columns read only to
-    see that no field is empty (``_Fallback`` if one is).
+    A file with tabs is parsed with the tab as delimiter, as it is (blanks beside a tab, as in
+    trec_eval's ``results.test``, are trimmed from numbers by pyarrow, as ``str.split`` drops
+    them); one without tabs with the space as delimiter. The ``check`` columns (ids and other
+    words, dictionary-typed) must then hold no empty field and, with tabs, no blank: otherwise,
+    or when the parse fails (runs of blanks, padded lines, spaces beside tabs between words),
+    the file is normalised (``_normalise``) and parsed once more with the space.
     """
-    data = _normalise(_file_bytes(path))
-    t = _arrow_columns(data, names, types)
-    if any(_has_empty(t.column(c)) for c in check):
-        raise _Fallback
-    return t, data
+    data = _file_bytes(path)
+    delimiter = "\t" if b"\t" in data else " "
+    normalised = False
+    while True:
+        try:
+            t = _arrow_columns(data, names, types, delimiter)
+            if not any(_bad_words(t.column(c), blank=delimiter != " ") for c in check):
+                return t, data
+        except Exception:
+            if normalised:
+                raise
+        if normalised:
+            raise _Fallback
+        data, delimiter, normalised = _normalise(data), " ", True
 
 
 def _numpy(col) -> np.ndarray:
@@ -257,8 +269,9 @@ def _numpy(col) -> np.ndarray:
     return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
 
-def _has_empty(col) -> bool:
-    """Whether a dictionary-typed or string column holds an empty string (from the offsets:
+def _bad_words(col, blank: bool = False) -> bool:
+    """Whether a dictionary-typed or string column holds an empty string or, with ``blank``, a
+    value with a space in it (from the offsets and the data buffer of its few distinct values:
     ``pyarrow.compute`` with a Python scalar would import pandas, 0.2 s)."""
     import pyarrow as pa
 
@@ -266,13 +279,17 @@ def _has_empty(col) -> bool:
         values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
         if len(values):
             offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)
-            if (np.diff(offsets[values.offset:values.offset + len(values) + 1]) == 0).any():
+            offsets = offsets[values.offset:values.offset + len(values) + 1]
+            if (np.diff(offsets) == 0).any():
+                return True
+            if blank and b" " in memoryview(values.buffers()[2])[offsets[0]:offsets[-1]].tobytes():
                 return True
     return False
 
 
-def _arrow_columns(data: bytes, names: Sequence[str], types: dict):
-    """Parse space-separated ``data`` with pyarrow (no quoting, no nulls); only ``types``' columns."""
+def _arrow_columns(data: bytes, names: Sequence[str], types: dict, delimiter: str = " "):
+    """Parse ``data`` (fields separated by one ``delimiter``) with pyarrow (no quoting, no
+    nulls); only ``types``' columns."""
     import pyarrow as pa
     import pyarrow.csv as pv
 
@@ -282,7 +299,7 @@ def _arrow_columns(data: bytes, names: Sequence[str], types: dict):
         # can leave Arrow tasks running into interpreter exit, which aborts the process
         read_options=pv.ReadOptions(column_names=list(names), use_threads=False,
                                     block_size=_BLOCK_SIZE),
-        parse_options=pv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
+        parse_options=pv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False,
                                       double_quote=False, newlines_in_values=False,
                                       ignore_empty_lines=True),
         convert_options=pv.ConvertOptions(column_types=types, include_columns=list(types),
@@ -329,8 +346,14 @@ def _has_duplicates(q: np.ndarray, d: np.ndarray, nq: int, nd: int) -> bool:
 
 
 def _first_tag(data: bytes) -> str:
-    first = data.lstrip(b"\n").split(b"\n", 1)[0].split(b" ")
-    return first[5].decode("utf-8") if len(first) > 5 else ""
+    """The tag (sixth field) of the first non-blank line of a parsed run."""
+    start = 0
+    while True:
+        end = data.find(b"\n", start)
+        words = (data[start:] if end < 0 else data[start:end]).split()
+        if words or end < 0:
+            return words[5].decode("utf-8") if len(words) > 5 else ""
+        start = end + 1
 
 
 def _fast_run_parts(path: PathLike):

@@ -346,25 +346,25 @@ def group_retrievability(r: np.ndarray, values: Sequence | np.ndarray) -> pd.Dat
 
 def read_doc_ids(path: str | os.PathLike) -> IdMap:
     """Document ids from a file of ids (one per line) or a ``docs.jsonl`` (field ``id``)."""
-    from limelight._io import open_text
+    from limelight.data.formats import read_text
 
     p = Path(path)
     ids: list[str] = []
-    with open_text(p) as f:
-        for lineno, line in enumerate(f, 1):
-            s = line.strip()
-            if not s:
-                continue
-            if s.startswith("{"):
-                try:
-                    rec = json.loads(s)
-                except json.JSONDecodeError as e:
-                    raise FormatError(p, lineno, f"invalid JSON: {e.msg} column {e.colno}") from None
-                key = next((k for k in ("id", "doc_id", "docno", "_id") if k in rec), None)
-                if key is None:
-                    raise FormatError(p, lineno, "no id field (id, doc_id, docno or _id)")
-                s = str(rec[key])
-            ids.append(s)
+    # one decoding path: a non-UTF-8 byte is told with its line (formats.read_text)
+    for lineno, line in enumerate(read_text(p).splitlines(), 1):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("{"):
+            try:
+                rec = json.loads(s)
+            except json.JSONDecodeError as e:
+                raise FormatError(p, lineno, f"invalid JSON: {e.msg} column {e.colno}") from None
+            key = next((k for k in ("id", "doc_id", "docno", "_id") if k in rec), None)
+            if key is None:
+                raise FormatError(p, lineno, "no id field (id, doc_id, docno or _id)")
+            s = str(rec[key])
+        ids.append(s)
     if not ids:
         raise FormatError(p, None, "no document ids")
     try:
