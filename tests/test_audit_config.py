@@ -334,3 +334,19 @@ def test_collection_named_docs_run_beside_a_docs_folder(tmp_path):
     skipped = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped ctrlqgen:")]
     assert skipped and "docs has no CtrlQGen entity schema" in skipped[0], r.stdout
     assert (tmp_path / "docs" / "notes.md").read_text() == "the project's own docs\n"
+
+
+@pytest.mark.parametrize("table", ["rerank", "eqi", "robustness", "ctrlqgen", "intervention"])
+def test_every_stage_table_is_checked_by_the_stage_module_that_owns_it(table):
+    """Issue 41: each stage module declares its ``[table]`` (keys, types, defaults, help); an
+    unknown key of any of them is one line at its line, listing the stage's keys."""
+    from limelight.audit.stages import STAGE_OPTIONS
+
+    schema = STAGE_OPTIONS[table]
+    assert schema.table == table and schema.keys and all(o.help for o in schema.keys.values())
+    text = GOOD + f"\n[{table}]\nno_such_key = 1\n"
+    line = text.splitlines().index("no_such_key = 1") + 1
+    with pytest.raises(FormatError) as e:
+        parse_config(text, "cfg.toml")
+    assert str(e.value) == (f"cfg.toml:{line}: unknown key 'no_such_key' in [{table}] "
+                            f"(allowed: {', '.join(sorted(schema.keys))})")

@@ -45,7 +45,7 @@ Example (``configs/debian.toml``)::
 
     [rerank]                    # TK re-ranking of the first system on held-out judged queries
     max_steps = 1000            # optimizer-step budget (--quick: 30); eval_every, patience, layers,
-                                # depth: see limelight.audit.stages._rerank_opts
+                                # depth: see limelight.audit.stages.rerank.OPTIONS
     # checkpoint = "tk2.pt"     # evaluate this trained model instead of training one (relative to
                                 # this file's folder; its train/validation queries are left out)
 
@@ -65,12 +65,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from limelight._io import file_sha256
+from limelight.audit.stage import StageOptions
+from limelight.audit.stages import STAGE_OPTIONS
 from limelight.errors import FormatError, LimelightError
 from limelight.retrieval.defaults import RERANK_DEPTH
 from limelight.retrieval.systems import QUERY_VECTORS, get_kind, kind_names
@@ -85,25 +86,8 @@ _COLLECTION_KEYS = {"source": str, "name": str}
 _QUERY_KEYS = {"source": str, "sample": int}
 _QUICK_KEYS = {"queries": int, "eval_queries": int}
 _EVAL_KEYS = {"measures": list, "preference": str}
-_TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation", "eqi",
-             "robustness", "ctrlqgen", "rerank", "intervention"}
-#: [eqi]: documents evaluated, training steps, learned methods, list length k (stages._eqi_opts)
-_EQI_KEYS = {"docs": int, "steps": int, "methods": list, "k": int}
-#: [robustness]: variation methods ("all" or names), measure, mode (stages._robustness_opts)
-_ROBUSTNESS_KEYS = {"methods": (str, list), "measure": str, "mode": str}
-#: [ctrlqgen]: generated queries (limelight.audit.inputs, stages._ctrlqgen_opts)
-_CTRLQGEN_KEYS = {"schema": str, "intents": list, "n": int, "n_entities": int, "generator": str,
-                  "backbone": str}
-#: [intervention]: Plackett-Luce policies over each system's store (issue 21)
-_INTERVENTION_KEYS = {"temperatures": list, "samples": int, "c": int}
-#: [rerank]: the TK re-ranking stage (budgets in optimizer steps, or a trained checkpoint)
-_RERANK_KEYS = {"max_steps": int, "eval_every": int, "patience": int, "layers": int, "depth": int,
-                "checkpoint": str}
-_RERANK_REMOVED = {
-    "epochs": "rerank.epochs was removed: the budget is in optimizer steps, set max_steps = N",
-    "max_seconds": "rerank.max_seconds was removed: a time cap makes the step count depend on the "
-                   "machine's load; set max_steps = N (optimizer steps) instead",
-}
+_TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation",
+             *STAGE_OPTIONS}
 
 
 @dataclass
@@ -213,19 +197,6 @@ class _Checker:
             if pat.match(lines[i]):
                 return i + 1
         return None
-
-    def at_least(self, table: str, opts: dict, keys: tuple[str, ...], at: int) -> None:
-        """Each of ``keys`` present in ``[table]`` (whose header is line ``at``) is ≥ 1."""
-        for k in keys:
-            if opts.get(k, 1) < 1:
-                self.fail_at(self.key_line(k, at) or at, f"{table}.{k} must be ≥ 1, got {opts[k]}")
-
-    def known(self, key: str, values: list, known: Sequence[str], line: int) -> None:
-        """Every one of ``values`` is a string among ``known`` (case-insensitive)."""
-        names = {str(x).lower() for x in known}
-        for v in values:
-            if not isinstance(v, str) or v.lower() not in names:
-                self.fail_at(line, f"{key}: unknown {v!r} (known: {', '.join(known)})")
 
     def table(self, data: dict, name: str, allowed: dict[str, Any], after: int = 0) -> dict:
         if not isinstance(data, dict):
@@ -351,17 +322,10 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
             except Exception as e:  # MeasureError
                 ck.fail("measures", f"evaluation.measures: {e}")
     name = audit.get("name", Path(p).stem if p else "audit")
-    options = {k: raw[k] for k in ("eqi", "robustness", "ctrlqgen", "rerank", "intervention") if k in raw}
-    for k, v in options.items():
-        if not isinstance(v, dict):
-            ck.fail(k, f"[{k}] must be a table")
-    _check_stage_options(ck, options, text, Path(p).resolve().parent if p else Path.cwd())
-    if "intervention" in options:
-        _check_intervention(ck, options["intervention"], depth, text)
-    if "rerank" in options:
-        _check_rerank(ck, options["rerank"], text, Path(p).resolve().parent if p else Path.cwd())
-    if isinstance(options.get("ctrlqgen", {}).get("generator"), str):
-        _resolve_generator(options["ctrlqgen"], Path(p).resolve().parent if p else Path.cwd())
+    options = {k: raw[k] for k in STAGE_OPTIONS if k in raw}
+    base = Path(p).resolve().parent if p else Path.cwd()
+    for table, opts in options.items():
+        _check_stage_options(ck, STAGE_OPTIONS[table], opts, {"base": base, "depth": depth})
     return AuditConfig(
         name=name, collection=coll["source"], systems=systems, collection_name=coll.get("name"),
         query_source=qsrc,
@@ -394,127 +358,21 @@ def _check_collection(ck: _Checker, coll: dict, audit: dict) -> None:
                                f"(fields: {', '.join(sorted(fields)) or 'none'})")
 
 
-def _check_stage_options(ck: _Checker, options: dict, text: str, base: Path) -> None:
-    """``[eqi]``, ``[robustness]`` and ``[ctrlqgen]``: known keys of the right types (an unknown
-    key is one line listing the allowed ones) and values the stages accept, checked before any
-    work; a ``[ctrlqgen] schema`` is a shipped name or a TOML file (relative paths resolve
-    against the config file's folder, as checkpoints do)."""
-    for table, allowed in (("eqi", _EQI_KEYS), ("robustness", _ROBUSTNESS_KEYS),
-                           ("ctrlqgen", _CTRLQGEN_KEYS)):
-        if table in options:
-            ck.table(options[table], table, allowed, _line_of(text, table) or 0)
-    if "eqi" in options:
-        at, eqi = _line_of(text, "eqi") or 0, options["eqi"]
-        ck.at_least("eqi", eqi, ("docs", "steps", "k"), at)
-        if eqi.get("methods"):
-            from limelight.exposure.eqi.learned import METHODS
-
-            ck.known("eqi.methods", eqi["methods"], METHODS, ck.key_line("methods", at) or at)
-    if "robustness" in options:
-        _check_robustness(ck, options["robustness"], _line_of(text, "robustness") or 0)
-    if "ctrlqgen" in options:
-        at, gen = _line_of(text, "ctrlqgen") or 0, options["ctrlqgen"]
-        ck.at_least("ctrlqgen", gen, ("n", "n_entities"), at)
-        if "intents" in gen:
-            line = ck.key_line("intents", at) or at
-            if not gen["intents"]:
-                ck.fail_at(line, "ctrlqgen.intents is empty (narrow, broad or both)")
-            ck.known("ctrlqgen.intents", gen["intents"], ("narrow", "broad"), line)
-        if "schema" in gen:
-            _resolve_schema(ck, gen, base, ck.key_line("schema", at) or at)
-
-
-def _check_robustness(ck: _Checker, opts: dict, at: int) -> None:
-    """``[robustness]``: ``mode`` full, rerank or both; ``measure`` a measure; ``methods``
-    ``"all"`` or registered variation methods (a string may list them comma-separated)."""
-    if opts.get("mode", "full") not in ("full", "rerank", "both"):
-        ck.fail_at(ck.key_line("mode", at) or at,
-                   f"robustness.mode must be \"full\", \"rerank\" or \"both\", not {opts['mode']!r}")
-    if "measure" in opts:
-        from limelight.evaluation.measures import parse_measure
-
-        try:
-            parse_measure(opts["measure"])
-        except Exception as e:  # MeasureError
-            ck.fail_at(ck.key_line("measure", at) or at, f"robustness.measure: {e}")
-    methods = opts.get("methods", "all")
-    names = [m.strip() for m in methods.split(",") if m.strip()] if isinstance(methods, str) else methods
-    line = ck.key_line("methods", at) or at
-    if not names:
-        ck.fail_at(line, "robustness.methods is empty (\"all\" or variation method names)")
-    if [str(n).lower() for n in names] != ["all"]:
-        from limelight.querygen.variations import METHODS
-
-        ck.known("robustness.methods", names, list(METHODS), line)
-
-
-def _resolve_schema(ck: _Checker, opts: dict, base: Path, line: int) -> None:
-    """``[ctrlqgen] schema``: a shipped schema's name, or a TOML file (resolved against the
-    config file's folder, else the working directory); a missing file is a one-line error."""
-    from limelight.querygen.serialize import shipped_schemas
-
-    raw = opts["schema"]
-    if raw in shipped_schemas():
-        return
-    path = Path(raw).expanduser()
-    for cand in ((path,) if path.is_absolute() else (base / path, path)):
-        if cand.is_file():
-            opts["schema"] = str(cand.resolve())
-            return
-    ck.fail_at(line, f"ctrlqgen.schema {raw!r}: neither a shipped schema "
-                     f"({', '.join(shipped_schemas())}) nor a TOML file")
-
-
-def _check_intervention(ck: _Checker, iv: dict, depth: int, text: str) -> None:
-    """``[intervention]``: temperatures (numbers ≥ 0, non-empty), samples ≥ 1, 1 ≤ c ≤ depth."""
-    at = _line_of(text, "intervention") or 0
-    ck.table(iv, "intervention", _INTERVENTION_KEYS, at)
-    temps = iv.get("temperatures", [0.5])
-    if not temps or not all(isinstance(t, int | float) and not isinstance(t, bool) and t >= 0
-                            for t in temps):
-        ck.fail("temperatures", "intervention.temperatures must be a non-empty list of numbers ≥ 0, "
-                                f"got {temps!r}", at)
-    if iv.get("samples", 1) < 1:
-        ck.fail("samples", f"intervention.samples must be ≥ 1, got {iv['samples']}", at)
-    if not 1 <= iv.get("c", 1) <= depth:
-        ck.fail("c", f"intervention.c must be in 1..depth ({depth}), got {iv['c']}", at)
-
-
-def _check_rerank(ck: _Checker, opts: dict, text: str, base: Path) -> None:
-    """``[rerank]``: known keys (``epochs`` and ``max_seconds`` were replaced by ``max_steps``),
-    budgets ≥ 1, ``patience`` ≥ 0; a ``checkpoint`` resolved against the config file's folder
-    (as a reranked system's), loadable, its content hash added to the options (the stage key)."""
-    at = _line_of(text, "rerank") or 0
-
-    def line(key: str) -> int:
-        return ck.key_line(key, at) or at
-
+def _check_stage_options(ck: _Checker, schema: StageOptions, opts: object, context: dict) -> None:
+    """One stage's ``[table]`` (:class:`~limelight.audit.stage.StageOptions`, declared by the
+    stage's module): a table, no removed key (its advice told), known keys of the right types
+    (an unknown key lists the allowed ones), then the stage's own check of the values, each
+    error one line at the key's line; checked before any work."""
+    table = schema.table
+    at = _line_of(ck.text, table) or 0
+    if not isinstance(opts, dict):
+        ck.fail(table, f"[{table}] must be a table")
     for k in opts:
-        if k in _RERANK_REMOVED:
-            ck.fail_at(line(k), _RERANK_REMOVED[k])
-    ck.table(opts, "rerank", _RERANK_KEYS, at)
-    for k in ("max_steps", "eval_every", "layers", "depth", "patience"):
-        if opts.get(k, 1) < (0 if k == "patience" else 1):
-            ck.fail_at(line(k), f"rerank.{k} must be ≥ {0 if k == 'patience' else 1}, got {opts[k]}")
-    raw = opts.get("checkpoint")
-    if raw is None:
-        return
-    path = Path(raw).expanduser()
-    path = (path if path.is_absolute() else base / path).resolve()
-    if not path.is_file():
-        ck.fail_at(line("checkpoint"), f"rerank.checkpoint {raw!r}: no such file ({path})")
-    from limelight.errors import LimelightError
-    from limelight.rerank.ranker import NeuralRanker
-
-    try:
-        NeuralRanker.load(path)
-    except LimelightError as e:
-        msg = str(e)
-        msg = msg[len(str(path)) + 2:] if msg.startswith(f"{path}: ") else msg
-        ck.fail_at(line("checkpoint"),
-                   f"rerank.checkpoint {raw!r} is not a loadable TK/KNRM checkpoint ({msg})")
-    opts["checkpoint"] = str(path)
-    opts["checkpoint_sha256"] = file_sha256(path)
+        if k in schema.removed:
+            ck.fail_at(ck.key_line(k, at) or at, schema.removed[k])
+    ck.table(opts, table, schema.types(), at)
+    if schema.check is not None:
+        schema.check(opts, lambda key, msg: ck.fail_at(ck.key_line(key, at) or at, msg), context)
 
 
 def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,
@@ -569,22 +427,6 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
     spec.first = base_spec
     spec.checkpoint_path = str(path)
     spec.checkpoint_sha256 = file_sha256(path)
-
-
-def _resolve_generator(opts: dict, base: Path) -> None:
-    """``[ctrlqgen] generator`` (and a ``backbone`` given as a local path) resolved against the
-    config file's folder, as checkpoints are; the generator's identity (``generator_fingerprint``)
-    joins the options so that the stage's cache key follows the weights, not only the path."""
-    from limelight.querygen.generator import generator_fingerprint
-
-    def resolve(raw: str) -> Path:
-        path = Path(raw).expanduser()
-        return (path if path.is_absolute() else base / path).resolve()
-
-    opts["generator"] = str(resolve(opts["generator"]))
-    opts["generator_fingerprint"] = generator_fingerprint(opts["generator"])
-    if isinstance(opts.get("backbone"), str) and (backbone := resolve(opts["backbone"])).exists():
-        opts["backbone"] = str(backbone)
 
 
 def load_config(path: str | os.PathLike) -> AuditConfig:

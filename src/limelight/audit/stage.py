@@ -13,15 +13,36 @@ and does the caching, progress and records; a body sees the audit only through :
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from limelight.audit.config import AuditConfig, SystemSpec
-    from limelight.audit.inputs import AuditInputs
     from limelight.audit.layout import AuditDir
+
+
+class SystemView(Protocol):
+    """What a stage reads of an audited system (``limelight.audit.config.SystemSpec``; the stages
+    do not import the configuration module, which reads their option schemas)."""
+
+    name: str
+    kind: str
+    params: dict[str, Any]
+
+    def settings(self) -> dict[str, Any]: ...
+
+
+class ConfigView(Protocol):
+    """What a stage reads of the audit configuration (``limelight.audit.config.AuditConfig``)."""
+
+    name: str
+    systems: list[Any]
+    depth: int
+    cutoffs: list[int]
+    seed: int
+    measures: list[str]
+    options: dict[str, dict[str, Any]]
 
 
 @dataclass
@@ -54,12 +75,12 @@ class Progress(Protocol):
 class Audit(Protocol):
     """What a stage sees of the audit it runs in (:class:`limelight.audit.runner.AuditRunner`)."""
 
-    cfg: AuditConfig
+    cfg: ConfigView
     dir: AuditDir
     quick: bool
 
     @property
-    def inputs(self) -> AuditInputs:
+    def inputs(self) -> Any:
         """The collection and query sets the stages work on (loaded once)."""
 
     def status(self, name: str) -> StageStatus | None:
@@ -71,7 +92,7 @@ class Audit(Protocol):
     def encoder(self) -> Any:
         """The dense encoder of the audit's dense and hybrid systems."""
 
-    def retriever(self, spec: SystemSpec, query_vectors: bool = True) -> Any:
+    def retriever(self, spec: SystemView, query_vectors: bool = True) -> Any:
         """The retriever of system ``spec`` over the audit's index."""
 
 
@@ -96,3 +117,47 @@ class Stage:
     skip: Callable[[Audit], str | None] = _applies
     #: a line shown beside the stage once it is present (e.g. which systems it left out)
     note: Callable[[Audit], str] | None = None
+
+
+NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key of a stage's ``[table]``: its type(s), its default (``NO_DEFAULT``: left out when
+    not given; a callable: computed from the audit), the default under ``--quick`` when it
+    differs, and one line of help (the configuration reference prints it)."""
+
+    type: type | tuple[type, ...]
+    default: Any = NO_DEFAULT
+    quick: Any = NO_DEFAULT
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """The options of a stage: the ``[table]`` of the audit configuration it reads, its keys
+    (:class:`Option`), keys that were removed (key -> the one-line advice), and ``check(opts,
+    fail, context)``, which validates the values (``fail(key, message)`` raises the one-line
+    error at the key's line; ``context``: ``base`` the configuration's folder, ``depth`` the
+    audit's depth) and may resolve them in place (a path made absolute, a file's hash added).
+    The configuration checks every table up front with these."""
+
+    table: str
+    keys: Mapping[str, Option]
+    check: Callable[[dict, Callable[[str, str], Any], dict], None] | None = None
+    removed: Mapping[str, str] = field(default_factory=dict)
+
+    def types(self) -> dict[str, type | tuple[type, ...]]:
+        """The type(s) of each key."""
+        return {k: o.type for k, o in self.keys.items()}
+
+    def values(self, audit: Audit) -> dict[str, Any]:
+        """The table of ``audit``'s configuration with the defaults filled in (``--quick`` ones
+        under ``audit.quick``)."""
+        out: dict[str, Any] = {}
+        for k, o in self.keys.items():
+            d = o.quick if audit.quick and o.quick is not NO_DEFAULT else o.default
+            if d is not NO_DEFAULT:
+                out[k] = d(audit) if callable(d) else d
+        return {**out, **audit.cfg.options.get(self.table, {})}

@@ -1,0 +1,155 @@
+"""Stage ``eqi``: exposing-query identification (RELQ) and exact reverse search for the systems
+with a local index and exact reverse search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from limelight.audit.stage import Audit, Option, Progress, Stage, StageOptions, SystemView
+from limelight.audit.stages.common import (
+    able,
+    left_out,
+    present,
+    switched_off,
+    uses_vectors,
+    write_table,
+)
+from limelight.retrieval.systems import (
+    EXACT_REVERSE,
+    LOCAL_INDEX,
+    get_kind,
+)
+
+
+# ---- EQI ----------------------------------------------------------------------------------------
+def _eqi_specs(audit: Audit) -> list[SystemView]:
+    """The systems with a local index and exact reverse search (BM25, dense) and an exposure
+    store: those EQI covers."""
+    return [s for s in able(audit.cfg, LOCAL_INDEX, EXACT_REVERSE) if present(audit, f"exposure-{s.name}")]
+
+
+def _check(opts: dict, fail, context: dict) -> None:
+    """``[eqi]``: counts ≥ 1, learned methods among those limelight trains."""
+    for k in ("docs", "steps", "k"):
+        if opts.get(k, 1) < 1:
+            fail(k, f"eqi.{k} must be ≥ 1, got {opts[k]}")
+    from limelight.exposure.eqi.learned import METHODS
+
+    for m in opts.get("methods", []):
+        if not isinstance(m, str) or m.lower() not in {x.lower() for x in METHODS}:
+            fail("methods", f"eqi.methods: unknown {m!r} (known: {', '.join(METHODS)})")
+
+
+OPTIONS = StageOptions("eqi", {
+    "docs": Option(int, 300, 50, "exposed documents evaluated (a seeded sample)"),
+    "steps": Option(int, 300, 30, "training steps of each learned model"),
+    "methods": Option(list, ["residual"], help="learned EQI models trained on dense systems"),
+    "k": Option(int, 100, help="length of each ranked list of exposing queries"),
+}, _check)
+
+
+def _eqi_opts(audit: Audit) -> dict:
+    return OPTIONS.values(audit)
+
+
+def _eqi_skip(audit: Audit) -> str | None:
+    if off := switched_off(audit, "eqi"):
+        return off
+    if _eqi_specs(audit):
+        return None
+    not_covered = _eqi_not_covered(audit)
+    return ("no system with a local index, exact reverse search and an exposure store (BM25, dense)"
+            + (f"; {not_covered}" if not_covered else ""))
+
+
+def _eqi_model_dirs(audit: Audit) -> tuple:
+    """Where the stage saves its learned models: ``DIR/eqi/<method>/`` for the first dense
+    system, ``<method>-<system>/`` for the others (``limelight serve --audit DIR`` finds them
+    there); only these are the stage's outputs (eqi/ may hold other models)."""
+    dense = [s for s in _eqi_specs(audit) if uses_vectors(s)]
+    return tuple(audit.dir.eqi_dir(m if s is dense[0] else f"{m}-{s.name}")
+                 for s in dense for m in _eqi_opts(audit)["methods"])
+
+
+def _eqi(audit: Audit, bar: Progress) -> dict:
+    """EQI (Li et al., WWW 2022) per BM25 / dense system: reverse baselines (BM25-reverse,
+    dense-reverse) and a trained Residual model evaluated with RELQ against the exposure store on
+    a seeded sample of exposed documents; exact reverse search for the most exposed document."""
+    from limelight.exposure.eqi import ExactReverse, evaluate_eqi
+
+    specs, opts, seed = _eqi_specs(audit), _eqi_opts(audit), audit.cfg.seed
+    rows, reverse_rows, summary, models = [], [], {}, {}
+    first_dense = next((s for s in specs if uses_vectors(s)), None)
+    rng = np.random.default_rng(seed)
+    for i, spec in enumerate(specs):
+        store = audit.dir.store(spec.name)
+        n_exp = store.n_exposing()
+        exposed = np.flatnonzero(n_exp > 0)
+        docs = np.sort(rng.choice(exposed, size=min(int(opts["docs"]), len(exposed)), replace=False))
+        retr = audit.retriever(spec)
+        methods, texts, emb = _eqi_methods(audit, spec, store, retr, exposed, docs, opts)
+        res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
+        for m in opts["methods"] if uses_vectors(spec) else ():
+            # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
+            # `limelight serve --audit DIR` finds the learned models it shows
+            name = m if spec is first_dense else f"{m}-{spec.name}"
+            methods[m].save(audit.dir.eqi_dir(name))
+            models[name] = {"method": m, "system": spec.name}
+        for m, vals in res.items():
+            rows.append({"system": spec.name, "method": m, **vals})
+        summary[spec.name] = res
+        if get_kind(spec.kind).has(EXACT_REVERSE):
+            top = int(np.argmax(n_exp))
+            ex = ExactReverse.build(store, retr, np.load(audit.dir.query_vectors)
+                                    if uses_vectors(spec) else None, cache_dir=None)
+            docid = store.doc_ids.strings[top]
+            for r in ex.query(docid=docid, k=10):
+                reverse_rows.append({"system": spec.name, "docid": docid, **r})
+        bar.update(i + 1, len(specs))
+    write_table(audit, "relq", pd.DataFrame(rows))
+    if reverse_rows:
+        write_table(audit, "reverse", pd.DataFrame(reverse_rows))
+    return {"summary": summary, "models": models}
+
+
+def _eqi_methods(audit: Audit, spec: SystemView, store, retr, exposed: np.ndarray,
+                 docs: np.ndarray, opts: dict) -> tuple[dict, list | None, np.ndarray | None]:
+    """The EQI methods evaluated for one system (BM25: BM25-reverse; dense: dense-reverse and the
+    trained ``opts["methods"]``) and the document texts or embeddings they are evaluated on."""
+    from limelight.exposure.eqi import BM25Reverse, DenseReverse, train_eqi, validation_docs
+
+    if not uses_vectors(spec):  # a term index: reverse search over the analyzed log
+        return ({"bm25-reverse": BM25Reverse(store.queries, retr.index.analyzer)},
+                audit.inputs.dataset.collection.texts[docs].tolist(), None)
+    qv = np.load(audit.dir.query_vectors)
+    doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
+    methods = {"dense-reverse": DenseReverse(store.queries, qv)}
+    # early-stopping documents, leaving at least half the rest for training
+    seed = audit.cfg.seed
+    n_val = min(50 if audit.quick else 300, (len(exposed) - len(docs)) // 2)
+    val = validation_docs(store, n_val, exclude=docs, seed=seed + 1) if n_val > 0 else None
+    for m in opts["methods"]:
+        methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
+                               n_queries=min(50_000, len(store.queries)),
+                               n_docs=min(20_000, len(exposed)), exclude_docs=docs,
+                               seed=seed, validation_docs=val,
+                               eval_every=10, patience=10, encoder=audit.encoder())
+        methods[m].meta["system"] = spec.name  # what `limelight serve` offers it for
+    return methods, None, doc_emb[docs]
+
+
+def _eqi_not_covered(audit: Audit) -> str:
+    """Why EQI leaves out the systems it leaves out (one line), or ``""``."""
+    specs = _eqi_specs(audit)
+    why = [left_out([s], LOCAL_INDEX, EXACT_REVERSE).removeprefix("not run for ")
+           or f"{s.name} (no exposure store)" for s in audit.cfg.systems if s not in specs]
+    return ("not run for " + "; ".join(why)) if why else ""
+
+
+EQI = Stage("eqi", "exposing-query identification (RELQ) and exact reverse search", _eqi,
+            # "models saved": audits whose EQI stage ran before the models were saved run it again
+            key=lambda a: ([a.key(f"exposure-{s.name}") for s in _eqi_specs(a)], _eqi_opts(a),
+                           a.cfg.seed, a.key("query-vectors"), "models saved"),
+            inputs=("index",), outputs=_eqi_model_dirs, skip=_eqi_skip,
+            note=_eqi_not_covered)  # shown in the stage table and under the EQI section
