@@ -45,6 +45,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("expected_exposure.py", ["--out", f"{BENCH}/expected_exposure.json"]),  # ~2 min
     ("retrievability_debian.py", ["bm25"]),  # ~3 min
     ("run_kind.py", []),  # ~3 min (the first run writes the 10M-line run: ~2 min more); issue 41
+    ("pyterrier_kind.py", []),  # ~2 min; issue 41: PISA through kind pyterrier vs BM25
     ("eqi.py", ["--dataset", "debian", "--dense", "--from-audit", "demo-out"]),  # ~5 min; issue 20:
     # 1,000 new Debian documents, BM25 and dense (the demo audit's vectors)
     ("rerank.py", ["--threads", "1", "--out", f"{BENCH}/rerank.json"]),  # ~1.5 min
@@ -52,7 +53,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("variations.py", []),  # ~1 min
     ("scale.py", []),  # ~6 min
     # issues 20 and 24: the Debian demo audit (`make demo` first)
-    ("serve.py", ["--audit", "demo-out", "--clients", "50", "--seconds", "30"]),  # ~1.5 min
+    ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
 ]
 
 

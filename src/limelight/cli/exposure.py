@@ -88,6 +88,23 @@ def _documents(index: Path | None, collection: str | None, kind: str):
                          "--collection NAME|FOLDER|FILE (or --index)")
 
 
+def _open_system(spec, base: Path, index: Path | None, collection: str | None, qs, threads: int | None):
+    """(retriever, fingerprint, settings) of the store: over ``index`` for a kind that needs
+    one; else over the collection's documents (``--collection`` or ``--index``'s), the queries
+    and ``base`` given to the opener, identified by the documents and the settings."""
+    from limelight.exposure.fingerprints import ids_fingerprint
+    from limelight.retrieval.systems import get_kind
+
+    if get_kind(spec.kind).needs_index:
+        retriever = spec.open(index, threads=threads)
+        return (retriever, spec.fingerprint(index),
+                {**spec.store_settings(retriever), "index": str(index)})
+    coll = _documents(index, collection, spec.kind)
+    retriever = spec.open(None, threads=threads, collection=coll, queries=qs, base_dir=base)
+    return (retriever, spec.fingerprint(index_key={"documents": ids_fingerprint(coll.ids)}),
+            {**spec.store_settings(), "collection": collection or str(index)})
+
+
 @app.command("compute")
 def compute(
     queries: str = typer.Option(..., help="TSV id<TAB>text, or a query log (header source<TAB>qid<TAB>query: README)"),
@@ -122,17 +139,11 @@ def compute(
     from limelight._io import check_resumable_dir
     from limelight.data.loaders import load_queries_file
     from limelight.exposure.compute import compute_exposure
-    from limelight.exposure.fingerprints import ids_fingerprint, validate_queries
+    from limelight.exposure.fingerprints import validate_queries
     from limelight.retrieval.index_dir import index_size
     from limelight.retrieval.systems import get_kind
 
-    if engine not in ("local", "ray"):
-        raise LimelightError(f"unknown engine {engine!r} (local or ray)")
-    if address is not None and engine != "ray":
-        raise LimelightError("--address goes with --engine ray")
-    check_k(depth, "--depth")  # the store records the depth asked for; retrieval stops at n_docs
-    if shard_size < 1:
-        raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
+    _check_run_options(engine, address, depth, shard_size)
     spec, base = _system(model, k1, b, system, run, url, preset)
     kind = get_kind(spec.kind)
     if kind.needs_index and index is None:
@@ -145,14 +156,7 @@ def compute(
         index_size(index)  # a clear error when it is not an index, before reading the queries
     qs = load_queries_file(queries)
     validate_queries(qs)
-    if kind.needs_index:
-        retriever = spec.open(index, threads=threads)
-        fp, settings = spec.fingerprint(index), {**spec.store_settings(retriever), "index": str(index)}
-    else:
-        coll = _documents(index, collection, spec.kind)
-        retriever = spec.open(None, threads=threads, collection=coll, queries=qs, base_dir=base)
-        fp = spec.fingerprint(index_key={"documents": ids_fingerprint(coll.ids)})
-        settings = {**spec.store_settings(), "collection": collection or str(index)}
+    retriever, fp, settings = _open_system(spec, base, index, collection, qs, threads)
     if engine == "ray":  # workers open the index by path, memory-mapped
         from limelight.scale.exposure import IndexRetriever
 
@@ -174,16 +178,34 @@ def compute(
         typer.echo(f"interrupted after {n_done} of {n_shards} shards; rerun the same command "
                    "to resume", err=True)
         raise typer.Exit(130) from None
+    summary = _summary(st, out, depth, time.perf_counter() - t0, retriever)
+    typer.echo(json.dumps(summary) if json_out else
+               "\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+def _check_run_options(engine: str, address: str | None, depth: int, shard_size: int) -> None:
+    """``--engine``, ``--address``, ``--depth`` and ``--shard-size`` checked before any work."""
+    if engine not in ("local", "ray"):
+        raise LimelightError(f"unknown engine {engine!r} (local or ray)")
+    if address is not None and engine != "ray":
+        raise LimelightError("--address goes with --engine ray")
+    check_k(depth, "--depth")  # the store records the depth asked for; retrieval stops at n_docs
+    if shard_size < 1:
+        raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
+
+
+def _summary(st, out: Path, depth: int, seconds: float, retriever) -> dict:
+    """What ``exposure compute`` prints: the store's size, r(d)'s Gini and retrievable fraction,
+    and for a system that answers some queries only (``coverage()``), how many have results."""
     res = st.retrievability(c=depth)
     summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
-               "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(time.perf_counter() - t0, 3),
+               "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(seconds, 3),
                f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
-    if callable(getattr(retriever, "coverage", None)):  # a system that answers some queries only
+    if callable(getattr(retriever, "coverage", None)):
         cov = retriever.coverage()
         summary.update(queries_with_results=cov["with_results"],
                        queries_without_results=cov["without_results"])
-    typer.echo(json.dumps(summary) if json_out else
-               "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return summary
 
 
 @app.command("doc")

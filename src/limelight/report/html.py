@@ -115,8 +115,8 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
     res = audit.results()
     out = shlex.quote(str(audit.path))
     command = command or man.get("command") or f"limelight audit {out}/config.toml --out {out}"
-    parts = (_overview(audit, command) + _retrievability(audit, out) + _diffs(audit, out)
-             + _stage_sections(audit, out))
+    parts = (_overview(audit, command) + _replays(audit) + _retrievability(audit, out)
+             + _diffs(audit, out) + _stage_sections(audit, out))
     parts.append(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
                  f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in '
                  f'<code>{_esc(audit.systems_dir)}</code> (Parquet shards and a per-document index).</p>')
@@ -180,6 +180,24 @@ def _coverage_notes(cov: dict) -> str:
         ("unknown_doc_results", "results of documents the collection lacks were left out"))
         if cov.get(k)]
     return "; " + "; ".join(notes) if notes else ""
+
+
+def _replays(audit: AuditDir) -> list[str]:
+    """How the queries went to each system that is a live service (its replay journals under
+    the system's folder): asked, answered, failed, retried, attempts, latency percentiles."""
+    from limelight.retrieval.replay import replay_summaries
+
+    rows = [{"system": n, **s} for n in audit.results()["systems"]
+            for s in replay_summaries(audit.system_dir(n))]
+    if not rows:
+        return []
+    return ["<h2>Queries replayed against live services</h2>",
+            table_html(pd.DataFrame(rows), caption="Per system and depth k asked: distinct queries "
+                       "asked, answered (refused: a 4xx taken as no results), failed (still without "
+                       "an answer), retried; attempts (times queries were sent, retries included); "
+                       "latency of the answering requests (ms). "
+                       "Journal: systems/NAME/replay/ (Parquet log per query: status, attempts, "
+                       "latency).")]
 
 
 def _retrievability(audit: AuditDir, out: str) -> list[str]:

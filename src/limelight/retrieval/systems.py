@@ -159,7 +159,7 @@ _LOADED = False
 
 #: modules whose import registers the kinds limelight ships (the lowest layer first)
 SHIPPED = ("limelight.retrieval.kinds", "limelight.rerank.kind", "limelight.retrieval.kinds.run",
-           "limelight.retrieval.kinds.pyterrier")
+           "limelight.retrieval.kinds.pyterrier", "limelight.retrieval.kinds.http")
 
 
 def register_kind(kind: SystemKind, *, replace: bool = False) -> SystemKind:

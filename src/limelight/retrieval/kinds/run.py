@@ -419,13 +419,14 @@ def _read_trec_parts(parts: list[Path], doc_ids: IdMap):
 
 def _doc_codes(ddict, d: np.ndarray, doc_ids: IdMap) -> tuple[np.ndarray, np.ndarray | None]:
     """Codes of the rows' documents in ``doc_ids`` (-1: unknown) and the distinct unknown codes
-    of ``ddict`` in order of first occurrence (``None``: none). ``ddict`` is an ``IdMap`` whose
-    first ids are ``doc_ids``' (a TREC reader's) or an Arrow dictionary."""
+    of ``ddict`` in the order they first occur in the files (``None``: none). ``ddict`` is an
+    ``IdMap`` whose first ids are ``doc_ids``' and the others the files' in first-seen order (the
+    TREC reader's), or an Arrow dictionary of rows in file order."""
     n = len(doc_ids)
     if isinstance(ddict, IdMap):
         if len(ddict) == n:
             return d, None
-        codes = np.where(d < n, d, -1).astype(np.int32)
+        return np.where(d < n, d, -1).astype(np.int32), np.arange(n, len(ddict))
     else:
         import pyarrow.compute as pc
 
@@ -528,9 +529,13 @@ class RunResults:
         return f"RunResults({self.where!r}, lists={self.run.n_queries}, results={len(self.run)})"
 
     def _codes(self, queries: Queries) -> np.ndarray:
-        """Each query's result list (-1: none), by id or normalised text (per query, not per line)."""
+        """Each query's result list (-1: none), by id or normalised text (one lookup in C)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         keys = queries.ids.strings if self.match == "id" else normalise_texts(queries.texts.tolist())
-        return self.run.qids.encode(keys.tolist(), missing=-1)
+        pos = pc.index_in(pa.array(keys.tolist(), pa.string()), value_set=self.run.qids.to_arrow())
+        return pos.fill_null(-1).to_numpy().astype(np.int64)
 
     def __call__(self, queries: Queries, k: int | None = None) -> Run:
         pos = self._codes(queries)
