@@ -205,7 +205,7 @@ def test_reranked_system_resolves_first_and_checkpoint(tmp_path, tk_bytes):
     (GOOD + RR.replace('first = "bm25"', 'first = "nope"'), 18,
      "systems.tk.first 'nope' is not a system of this config (systems: bm25, tk)"),
     (GOOD + RR + '\n[[systems]]\nname = "tk2"\nkind = "reranked"\nfirst = "tk"\ncheckpoint = "tk.pt"\n', 25,
-     "systems.tk2.first 'tk' is itself a reranked system"),
+     "systems.tk2.first 'tk' is a reranked system, which cannot be a first stage (systems that can: bm25)"),
     (GOOD + RR.replace('first = "bm25"\n', ''), 15, "systems.tk (kind reranked) needs first ="),
     (GOOD + RR.replace('checkpoint = "tk.pt"\n', ''), 15, "systems.tk (kind reranked) needs checkpoint ="),
     (GOOD + RR.replace('"tk.pt"', '"absent.pt"'), 19, "systems.tk.checkpoint 'absent.pt': no such file"),

@@ -59,6 +59,7 @@ def test_audit_settings_are_unchanged_and_agree_with_the_spec():
                    {"b": 0.4, "fusion_depth": 100, "k1": 0.9, "kind": "hybrid", "rrf_k": 30}]
     for s in cfg.systems:
         assert RetrieverSpec.from_settings(s.settings()).settings() == s.settings()
+        assert s.retriever_spec.settings() == s.settings()  # the config is parsed once
     assert [s.uses_dense for s in cfg.systems] == [False, False, True, True]
 
 

@@ -74,7 +74,8 @@ from limelight.audit.stage import StageOptions
 from limelight.audit.stages import STAGE_OPTIONS
 from limelight.errors import FormatError, LimelightError
 from limelight.retrieval.defaults import RERANK_DEPTH
-from limelight.retrieval.systems import QUERY_VECTORS, get_kind, kind_names
+from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
 
 OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -101,6 +102,14 @@ class SystemSpec:
     first: SystemSpec | None = field(default=None, repr=False)
     checkpoint_path: str | None = None
     checkpoint_sha256: str | None = None
+
+    @property
+    def retriever_spec(self) -> RetrieverSpec:
+        """This system as the :class:`~limelight.retrieval.spec.RetrieverSpec` that opens it
+        (made from the parsed fields: the configuration is parsed once)."""
+        return RetrieverSpec(self.kind, tuple(self.params.items()),
+                             None if self.first is None else self.first.retriever_spec,
+                             self.checkpoint_path, self.checkpoint_sha256)
 
     def settings(self) -> dict[str, Any]:
         """Kind and parameters with defaults filled in (what the stage hashes cover). A reranked
@@ -390,10 +399,11 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
         ck.fail_at(ck.key_line("first", at), f"{where}.first {first!r} is not a system of this config "
                                              f"(systems: {', '.join(names)})")
     base_spec = systems[names.index(first)]
-    if base_spec.kind == "reranked":
+    if not get_kind(base_spec.kind).has(FIRST_STAGE):
+        able = [s.name for s in systems if get_kind(s.kind).has(FIRST_STAGE)]
         ck.fail_at(ck.key_line("first", at),
-                   f"{where}.first {first!r} is itself a reranked system: a reranked system re-ranks a "
-                   "bm25, dense or hybrid system")
+                   f"{where}.first {first!r} is a {base_spec.kind} system, which cannot be a first "
+                   f"stage (systems that can: {', '.join(able) or 'none'})")
     raw = spec.params.get("checkpoint")
     if raw is None:
         ck.fail_at(at, f"{where} (kind reranked) needs checkpoint = \"<TK or KNRM checkpoint>\" "

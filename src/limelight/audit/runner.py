@@ -212,7 +212,6 @@ class AuditRunner:
         its name, dense query vectors looked up from the shared query encoding when
         ``query_vectors``. A reranked system is its first system's retriever followed by its
         checkpoint's ranker (:func:`limelight.rerank.ranker.open_reranked`, loaded once)."""
-        from limelight.retrieval.spec import RetrieverSpec
 
         if spec.first is None and "first" in get_kind(spec.kind).params:
             raise LimelightError(f"system {spec.name!r}: a {spec.kind} system needs a validated config "
@@ -222,7 +221,7 @@ class AuditRunner:
                                    "queries": self._inputs.queries, "base_dir": base,
                                    "work_dir": self.dir.system_dir(spec.name),
                                    "reranker": self._rerankers.get(spec.name)}
-        rspec = RetrieverSpec.from_settings(spec.settings(), checkpoint=spec.checkpoint_path)
+        rspec = spec.retriever_spec
         encoder = None
         if rspec.needs_dense:
             encoder = self.encoder()

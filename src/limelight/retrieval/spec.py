@@ -155,8 +155,10 @@ class RetrieverSpec:
         hash and its first stage's settings (``first_settings``). Equal to the audit's
         ``SystemSpec.settings()`` of the same system."""
         p = dict(self.params)
-        if self.kind == "reranked":
+        kind = get_kind(self.kind)
+        if "checkpoint" in kind.params:
             p["checkpoint_sha256"] = self.checkpoint_sha256
+        if "first" in kind.params:
             p["first_settings"] = self.first.settings() if self.first is not None else None
         return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
 
