@@ -123,3 +123,12 @@ def test_systems_command_lists_kinds_parameters_and_capabilities():
     assert set(rows) >= {"bm25", "dense", "hybrid", "reranked"}
     assert rows["hybrid"]["parameters"]["rrf_k"]["default"] == 60
     assert "exact_reverse" in rows["dense"]["capabilities"]
+
+
+def test_kinds_are_listed_in_shipped_order_whatever_imported_them_first():
+    code = ("import limelight.retrieval.kinds.http, limelight.rerank.kind, limelight.retrieval.kinds.run\n"
+            "from limelight.retrieval.systems import kind_names\nprint(','.join(kind_names()))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[0].split(",")[:7] == ["bm25", "dense", "hybrid", "reranked", "run",
+                                                    "pyterrier", "http"]

@@ -195,9 +195,16 @@ def load_kinds() -> None:
 
 
 def kind_names() -> list[str]:
-    """The names of the registered kinds (shipped ones loaded first), in registration order."""
+    """The names of the registered kinds: the shipped ones first, in the order of
+    :data:`SHIPPED` (whatever imported them first), then the others in registration order."""
     load_kinds()
-    return list(_KINDS)
+
+    def rank(name: str) -> int:
+        module = getattr(_KINDS[name].open, "__module__", "")
+        hits = [i for i, m in enumerate(SHIPPED) if module == m or module.startswith(m + ".")]
+        return max(hits) if hits else len(SHIPPED)  # the most specific shipped module
+
+    return sorted(_KINDS, key=rank)  # stable: registration order within a module
 
 
 def get_kind(name: str) -> SystemKind:
