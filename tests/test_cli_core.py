@@ -237,3 +237,15 @@ def test_index_warns_once_with_a_count_on_non_string_texts(tmp_path):
     assert [r["doc_id"] for r in json.loads(search.output)] == ["d4"]
     search = runner.invoke(app, ["search", "--index", str(tmp_path / "idx"), "--json", "2019"])
     assert [r["doc_id"] for r in json.loads(search.output)] == ["d3"]
+
+
+def test_cli_warnings_are_one_line_without_python_source(tmp_path):
+    """Issue 42: warnings reached CLI users as Python's ``file.py:75: UserWarning: ...`` plus
+    the source line; the CLI prints ``warning: MESSAGE``, one line each (here: the repeated id
+    of the shared CACM, dropped while indexing)."""
+    p = cli("index", "--collection", "cacm", "--out", str(tmp_path / "idx"))
+    assert p.returncode == 0, p.stderr
+    warned = [ln for ln in p.stderr.splitlines() if "duplicate document id" in ln]
+    assert len(warned) == 1 and warned[0].startswith("warning: ") and "docs.jsonl:" in warned[0]
+    assert warned[0].endswith("dropped (first kept)")
+    assert "UserWarning" not in p.stderr and ".py:" not in p.stderr and "warnings.warn" not in p.stderr

@@ -464,3 +464,116 @@ def test_cli_bad_input(cli_store, monkeypatch, capsys):
     r = subprocess.run([sys.executable, "-m", "limelight.cli", "eqi", "query", "nope", "--store",
                         str(cli_store)], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
+
+
+# ---- issue 42: the documented calls work; stored lists come from the store ---------------------
+def test_cli_exact_text_with_a_new_docid_names_the_new_document(cli_store):
+    """``eqi query DOCID --text TEXT`` with a DOCID the store lacks (the help's way to name a
+    new document, whose id breaks ties) failed with ``unknown document id``. A copy of a stored
+    document ties with it on every query: its name decides which of the two ranks first."""
+    from limelight.exposure.eqi import ExactReverse
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    runner = CliRunner()
+    st = ExposureStore.open(cli_store)
+    d = st.doc_ids[int(np.argmax(st.n_exposing()))]
+    text = str(load_dataset("adi").collection.doc(d)["indexed_text"])
+    ex = ExactReverse.build(st, BM25(BM25Index.load(Path(st.manifest["settings"]["index"]) / "bm25")))
+    got = {}
+    for new_id in ("zzz-new", "000-new"):
+        assert st.doc_ids.get(new_id) < 0
+        r = runner.invoke(app, ["eqi", "query", new_id, "--store", str(cli_store), "--method", "exact",
+                                "--text", text, "--k", "1000", "--json"])
+        assert r.exit_code == 0, r.output
+        got[new_id] = json.loads(r.stdout)
+        assert got[new_id] == json.loads(json.dumps(ex.query(text=text, docid=new_id, k=1000)))
+    # inside a list, ties rank by document id descending: "zzz-new" takes the copied document's
+    # rank, "000-new" the next one (where the copy ties at the cut, the engine keeps the stored
+    # document: the lower code)
+    stored = {x["qid"]: x["rank"] for x in st.exposing_queries(d) if x["rank"] < st.depth}
+    assert {x["qid"]: x["rank"] for x in got["zzz-new"]} == stored
+    assert {x["qid"]: x["rank"] for x in got["000-new"]} == {q: r + 1 for q, r in stored.items()}
+
+
+def test_cli_exact_stored_document_reads_the_store(tmp_path):
+    """``eqi query DOCID --method exact`` built exact reverse search (the retriever, every
+    query's embedding on a dense store: 52 s) to return what the store holds; it reads the
+    store, like ``exposure doc``: it answers even with the store's index gone."""
+    from limelight.cli import main
+
+    runner = CliRunner()
+    idx, st_dir = tmp_path / "idx", tmp_path / "store"
+    qf = tmp_path / "q.tsv"
+    log = load_query_log().head(300)
+    qf.write_text("".join(f"{i}\t{t}\n" for i, t in zip(log.ids.strings, log.texts, strict=True)))
+    assert runner.invoke(app, ["index", "--collection", "adi", "--out", str(idx)]).exit_code == 0
+    r = runner.invoke(app, ["exposure", "compute", "--index", str(idx), "--queries", str(qf),
+                            "--out", str(st_dir), "--depth", "10"])
+    assert r.exit_code == 0, r.output
+    st = ExposureStore.open(st_dir)
+    d = st.doc_ids[int(np.argmax(st.n_exposing()))]
+    idx.rename(tmp_path / "moved")
+    for method in ("exact", "brute-force"):
+        r = runner.invoke(app, ["eqi", "query", d, "--store", str(st_dir), "--method", method,
+                                "--k", "5", "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout) == st.exposing_queries(d)[:5]
+    with pytest.raises(SystemExit) as e:  # a new text needs the retriever: one line says so
+        main(["eqi", "query", "--store", str(st_dir), "--text", "some new text"])
+    assert e.value.code == 2
+
+
+def test_cli_exact_new_text_shows_progress(cli_store):
+    """The steps of exact reverse search for a new text (opening the retriever, reading the
+    stored lists) print progress; they used to print nothing for up to a minute."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "limelight.cli", "eqi", "query", "--store", str(cli_store),
+                        "--text", "computer information retrieval systems", "--k", "3", "--json"],
+                       capture_output=True, text=True, env={**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0"})
+    assert r.returncode == 0, r.stderr
+    assert "opening the store's retriever: 1/1 (100%)" in r.stderr
+    assert "reading the top 10 of 800 queries: 1/1 (100%)" in r.stderr
+    assert 0 < len(json.loads(r.stdout)) <= 3
+
+
+@pytest.fixture(scope="module")
+def sparse_store(log, tmp_path_factory) -> ExposureStore:
+    """cranfield under 100 log queries, top 10: most documents have no exposing query."""
+    ret = BM25(BM25Index.build(load_dataset("cranfield").collection))
+    return compute_exposure(ret, log.head(100), tmp_path_factory.mktemp("sparse") / "store", depth=10)
+
+
+def test_cli_evaluate_scores_exactly_the_documents_asked_for(sparse_store):
+    """``eqi evaluate --docs N`` sampled N documents and dropped those without an exposing
+    query (fewer than N scored); it samples N among the documents that have one, and says so
+    when there are fewer."""
+    exposed = int((sparse_store.n_exposing() > 0).sum())
+    assert 100 < exposed < len(sparse_store.doc_ids) / 2
+    runner = CliRunner()
+    r = runner.invoke(app, ["eqi", "evaluate", "--store", str(sparse_store.path), "--methods",
+                            "brute-force", "--docs", "100", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["brute-force"]["n_docs"] == 100
+    with pytest.warns(UserWarning, match=rf"--docs 5000: the store has only {exposed} documents "
+                                         rf"with an exposing query; evaluating all {exposed}"):
+        r = runner.invoke(app, ["eqi", "evaluate", "--store", str(sparse_store.path), "--methods",
+                                "brute-force", "--docs", "5000", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["brute-force"]["n_docs"] == exposed
+
+
+def test_evaluated_documents_were_held_out_of_the_models_training(sparse_store):
+    """A learned model is scored only on documents its training held out (``eqi train
+    --test-docs``); a seeded sample of another size used to be mostly training documents."""
+    from limelight.cli.eqi import _split, _test_docs
+
+    n = len(sparse_store.doc_ids)
+    meta = {"test_docs": 400, "test_docs_seed": 3}
+    docs = _test_docs(sparse_store, 50, 0, {"m": meta})
+    held = _split(n, 400, 3)
+    assert len(docs) == 50 and np.isin(docs, held).all()
+    assert (sparse_store.n_exposing()[docs] > 0).all()
+    assert not np.isin(_split(n, 50, 0), held).all()  # what the old sampling took

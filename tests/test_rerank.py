@@ -246,7 +246,8 @@ def test_cli(tmp_path):
     out = tmp_path / "run.trec"
     r = runner.invoke(app, ["rerank", "run", "adi", "-c", str(ckpt), "-o", str(out), "--k", "20"])
     assert r.exit_code == 0, r.output
-    assert out.exists() and "nDCG@10" in r.output
+    # one fold: every judged query trained or validated the model (issue 42: no figures for them)
+    assert out.exists() and "no held-out query" in r.output and "nDCG@10" not in r.output
     html = tmp_path / "x.html"
     r = runner.invoke(app, ["rerank", "explain", "adi", "-c", str(ckpt), "-q", "1", "-d", "1", "-d", "2",
                             "--html", str(html)])
@@ -613,3 +614,33 @@ def test_train_bad_input_is_one_line(tmp_path):
     bad(["run", "adi", "-c", str(tmp_path / "a.pt"), "-o", str(tmp_path / "r3.trec"), "--interpolate", "2"],
         "--interpolate must be in [0, 1]")
     bad(["run", "adi", "-c", str(tmp_path / "junk.pt"), "-o", str(tmp_path / "r3.trec")], "not a limelight")
+
+
+def test_cli_run_reports_held_out_queries_only(tmp_path):
+    """Issue 42: ``rerank run`` printed nDCG@10 over every query, the checkpoint's own training
+    and validation queries included; it reports the queries the checkpoint held out."""
+    from limelight.cli import app
+    from limelight.data.formats import load_run
+    from limelight.evaluation import evaluate
+
+    runner = CliRunner()
+    ckpt = tmp_path / "knrm.pt"
+    r = runner.invoke(app, ["rerank", "train", "adi", "--out", str(ckpt), "--model", "knrm", "--epochs", "1",
+                            "--min-cf", "1", "--folds", "5", "--fold", "0"])
+    assert r.exit_code == 0, r.output
+    meta = NeuralRanker.load(ckpt).meta
+    test, seen = meta["test_queries"], meta["train_queries"] + meta["val_queries"]
+    assert test and seen
+    out = tmp_path / "run.trec"
+    r = runner.invoke(app, ["rerank", "run", "adi", "-c", str(ckpt), "-o", str(out), "--k", "20"])
+    assert r.exit_code == 0, r.output
+    assert (f"on the {len(test)} judged queries knrm.pt was neither trained nor validated on "
+            f"({len(seen)} training and validation queries left out):") in r.output
+    ds = load_dataset("adi")
+    run = load_run(out)
+    per_query = evaluate(run, ds.qrels, "nDCG@10 RR@10").to_pandas()  # every judged query
+    want = per_query.loc[test].mean()  # the held-out ones
+    lines = [ln.strip() for ln in r.output.splitlines() if "nDCG@10 " in ln]
+    assert len(lines) == 2 and lines[0].startswith("bm25:")
+    assert lines[1].endswith(f": nDCG@10 {want['nDCG@10']:.4f}  MRR@10 {want['RR@10']:.4f}")
+    assert f"{per_query['nDCG@10'].mean():.4f}" not in lines[1]  # not the figure over every query

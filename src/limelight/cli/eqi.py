@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from limelight._io import check_output_dir
 from limelight.cli.console import print_rows
 from limelight.errors import LimelightError
+
+if TYPE_CHECKING:  # numpy is imported where used (``limelight --help`` does not load it)
+    import numpy
 
 app = typer.Typer(help="Exposing query identification: which queries expose a document.",
                   no_args_is_help=True)
@@ -50,9 +54,10 @@ def _store_retriever(store):
 
 
 def _encoder():
+    """The dense encoder of the EQI commands, with a progress bar while it encodes."""
     from limelight.retrieval.dense import Encoder
 
-    return Encoder()
+    return Encoder(show_progress=True)
 
 
 def _doc_embeddings(store, encoder) -> tuple:
@@ -76,14 +81,11 @@ def _open_method(store, method: str, model_dir: Path | None):
         BruteForce,
         DenseReverse,
         EQIModel,
-        ExactReverse,
         encode_queries_cached,
     )
 
     if method == "brute-force":
         return BruteForce(store), None
-    if method == "exact":
-        return ExactReverse.build(store, _store_retriever(store)), None
     if method == "bm25-reverse":
         from limelight.retrieval.bm25 import BM25Index
 
@@ -115,6 +117,36 @@ def _check_model_arg(method: str, model_dir: Path | None) -> None:
             raise LimelightError(f"{model_dir}: no such model directory (from `limelight eqi train`)")
 
 
+def _test_docs(store, n: int, seed: int, learned: dict) -> numpy.ndarray:
+    """The documents ``eqi evaluate`` scores: ``n`` of the store's documents with an exposing
+    query, a seeded sample. With learned models (``learned``: model directory → metadata) only
+    documents each held out of its training (``eqi train --test-docs``, drawn by ``_split``) are
+    eligible, so that none is scored on a document it was trained on. Fewer eligible documents
+    than ``n``: all of them, with a warning that says how many."""
+    import warnings
+
+    import numpy as np
+
+    pool = np.flatnonzero(store.n_exposing() > 0)
+    what = "documents with an exposing query"
+    for path, meta in learned.items():
+        if "test_docs" not in meta or "test_docs_seed" not in meta:
+            warnings.warn(f"{path}: the model does not record which documents its training held "
+                          "out (`limelight eqi train` does): documents it was trained on may be "
+                          "among those evaluated", stacklevel=2)
+            continue
+        pool = np.intersect1d(pool, _split(len(store.doc_ids), int(meta["test_docs"]),
+                                           int(meta["test_docs_seed"])))
+        what += f" held out of {path}'s training"
+    if len(pool) == 0:
+        raise LimelightError(f"no {what.replace('documents', 'document', 1)}")
+    if len(pool) < n:
+        warnings.warn(f"--docs {n}: the store has only {len(pool)} {what}; evaluating all "
+                      f"{len(pool)}", stacklevel=2)
+        return pool
+    return np.sort(np.random.default_rng(seed).choice(pool, size=n, replace=False))
+
+
 def _split(n_docs_total: int, n_test: int, seed: int):
     import numpy as np
 
@@ -142,6 +174,7 @@ def train(
 ) -> None:
     """Train an Append or Residual model (Algorithm 1 data, RankNet, Adam), keeping the heads
     that score best (RELQ(0.5,0.9)) on held-out validation documents."""
+    from limelight.cli.console import progress_bar
     from limelight.exposure.eqi import (
         METHODS,
         encode_queries_cached,
@@ -159,10 +192,11 @@ def train(
     demb, _ = _doc_embeddings(st, enc)
     test = _split(len(st.doc_ids), test_docs, seed)
     val = validation_docs(st, validation, exclude=test, seed=seed + 1) if validation > 0 else None
-    model = train_eqi(method, st, qemb, demb, n_queries=queries, n_docs=docs,
-                      exclude_docs=test, steps=steps, batch_size=batch_size, seed=seed,
-                      encoder=enc, lr=lr, validation_docs=val, eval_every=eval_every,
-                      patience=patience)
+    with progress_bar(f"training {method} (steps)", steps) as update:
+        model = train_eqi(method, st, qemb, demb, n_queries=queries, n_docs=docs,
+                          exclude_docs=test, steps=steps, batch_size=batch_size, seed=seed,
+                          encoder=enc, lr=lr, validation_docs=val, eval_every=eval_every,
+                          patience=patience, progress=lambda step, total, _loss: update(step, total))
     model.meta["test_docs_seed"] = seed
     model.meta["test_docs"] = int(len(test))
     model.save(out)
@@ -187,8 +221,11 @@ def query(
     k: int = typer.Option(100, "--k", help="n_{d→q}: queries returned"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The queries that expose a document (a stored DOCID, or --text for a new one)."""
-    from limelight.exposure.eqi import ExactReverse, rows
+    """The queries that expose a document (a stored DOCID, or --text for a new one). A stored
+    document's exposing queries are read from the store (exact and brute-force); with --text,
+    exact computes them for the new document, named DOCID (a stored DOCID: its edited
+    version; any other: a new document of that id, which breaks ties) or 'new-0'."""
+    from limelight.exposure.eqi import rows
     from limelight.exposure.store import ExposureStore
 
     if method not in QUERY_METHODS:
@@ -201,16 +238,18 @@ def query(
         raise LimelightError(f"--k must be ≥ 1, got {k}")
     _check_model_arg(method, model)
     st = ExposureStore.open(store)
-    d = st.doc_ids.lookup(docid) if docid is not None else None
-    m, _ = _open_method(st, method, model)
-    if isinstance(m, ExactReverse):
-        out = m.query(text=text, docid=docid, k=k)
-    elif method == "brute-force":
-        if d is None:
-            raise LimelightError("brute-force reads stored documents: give a DOCID")
-        out = st.exposing_queries(docid)[:k]
-        out = [{"qid": r["qid"], "query": r["query"], "score": r["score"], "rank": r["rank"]} for r in out]
+    if text is None and docid is not None:
+        st.doc_ids.lookup(docid)  # a stored document (unknown id: one line)
+    if method == "brute-force" and text is not None:
+        raise LimelightError("brute-force reads stored documents: give a DOCID")
+    if method in ("exact", "brute-force") and text is None:
+        # a stored document's exposing queries are the store's: read, not recomputed
+        out = [{"qid": r["qid"], "query": r["query"], "score": r["score"], "rank": r["rank"]}
+               for r in st.exposing_queries(docid)[:k]]
+    elif method == "exact":  # a new document (a DOCID the store lacks names it) or an edited one
+        out = _exact_reverse(st).query(text=text, docid=docid, k=k)
     else:
+        m, _ = _open_method(st, method, model)
         if text is None:
             from limelight.retrieval.index_dir import load_docs
 
@@ -221,18 +260,41 @@ def query(
     print_rows(out, json_out, f"queries exposing {docid or 'the text'} ({method})")
 
 
+def _exact_reverse(store):
+    """``ExactReverse`` over the store's own retriever, each slow step with its bar (seconds to
+    minutes on a large store): opening the retriever, encoding the store's queries (dense; read
+    from the embedding cache when there), reading the stored lists and indexing the queries."""
+    from limelight.cli.console import progress_bar
+    from limelight.exposure.eqi import ExactReverse, encode_queries_cached
+
+    with progress_bar("opening the store's retriever", 1) as update:
+        retriever = _store_retriever(store)
+        update(1)
+    qemb = None
+    if getattr(retriever, "encoder", None) is not None:  # dense: one bar while it encodes
+        retriever.encoder.show_progress = True
+        qemb = encode_queries_cached(store.queries, retriever.encoder)
+    with progress_bar(f"reading the top {store.depth} of {len(store.queries):,} queries", 1) as update:
+        ex = ExactReverse.build(store, retriever, qemb)
+        update(1)
+    return ex
+
+
 @app.command("evaluate")
 def evaluate(
     store: Path = typer.Option(..., help="exposure store directory"),
     methods: str = typer.Option("bm25-reverse,dense-reverse",
                                 help="comma-separated: brute-force, bm25-reverse, dense-reverse, residual, append"),
     model: list[Path] = typer.Option(None, help="model directories (residual/append), repeatable"),
-    docs: int = typer.Option(500, help="test documents (seeded sample with an exposing query)"),
+    docs: int = typer.Option(500, help="test documents: a seeded sample of this many documents "
+                             "with an exposing query (of those a learned --model held out of "
+                             "its training); all of them, said on stderr, when there are fewer"),
     seed: int = typer.Option(0),
     k: int = typer.Option(100, "--k"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Mean RELQ (Table 2's four instances) of each method on sampled documents."""
+    """Mean RELQ (Table 2's four instances) of each method on --docs sampled documents, each
+    with an exposing query (RELQ is undefined without one); n_docs says how many."""
     from limelight.exposure.eqi import evaluate_eqi
     from limelight.exposure.store import ExposureStore
 
@@ -249,16 +311,13 @@ def evaluate(
         if n in LEARNED and not model:
             _check_model_arg(n, None)
     st = ExposureStore.open(store)
-    models = {}
+    models, metas = {}, {}
     for p in model or []:
         from limelight.exposure.eqi import EQIModel
 
         mm = EQIModel.load(p)
-        models[mm.method] = p
-    test = _split(len(st.doc_ids), docs, seed)
-    test = test[st.n_exposing()[test] > 0] if len(test) else test
-    if len(test) == 0:
-        raise LimelightError("no sampled document has an exposing query")
+        models[mm.method], metas[mm.method] = p, mm.meta
+    test = _test_docs(st, docs, seed, {p: metas[n] for n, p in models.items() if n in names})
     opened = {n: _open_method(st, n, models.get(n))[0] for n in names}
     texts = emb = None
     if any(n in ("bm25-reverse",) for n in names):

@@ -183,7 +183,9 @@ def run_cmd(
                                     "stage) + (1−λ)·minmax(model) over the re-ranked top; a λ in [0, 1] "
                                     "or 'auto' (tuned on the checkpoint's validation queries only)"),
 ) -> None:
-    """Re-rank a first-stage run with a trained checkpoint (optionally also interpolated)."""
+    """Re-rank a first-stage run with a trained checkpoint (optionally also interpolated). With
+    qrels, nDCG@10 and MRR@10 are printed over the judged queries the checkpoint was neither
+    trained nor validated on (its held-out queries; the line above the figures says which)."""
     import torch
 
     from limelight.data.formats import write_run_parquet, write_trec_run
@@ -232,11 +234,31 @@ def run_cmd(
         typer.echo(f"wrote {ipath}")
         rows.append(mixed)
     if ds.qrels is not None:
-        from limelight.evaluation import evaluate
+        _evaluate_held_out(rows, ds, ranker.meta, checkpoint)
 
-        for r in rows:
-            res = evaluate(r, ds.qrels, "nDCG@10 RR@10")
-            typer.echo(f"  {r.name}: nDCG@10 {res['nDCG@10']:.4f}  MRR@10 {res['RR@10']:.4f}")
+
+def _evaluate_held_out(runs: list, ds, meta: dict, checkpoint: Path) -> None:
+    """nDCG@10 and MRR@10 of ``runs`` over the judged queries the checkpoint neither trained
+    nor validated on (``held_out_queries``), the line above them saying which queries those are."""
+    from limelight.evaluation.evaluate import Evaluator
+    from limelight.rerank.interpolate import subset_qrels
+    from limelight.rerank.train import held_out_queries
+
+    relevant = set(ds.qrels.qids.decode(ds.qrels.q[ds.qrels.rel >= 1]).tolist())
+    judged = [q for q in ds.queries.ids if q in relevant]  # as _judged_triples splits them
+    test = held_out_queries(meta, judged, ds.name)
+    if not test:
+        typer.echo(f"no held-out query: every judged query of {ds.name} was a training or "
+                   f"validation query of {checkpoint}")
+        return
+    left = len(judged) - len(test)
+    typer.echo(f"on the {len(test)} judged queries {checkpoint.name} was neither trained nor "
+               f"validated on" + (f" ({left} training and validation queries left out):" if left
+                                  else " (all of them):"))
+    ev = Evaluator(subset_qrels(ds.qrels, test) if left else ds.qrels, "nDCG@10 RR@10")
+    for r in runs:
+        res = ev.evaluate(r, warn=not left)  # the left-out queries' rows are ignored, not warned
+        typer.echo(f"  {r.name}: nDCG@10 {res['nDCG@10']:.4f}  MRR@10 {res['RR@10']:.4f}")
 
 
 @app.command("explain")

@@ -16,6 +16,7 @@ import limelight.cli.core as core
 import limelight.cli.eqi as eqi
 import limelight.cli.evaluate as evaluate
 import limelight.cli.exposure as exposure
+import limelight.cli.fairness as fairness
 import limelight.cli.generate as generate
 import limelight.cli.rerank as rerank
 import limelight.cli.serve as serve
@@ -47,6 +48,7 @@ app.command("retrieve")(core.retrieve)
 app.command("info")(core.info)
 app.command("systems")(core.systems)
 app.command("retrievability")(exposure.retrievability_cmd)
+app.command("fairness")(fairness.fairness_cmd)
 app.command("evaluate")(evaluate.evaluate)
 app.command("compare")(evaluate.compare)
 app.command("variations")(variations.variations_cmd)

@@ -27,7 +27,9 @@ def _measure(run: Run, qrels: Qrels, measure: str) -> float:
     return float(Evaluator(qrels, measure).evaluate(run, warn=False)[measure])
 
 
-def _subset_qrels(qrels: Qrels, qids: Sequence[str]) -> Qrels:
+def subset_qrels(qrels: Qrels, qids: Sequence[str]) -> Qrels:
+    """The judgments of the queries ``qids`` only (evaluating a subset of queries: the other
+    queries' judgments would count as queries the run scores 0 on, as trec_eval -c does)."""
     keep = np.isin(qrels.qids.decode(qrels.q), np.asarray(list(qids), dtype=object))
     return Qrels.from_arrays(qrels.qids.decode(qrels.q[keep]), qrels.docids.decode(qrels.d[keep]),
                              qrels.rel[keep], qrels.name)
@@ -93,7 +95,7 @@ def tune_lambda(first: Run, reranked: Run, qrels: Qrels, val_qids: Sequence[str]
     if not len(val_qids):
         raise LimelightError("λ tuning needs validation queries")
     grid = [round(float(x), 4) for x in (grid if grid is not None else np.linspace(0, 1, 11))]
-    f, r, qr = first.subset(val_qids), reranked.subset(val_qids), _subset_qrels(qrels, val_qids)
+    f, r, qr = first.subset(val_qids), reranked.subset(val_qids), subset_qrels(qrels, val_qids)
     table = {lam: _measure(interpolate(f, r, lam, depth), qr, measure) for lam in grid}
     best = max(grid, key=lambda lam: (table[lam], -grid.index(lam)))
     return best, table
@@ -107,7 +109,7 @@ def tune_depth(first: Run, reranked: Run, qrels: Qrels, val_qids: Sequence[str],
 
     if not len(val_qids):
         raise LimelightError("depth tuning needs validation queries")
-    f, r, qr = first.subset(val_qids), reranked.subset(val_qids), _subset_qrels(qrels, val_qids)
+    f, r, qr = first.subset(val_qids), reranked.subset(val_qids), subset_qrels(qrels, val_qids)
     table = {int(k): _measure(rerank_at_depth(f, r, int(k)), qr, measure) for k in depths}
     best = max(table, key=lambda k: (table[k], -k))
     return best, table

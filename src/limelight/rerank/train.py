@@ -791,3 +791,15 @@ def fold_split(qids: Sequence[str], folds: int = 5, fold: int | None = 0, val_sh
     rest = [rest[i] for i in order]
     n_val = int(len(rest) * val_share)
     return rest[n_val:], rest[:n_val], test
+
+
+def held_out_queries(meta: dict, qids: Sequence[str], collection: str | None = None) -> list[str]:
+    """The query ids of ``qids`` a checkpoint neither trained nor validated on: those not in its
+    ``meta`` ``train_queries`` / ``val_queries`` (as ``limelight rerank train`` and the audit's
+    rerank stage record them), in the order of ``qids``. A checkpoint trained on another
+    collection (``meta["collection"]`` is not ``collection``) or weakly supervised (no such
+    queries) has seen none of them."""
+    if collection is not None and meta.get("collection") not in (None, collection):
+        return list(qids)
+    seen = set(meta.get("train_queries") or []) | set(meta.get("val_queries") or [])
+    return [q for q in qids if q not in seen]
