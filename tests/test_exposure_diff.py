@@ -151,3 +151,15 @@ def test_default_cutoff_is_the_stores_depth_below_100(stores):
     assert got["summary"]["c"] == 50
     assert got["summary"] == json.loads(json.dumps(diff_stores(a, b, c=50).summary))
     assert diff_stores(a, b).summary["c"] == 50  # the library's default too
+
+
+def test_retrievability_of_a_shallow_store_defaults_to_its_depth(stores):
+    """The same default for ``limelight retrievability --store`` (it failed at c=100 too)."""
+    from typer.testing import CliRunner
+
+    from limelight.cli import app
+
+    _, a, _, _, _ = stores
+    r = CliRunner().invoke(app, ["retrievability", "--store", str(a.path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["gini"] == a.retrievability(c=50).gini

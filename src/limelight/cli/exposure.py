@@ -287,7 +287,8 @@ def retrievability_cmd(
     store: Path = typer.Option(None, help="exposure store directory"),
     run: Path = typer.Option(None, help="TREC run (its rank column is used, 1-based)"),
     docs: Path = typer.Option(None, help="with --run: every document id (one per line, or docs.jsonl)"),
-    c: int = typer.Option(100, "--c", help="cutoff c"),
+    c: int = typer.Option(None, "--c", help="cutoff c (default: 100, or a store's depth when it "
+                                           "is below 100)"),
     beta: float = typer.Option(None, "--beta", help="gravity β (f = 1/k^β); default cumulative"),
     out: Path = typer.Option(None, help="write docid<TAB>r for every document"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
@@ -301,11 +302,12 @@ def retrievability_cmd(
     if store is not None:
         if docs is not None:
             raise LimelightError("--docs goes with --run (a store knows its documents)")
-        res = ExposureStore.open(store).retrievability(c=c, beta=beta)
+        st = ExposureStore.open(store)
+        res = st.retrievability(c=min(100, st.depth) if c is None else c, beta=beta)
     else:
         doc_ids = read_doc_ids(docs) if docs is not None else None
         ranks, dmap, _ = ranks_from_trec_run(run, doc_ids)
-        res = analyse(ranks, dmap, None, c, beta)
+        res = analyse(ranks, dmap, None, 100 if c is None else c, beta)
         res.extra["documents"] = "listed in --docs" if docs else "retrieved by the run only"
     if out is not None:
         res.write_tsv(out)
