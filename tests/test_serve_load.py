@@ -161,6 +161,25 @@ def test_view_cache_refuses_a_new_key_beyond_its_pending_bound():
     assert cache.get("k9", lambda: np.ones(1), heavy=True)[0] == 1.0
 
 
+def test_view_cache_bounds_the_requests_waiting_for_a_key():
+    """Each request waiting for a view being computed holds a server thread: at most
+    ``max_waiters`` of them, the next is refused (429) rather than starving the thread pool."""
+    cache = ViewCache(max_bytes=1 << 20, workers=1, max_pending=4, max_waiters=1)
+    held = Held(np.zeros(2))
+    owner = threading.Thread(target=cache.get, args=("k", held.make), kwargs={"heavy": True})
+    owner.start()
+    assert held.started.wait(WAIT)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(cache.get("k", lambda: np.ones(2))))
+    waiter.start()
+    _until(lambda: cache.stats()["waiting"] == 1, "the first waiter")
+    with pytest.raises(Busy, match="wait for views being computed"):
+        cache.get("k", lambda: np.ones(2))
+    held.release.set()
+    owner.join(WAIT), waiter.join(WAIT)
+    assert got[0] is held.value and cache.stats()["waiting"] == 0 and held.calls == 1
+
+
 def test_gate_bounds_its_queue_and_the_wait():
     gate = Gate(workers=1, max_queue=1, timeout=0.2, what="jobs")
     running = threading.Event()
@@ -211,7 +230,8 @@ def test_a_slow_view_blocks_neither_info_nor_other_views(service, live_server):
     owner.start()
     try:
         assert slow.started.wait(WAIT)
-        with httpx.Client(base_url=live_server, timeout=WAIT) as c:
+        # the slow view is held for up to WAIT s; a request blocked behind it times out first
+        with httpx.Client(base_url=live_server, timeout=WAIT / 4) as c:
             assert c.get("/api/info").status_code == 200
             assert c.get("/api/search", params={"q": "star wars"}).status_code == 200
             c_new = 37  # a cutoff no other test asks for: computed now, beside the slow view
@@ -219,6 +239,7 @@ def test_a_slow_view_blocks_neither_info_nor_other_views(service, live_server):
             assert r.status_code == 200 and r.json()["c"] == c_new
             assert r.json()["gini"] == pytest.approx(
                 service.system("bm25-classic").store.retrievability(c=c_new).gini)
+        assert owner.is_alive() and "first" not in got  # all answered while the slow view computes
         waiter = threading.Thread(target=lambda: got.update(second=service._memoize(key, lambda: "again")))
         waiter.start()
         _until(lambda: waiter.is_alive(), "the second request")
@@ -240,10 +261,11 @@ def test_a_slow_heavy_view_leaves_a_turn_for_another(service, live_server):
     owner.start()
     try:
         assert slow.started.wait(WAIT)
-        with httpx.Client(base_url=live_server, timeout=WAIT) as c:
+        with httpx.Client(base_url=live_server, timeout=WAIT / 4) as c:
             r = c.get("/api/retrievability/documents", params={"system": "bm25", "c": 41, "limit": 3})
             assert r.status_code == 200 and len(r.json()["documents"]) == 3
             assert c.get("/api/info").status_code == 200
+        assert owner.is_alive()  # answered while the slow computation holds its turn
     finally:
         slow.release.set()
         owner.join(WAIT)

@@ -17,10 +17,15 @@ def serve(
     workers: int = typer.Option(1, min=1, help="worker threads of the BM25 kernel"),
     max_body: int = typer.Option(1 << 20, min=1024, help="largest accepted request body in bytes"),
     preload: bool = typer.Option(True, help="load the search models and retrievability before serving"),
+    preload_eqi: bool = typer.Option(False, help="build the exact reverse search engines before serving "
+                                                 "(else on the first EQI search of each system; ~650 MB on "
+                                                 "the Debian demo audit)"),
     eqi_queue: int = typer.Option(4, min=0, help="EQI searches that may wait behind the running one "
                                                  "(one more: 429 with Retry-After)"),
     eqi_timeout: float = typer.Option(30.0, min=0.1, help="seconds an EQI search may wait for its turn "
                                                           "(longer: 503 with Retry-After)"),
+    eqi_threads: int = typer.Option(1, min=1, help="FAISS and numba threads of an EQI search (the other "
+                                                    "cores keep answering the rest of the API)"),
     view_cache_mb: int = typer.Option(256, min=1, help="MiB of derived retrievability views kept "
                                                        "(least recently used dropped first)"),
 ) -> None:
@@ -35,10 +40,10 @@ def serve(
     sock = bind_socket(host, port)  # before loading anything: a busy port fails at once
     try:
         service: AuditService = open_service(audit, reranker, eqi_queue=eqi_queue, eqi_timeout=eqi_timeout,
-                                             view_cache_bytes=view_cache_mb << 20)
+                                             eqi_threads=eqi_threads, view_cache_bytes=view_cache_mb << 20)
         service.threads = workers
         if preload:
-            service.warm()
+            service.warm(eqi=preload_eqi)
         application = create_app(service, max_body=max_body)
         config = uvicorn.Config(application, log_level="warning", access_log=False, timeout_keep_alive=30)
         server = uvicorn.Server(config)

@@ -122,6 +122,30 @@ def _not_json_text(scope, body: bytes) -> str | None:
     return None
 
 
+class SecurityHeaders:
+    """ASGI middleware: ``SECURITY_HEADERS`` on every response that does not set them itself. A
+    plain ASGI wrapper of ``send``: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``)
+    streams each response through a task and a memory stream, a cost every request paid on
+    the event loop's thread."""
+
+    def __init__(self, app):
+        self.app = app
+        self.extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *((k, v) for k, v in self.extra if k not in have)]}
+            await send(message)
+
+        return await self.app(scope, receive, send_with_headers)
+
+
 async def _plain(send, status: int, detail: str | list) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -149,13 +173,6 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
-    @app.middleware("http")
-    async def headers(request: Request, call_next):
-        response = await call_next(request)
-        for k, v in SECURITY_HEADERS.items():
-            response.headers.setdefault(k, v)
-        return response
-
     _add_error_handlers(app, service, templates)
     _add_api(app, service)
     page = _page_renderer(service, templates)
@@ -163,6 +180,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     _add_tool_pages(app, service, page)
     if max_body:
         app.add_middleware(BodyLimit, max_body=max_body)
+    app.add_middleware(SecurityHeaders)
     return app
 
 

@@ -10,8 +10,10 @@ stalling the others:
 - :class:`ViewCache`: the same for derived views (r(d) of a system at a cutoff, Lorenz
   curves, orders, groups), kept in a least-recently-used cache bounded in bytes
   (:func:`sizeof`), with at most ``workers`` heavy computations running at once (each reads a
-  whole store: its transient memory is bounded by the same number) and at most ``max_pending``
-  distinct keys waiting to compute; beyond that :class:`Busy` (HTTP 429 with Retry-After).
+  whole store: its transient memory is bounded by the same number), at most ``max_pending``
+  distinct keys waiting to compute and at most ``max_waiters`` requests waiting for keys being
+  computed (each holds one of the server's threads); beyond that :class:`Busy` (HTTP 429 with
+  Retry-After).
 - :class:`Gate`: at most ``workers`` jobs at once (EQI pastes: each uses every core), a queue
   of at most ``max_queue`` waiting jobs (:class:`Busy` beyond it), and a wait of at most
   ``timeout`` seconds in the queue (:class:`QueueTimeout`, HTTP 503 with Retry-After).
@@ -143,15 +145,19 @@ class ViewCache(SingleFlight):
     leaf, whose ``make`` looks nothing else up in the cache) run at once; a light one (a view
     derived from heavy ones, whose ``make`` may look them up) takes no turn, so that a thread
     holding a turn never waits for another key. A new key finding ``max_pending`` others
-    already waiting or running raises :class:`Busy`.
+    already waiting or running raises :class:`Busy`, and so does a request for a key being
+    computed that finds ``max_waiters`` requests already waiting.
 
     ``hits``, ``misses``, ``evictions`` and ``bytes`` say how it is doing (``stats()``).
     """
 
-    def __init__(self, max_bytes: int = 256 << 20, workers: int = 1, max_pending: int = 8):
+    def __init__(self, max_bytes: int = 256 << 20, workers: int = 1, max_pending: int = 8,
+                 max_waiters: int = 16):
         super().__init__()
         self.max_bytes = int(max_bytes)
         self.max_pending = int(max_pending)
+        self.max_waiters = int(max_waiters)
+        self.waiters = 0
         self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # type: ignore[assignment]
         self._slots = threading.BoundedSemaphore(max(1, int(workers)))
         self.bytes = 0
@@ -184,6 +190,11 @@ class ViewCache(SingleFlight):
                 return True, value, None, False
             flight = self._flights.get(key)
             if flight is not None:
+                if self.waiters >= self.max_waiters:
+                    wait = math.ceil(self._seconds)
+                    raise Busy(f"{self.waiters} requests wait for views being computed; try again in {wait} s",
+                               wait)
+                self.waiters += 1
                 return False, None, flight, False
             if len(self._flights) >= self.max_pending:
                 wait = math.ceil(self._seconds * len(self._flights))
@@ -191,6 +202,13 @@ class ViewCache(SingleFlight):
             self.misses += 1
             flight = self._flights[key] = _Flight()
             return False, None, flight, True
+
+    def _wait(self, flight: _Flight) -> Any:
+        try:
+            return super()._wait(flight)
+        finally:
+            with self._lock:
+                self.waiters -= 1
 
     def get(self, key: Hashable, make: Callable[[], T], heavy: bool = False) -> T:
         """The value of ``key``, computed by ``make()`` once (taking a turn when ``heavy``)."""
@@ -211,7 +229,7 @@ class ViewCache(SingleFlight):
         with self._lock:
             return {"entries": len(self._values), "bytes": self.bytes, "max_bytes": self.max_bytes,
                     "hits": self.hits, "misses": self.misses, "evictions": self.evictions,
-                    "computing": len(self._flights)}
+                    "computing": len(self._flights), "waiting": self.waiters}
 
 
 def sizeof(value: Any, _depth: int = 0) -> int:
@@ -317,3 +335,18 @@ class _Slot:
 
     def __exit__(self, *exc: object) -> None:
         self.gate._release(time.perf_counter() - self.t0)
+
+
+def release_memory() -> None:
+    """Hand back to the system what Arrow's memory pool and C's ``malloc`` keep of buffers
+    already freed (Parquet decoding of the documents, of a store's pairs; the temporaries of an
+    engine's build): otherwise it stays resident for nothing."""
+    import ctypes
+    import ctypes.util
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    libc = ctypes.util.find_library("c")
+    if libc and hasattr(ctypes.CDLL(libc), "malloc_trim"):  # glibc
+        ctypes.CDLL(libc).malloc_trim(0)

@@ -2,11 +2,18 @@
 
 An :class:`AuditService` opens an audit directory through :class:`limelight.audit.AuditDir` once
 (the index's stored documents and every system's ExposureStore, read-only: a document's
-exposing queries come from the store's per-document index, a query's top-n from its rows, and
-the query search from an in-memory DuckDB table of the query set) and answers the questions of the pages: search, which queries expose a document, what a query
+exposing queries come from the store's per-document index, memory-mapped, a query's top-n from
+its rows, and the query search from the query set's lower-cased texts in one Arrow array) and
+answers the questions of the pages: search, which queries expose a document, what a query
 exposes, retrievability and its inequality, and exposing queries of a pasted document. Nothing
 here takes a file-system path from a request: systems, models and EQI methods are names looked
 up among those the audit holds.
+
+Memory: what is read-only and large is mapped, not copied (the BM25 index, the stores' index
+pieces, the audit's query vectors, copy-on-write), Arrow's pool hands back the buffers of
+Parquet decoding, the hybrid search fuses the BM25 and dense retrievers already open, and the
+exact reverse search engines (about 650 MB on the Debian demo audit) are built on the first EQI
+search of their system unless ``warm(eqi=True)``.
 
 Ranks are 1-based everywhere here (as in files and reports); exposure under a browsing model is
 ``BrowsingModel.weights(rank)``, which converts to the 0-based ρ of the EQI paper itself.
@@ -25,7 +32,7 @@ import numpy as np
 from limelight.audit import AuditDir, NotAnAuditError
 from limelight.errors import LimelightError, UnknownIdError
 from limelight.exposure.browsing import BrowsingModel, parse_browsing_model
-from limelight.service.concurrency import Gate, SingleFlight, ViewCache
+from limelight.service.concurrency import Gate, SingleFlight, ViewCache, release_memory
 from limelight.service.snippets import make_snippet
 
 SEARCH_MODELS = ("bm25", "dense", "hybrid")
@@ -37,6 +44,7 @@ VIEW_WORKERS = 2  # r(d) computations at once: each reads a whole store (transie
 VIEW_PENDING = 8  # distinct views computing or waiting to; a new one beyond: 429
 EQI_QUEUE = 4  # EQI searches waiting behind the running one; one more: 429
 EQI_TIMEOUT = 30.0  # seconds an EQI search may wait for its turn; longer: 503
+EQI_THREADS = 1  # FAISS/numba threads of an EQI search (2 on 2 cores: +35% speed, every request waits)
 
 
 class NotFound(LimelightError):
@@ -63,7 +71,6 @@ class _System:
     name: str
     settings: dict
     store: Any  # ExposureStore
-    con: Any  # an in-memory DuckDB connection over the store (ExposureStore.connect; one cursor per request)
     doc_rows: np.ndarray  # store d -> row in the served documents
     store_d: np.ndarray  # served row -> store d (-1: not in the store)
 
@@ -103,13 +110,15 @@ class AuditService:
     ``SingleFlight``; derived retrievability views are a ``ViewCache`` bounded in bytes
     (``view_cache_bytes``, LRU) computing at most ``view_workers`` r(d) at once; EQI searches
     pass a ``Gate``: one at a time, ``eqi_queue`` waiting at most, each waiting at most
-    ``eqi_timeout`` seconds (``Busy``/``QueueTimeout`` beyond: HTTP 429/503).
+    ``eqi_timeout`` seconds (``Busy``/``QueueTimeout`` beyond: HTTP 429/503), on at most
+    ``eqi_threads`` FAISS and numba threads (``None``: theirs), so that the other cores keep
+    answering the rest of the API.
     """
 
     def __init__(self, audit: str | os.PathLike | AuditDir, reranker: str | os.PathLike | None = None,
                  threads: int | None = None, view_cache_bytes: int = VIEW_CACHE_BYTES,
                  view_workers: int = VIEW_WORKERS, eqi_queue: int = EQI_QUEUE,
-                 eqi_timeout: float = EQI_TIMEOUT):
+                 eqi_timeout: float = EQI_TIMEOUT, eqi_threads: int | None = EQI_THREADS):
         from limelight.retrieval.index_dir import load_docs, read_meta
 
         self.audit = audit if isinstance(audit, AuditDir) else AuditDir(audit)
@@ -118,6 +127,7 @@ class AuditService:
             raise NotAnAuditError(f"{self.audit.path}: the audit has no index/ directory")
         self.index_meta = read_meta(self.audit.index_dir)
         self.docs = load_docs(self.audit.index_dir)
+        release_memory()  # the Parquet decoding's buffers: ~175 MB kept by Arrow's pool otherwise
         self.doc_ids = self.docs.ids
         self.threads = threads
         self.title_field = next((f for f in TITLE_FIELDS if f in self.docs.fields), None)
@@ -128,6 +138,7 @@ class AuditService:
         # EQI searches one at a time: each uses every core (FAISS, numba); run side by side under
         # load they thrash (34 concurrent dense searches: p99 40 s, measured). A bounded queue.
         self.eqi_gate = Gate(1, eqi_queue, eqi_timeout, what="EQI searches")
+        self.eqi_threads = eqi_threads
         self._exact_lock = threading.Lock()  # ExactReverse.add_documents is not thread-safe
         self._rerank_lock = threading.Lock()  # the torch model is not shared across threads
         self.systems: dict[str, _System] = {}
@@ -155,7 +166,7 @@ class AuditService:
                                       f"audit's index (e.g. {store.doc_ids[int(np.flatnonzero(rows < 0)[0])]!r})")
             inv = np.full(len(self.doc_ids), -1, dtype=np.int64)
             inv[rows] = np.arange(len(rows))
-            self.systems[name] = _System(name, settings.get(name, {}), store, store.connect(), rows, inv)
+            self.systems[name] = _System(name, settings.get(name, {}), store, rows, inv)
         if not self.systems:
             raise NotAnAuditError(f"{self.audit.path}: the audit has no systems with exposure stores")
         self.reranker = None
@@ -173,15 +184,24 @@ class AuditService:
             return f
         return self.group_fields[0] if self.group_fields else None
 
-    def warm(self) -> None:
-        """Load the search models and r(d) of every system now rather than on first request."""
+    def warm(self, eqi: bool = False) -> None:
+        """Load the search models and r(d) of every system (at c = 100 and the audit's cutoffs,
+        with the groups of the audit's group field) now rather than on first request;
+        with ``eqi``, the exact reverse search engines too (else the first EQI search of each
+        system builds its engine: seconds, and 160-340 MB each on the Debian demo audit)."""
         for m in self.search_models:
             self.retriever(m).search_batch(["warm up"], 10)
         import limelight.service.eqi as _eqi
 
+        cutoffs = [c for c in self.manifest.get("cutoffs", []) if isinstance(c, int)]
         for name, s in self.systems.items():
-            self.retrievability(name, min(100, s.store.depth))
-            _eqi.prepare(self, s)
+            for c in sorted({min(100, s.store.depth), *(c for c in cutoffs if 1 <= c <= s.store.depth)}):
+                self.retrievability(name, c)  # the pages' default c and the audit's own cutoffs
+                if self.group_field is not None:  # and the dashboard's groups at those cutoffs
+                    self.groups(self.group_field, name, c, limit=1)
+            if eqi:
+                _eqi.prepare(self, s)
+        release_memory()
 
     # ---- helpers ---------------------------------------------------------------------------------
     @staticmethod
@@ -262,7 +282,13 @@ class AuditService:
         def open_model():
             from limelight.retrieval.spec import RetrieverSpec
 
-            return RetrieverSpec.from_model(model).open(self.audit.index_dir, threads=self.threads)
+            spec = RetrieverSpec.from_model(model)
+            if model == "hybrid":  # the fusion of the two retrievers already open, not two more
+                from limelight.retrieval.fusion import Hybrid
+
+                return Hybrid(self.retriever("bm25"), self.retriever("dense"), k=spec.param("rrf_k"),
+                              depth=spec.param("fusion_depth"), name="hybrid")
+            return spec.open(self.audit.index_dir, threads=self.threads)
 
         return self._resources.get(("retriever", model), open_model)
 
@@ -313,6 +339,7 @@ class AuditService:
         sysm = self.system(system)
         model = self.browsing(browsing)
         st = sysm.store
+        self._scores_in_memory(sysm)
         q, rank, score = st.document_pairs(int(sysm.store_d[row]))  # by rank, then query id
         weights = np.asarray(st.queries.weights, dtype=np.float64)[q]
         ranks, counts, wsum = _by_rank(rank, weights)
@@ -359,6 +386,12 @@ class AuditService:
                         "exposure": float(mu @ counts), "r": float(self._served_r(sysm, cs)[row])})
         return out
 
+    def _scores_in_memory(self, sysm: _System) -> None:
+        """Load the system's score column once (4 bytes a pair: 46 MB for 11.5M pairs), on its
+        first document request: a document's exposing pairs are spread over every shard, and
+        reading their row groups each time cost 25 ms a request, most of the document page."""
+        self._resources.get(("scores", sysm.name), lambda: sysm.store.scores() is not None)
+
     def query_row(self, sysm: _System, qid: str) -> int:
         try:
             return sysm.store.queries.ids.lookup(qid)
@@ -372,7 +405,7 @@ class AuditService:
         q = self.query_row(sysm, qid)
         model = self.browsing(browsing)
         st = sysm.store
-        d_all, rank_all, score_all = st.query_pairs(q)
+        d_all, rank_all, score_all = _query_pairs(st, q)
         sel = slice(max(offset, 0), max(offset, 0) + max(limit, 0))
         d = np.asarray(d_all[sel], dtype=np.int64)
         ranks = np.asarray(rank_all[sel], dtype=np.int64)
@@ -386,22 +419,40 @@ class AuditService:
                 "total": int(len(d_all)), "threshold": _to_py(st.query_threshold(q)), "offset": offset,
                 "limit": limit, "documents": docs}
 
+    def _query_search_index(self, sysm: _System) -> tuple[Any, np.ndarray]:
+        """The system's query texts lower-cased (an Arrow array: searched off the GIL) and the
+        queries' order by weight, heaviest first, then code; one per query set."""
+        def build() -> tuple[Any, np.ndarray]:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            qs = sysm.store.queries
+            lower = pc.utf8_lower(pa.array(qs.texts.tolist(), pa.string()))
+            w = np.asarray(qs.weights, dtype=np.float64)
+            return lower, np.lexsort((np.arange(len(w)), -w))
+
+        key = sysm.store.manifest.get("queries") or sysm.name
+        return self._resources.get(("query-search", key, len(sysm.store.queries)), build)
+
     def find_queries(self, text: str, system: str | None = None, limit: int = 50, offset: int = 0) -> dict:
-        """Log queries whose text contains ``text`` (case-insensitive), heaviest first."""
+        """Log queries whose text contains ``text`` (case-insensitive; every character literal),
+        heaviest first, then by code."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         sysm = self.system(system)
-        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        cur = sysm.con.cursor()
-        try:
-            total = cur.execute("SELECT count(*) FROM queries WHERE text ILIKE ? ESCAPE '\\'",
-                                [pattern]).fetchone()[0]
-            rows = cur.execute(
-                "SELECT qid, text, weight, n_retrieved FROM queries WHERE text ILIKE ? ESCAPE '\\' "
-                "ORDER BY weight DESC, q LIMIT ? OFFSET ?", [pattern, limit, offset]).fetchall()
-        finally:
-            cur.close()
-        return {"search": text, "system": sysm.name, "total": int(total), "offset": offset, "limit": limit,
+        lower, order = self._query_search_index(sysm)
+        if text:
+            needle = pc.utf8_lower(pa.scalar(text, pa.string())).as_py()
+            hit = pc.match_substring(lower, needle).to_numpy(zero_copy_only=False)
+            order = order[hit[order]]
+        page = order[offset:offset + limit]
+        qs, n_ret = sysm.store.queries, sysm.store.n_retrieved()
+        return {"search": text, "system": sysm.name, "total": int(len(order)), "offset": offset, "limit": limit,
                 "queries": [{"qid": a, "query": b, "weight": float(w), "n_retrieved": int(n)}
-                            for a, b, w, n in rows]}
+                            for a, b, w, n in zip(qs.ids.decode(page).tolist(), qs.texts[page].tolist(),
+                                                  np.asarray(qs.weights)[page].tolist(), n_ret[page].tolist(),
+                                                  strict=True)]}
 
     # ---- retrievability --------------------------------------------------------------------------
     def retrievability(self, system: str | None = None, c: int = 100):
@@ -410,8 +461,13 @@ class AuditService:
         sysm = self.system(system)
         if not 1 <= c <= sysm.store.depth:
             raise BadRequest(f"cutoff c must be between 1 and the store depth {sysm.store.depth}, got {c}")
-        return self._views.get(("retrievability", sysm.name, c), lambda: sysm.store.retrievability(c=c),
-                               heavy=True)
+        def compute():
+            try:
+                return sysm.store.retrievability(c=c)
+            finally:
+                release_memory()  # the pairs were read for this view only
+
+        return self._views.get(("retrievability", sysm.name, c), compute, heavy=True)
 
     def _memoize(self, key: tuple, make):
         """A view derived from others (``make`` may look them up), cached as they are."""
@@ -512,13 +568,37 @@ class AuditService:
         import limelight.service.eqi as _eqi
 
         sysm = self.eqi_system() if system in (None, "") else self.system(system)
-        with self.eqi_gate.slot():
+        with self.eqi_gate.slot(), _eqi.threads(self.eqi_threads):
             exact = _eqi.exact_reverse(self, sysm, text, k)
             learned = [_eqi.learned(self, sysm, m, text, k, exact) for m in self.eqi_methods()]
         _eqi.mark_shared(exact, learned)
         note = self.eqi_for(sysm)[1]
         return {"system": sysm.name, "depth": sysm.store.depth, "k": k, "exact": exact,
                 "learned": learned, "note": note}
+
+
+def _query_pairs(store, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(d, rank, score)`` of query code ``q``'s stored top-n (``ExposureStore.query_pairs``),
+    decoding only the row groups of its shard that hold its rows, not the whole shard."""
+    import pyarrow.parquet as pq
+
+    qoff = store.query_offsets()
+    s, e = int(qoff[q]), int(qoff[q + 1])
+    size = int(store.manifest["shard_size"])
+    i = q // size
+    start, stop = s - int(qoff[i * size]), e - int(qoff[i * size])  # rows inside the shard
+    cols = ("d", "rank", "score")
+    if stop <= start:
+        return np.zeros(0, np.int32), np.zeros(0, np.int16), np.zeros(0, np.float32)
+    f = pq.ParquetFile(store.shard_files()[i])
+    md = f.metadata
+    bounds = np.zeros(md.num_row_groups + 1, dtype=np.int64)
+    np.cumsum([md.row_group(g).num_rows for g in range(md.num_row_groups)], out=bounds[1:])
+    g0 = int(np.searchsorted(bounds, start, side="right")) - 1
+    g1 = int(np.searchsorted(bounds, stop - 1, side="right")) - 1
+    t = f.read_row_groups(list(range(g0, g1 + 1)), columns=list(cols))
+    a = start - int(bounds[g0])
+    return tuple(t.column(c).to_numpy()[a:a + stop - start] for c in cols)  # type: ignore[return-value]
 
 
 def open_service(audit: str | os.PathLike, reranker: str | os.PathLike | None = None,

@@ -12,6 +12,9 @@ lists (its dotted bars).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 
 from limelight.errors import LimelightError
@@ -25,7 +28,7 @@ def exact_reverse(service, sysm, text: str, k: int) -> dict:
         return {"method": "exact", "available": False, "queries": [], "n_exposing": None,
                 "message": f"exact reverse search of a new document covers bm25 and dense systems; "
                            f"{sysm.name!r} is {kind}"}
-    engine = _cached(service, ("exact", sysm.name), lambda: _build_exact(service, sysm, kind))
+    engine = _cached(service, ("exact", sysm.name), lambda: _released(_build_exact(service, sysm, kind)))
     with service._exact_lock:
         q, rank, score = engine.add_documents([text], [NEW_DOCID]).lists(0)
     qs = sysm.store.queries
@@ -38,6 +41,27 @@ def exact_reverse(service, sysm, text: str, k: int) -> dict:
 
 
 NEW_DOCID = "new-document"
+
+
+@contextlib.contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """At most ``n`` threads for the FAISS (OpenMP) and numba parallel regions this thread
+    starts inside the block (``None``: leave them). Both settings belong to the calling thread
+    only, so other requests are unaffected; they are restored at the end."""
+    if n is None:
+        yield
+        return
+    import faiss
+    import numba
+
+    old_faiss, old_numba = faiss.omp_get_max_threads(), numba.get_num_threads()
+    faiss.omp_set_num_threads(max(1, min(n, old_faiss)))
+    numba.set_num_threads(max(1, min(n, old_numba)))
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(old_faiss)
+        numba.set_num_threads(old_numba)
 
 
 def prepare(service, sysm) -> None:
@@ -57,6 +81,14 @@ def _cached(service, key, make):
     return service._resources.get(("eqi",) + key, make)
 
 
+def _released(value):
+    """``value``, after handing back the memory its build freed (``core.release_memory``)."""
+    from limelight.service.concurrency import release_memory
+
+    release_memory()
+    return value
+
+
 def _build_exact(service, sysm, kind: str):
     from limelight.exposure.eqi import ExactReverse
     from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
@@ -64,20 +96,28 @@ def _build_exact(service, sysm, kind: str):
 
     if kind == "bm25":
         st = sysm.settings
-        spec = RetrieverSpec.of("bm25", k1=float(st.get("k1", DEFAULT_K1)), b=float(st.get("b", DEFAULT_B)))
-        retriever = spec.open(service.audit.index_dir)
+        k1, b = float(st.get("k1", DEFAULT_K1)), float(st.get("b", DEFAULT_B))
+        if (k1, b) == (DEFAULT_K1, DEFAULT_B) and "bm25" in service.search_models:
+            retriever = service.retriever("bm25")  # the search page's: the same index and settings
+        else:
+            retriever = RetrieverSpec.of("bm25", k1=k1, b=b).open(service.audit.index_dir)
         return ExactReverse.build(sysm.store, retriever)
     retriever = service.retriever("dense")
     return ExactReverse.build(sysm.store, retriever, query_embeddings=_stored_query_vectors(service, sysm))
 
 
 def _stored_query_vectors(service, sysm):
-    """The audit's query vectors (those its dense stores were computed from), when they fit."""
+    """The audit's query vectors (those its dense stores were computed from), when they fit:
+    memory-mapped copy-on-write (writable for torch, shared with the page cache, never written
+    back), one mapping for every system and model of the server."""
     p = service.audit.query_vectors
-    if p.exists():
-        v = np.load(p, mmap_mode="r")
-        if v.shape[0] == len(sysm.store.queries):
-            return np.array(v, dtype=np.float32)  # a writable copy (torch reads it)
+    if not p.exists():
+        return None
+    v = service._resources.get(("query-vectors",), lambda: np.load(p, mmap_mode="c"))
+    if v.shape[0] == len(sysm.store.queries) and v.dtype == np.float32 and v.flags.c_contiguous:
+        return v
+    if v.shape[0] == len(sysm.store.queries):
+        return np.array(v, dtype=np.float32)
     return None
 
 
@@ -101,7 +141,8 @@ def learned(service, sysm, method: str, text: str, k: int, exact: dict) -> dict:
     if reason is not None:
         return {"method": method, "available": False, "queries": [], "message": reason}
     try:
-        model = _cached(service, ("learned", sysm.name, method), lambda: _load_learned(service, sysm, method))
+        model = _cached(service, ("learned", sysm.name, method),
+                        lambda: _released(_load_learned(service, sysm, method)))
         q = np.asarray(model.search(texts=[text], k=k)[0][0])
     except LimelightError as e:
         return {"method": method, "available": False, "queries": [], "message": str(e)}
