@@ -23,12 +23,12 @@ from limelight.errors import LimelightError
 def exact_reverse(service, sysm, text: str, k: int) -> dict:
     """The exact exposing queries of ``text`` under system ``sysm`` (``ExactReverse``: every
     query counted, the top ``k`` by rank listed)."""
-    kind = system_kind(sysm)
-    if kind not in ("bm25", "dense"):
+    if not exact_able(sysm):
         return {"method": "exact", "available": False, "queries": [], "n_exposing": None,
-                "message": f"exact reverse search of a new document covers bm25 and dense systems; "
-                           f"{sysm.name!r} is {kind}"}
-    engine = _cached(service, ("exact", sysm.name), lambda: _released(_build_exact(service, sysm, kind)))
+                "message": f"exact reverse search of a new document needs a system with a local index "
+                           f"and exact reverse search ({', '.join(_exact_kinds())}); {sysm.name!r} is "
+                           f"a {system_kind(sysm)} system"}
+    engine = _cached(service, ("exact", sysm.name), lambda: _released(_build_exact(service, sysm)))
     with service._exact_lock:
         q, rank, score = engine.add_documents([text], [NEW_DOCID]).lists(0)
     qs = sysm.store.queries
@@ -66,13 +66,43 @@ def threads(n: int | None) -> Iterator[None]:
 
 def prepare(service, sysm) -> None:
     """Build the exact reverse search engine of ``sysm`` now (query side, stored lists)."""
-    if system_kind(sysm) in ("bm25", "dense"):
+    if exact_able(sysm):
         exact_reverse(service, sysm, "warm up", 1)
 
 
+def system_spec(sysm):
+    """The :class:`~limelight.retrieval.spec.RetrieverSpec` of a served system, from its settings
+    (an audit's manifest records ``kind``; a store made by ``limelight exposure compute``,
+    ``model``)."""
+    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.systems import get_kind
+
+    st = dict(sysm.settings)
+    if "kind" not in st:
+        return RetrieverSpec.from_store_settings(st)
+    params = get_kind(st["kind"]).params  # the manifest's entry also names the system
+    return RetrieverSpec.from_settings({k: v for k, v in st.items()
+                                        if k in params or k in ("kind", "checkpoint_sha256", "first_settings")})
+
+
 def system_kind(sysm) -> str:
-    """``bm25``, ``dense`` or ``hybrid`` from the audit manifest (``kind``)."""
-    return str(sysm.settings.get("kind") or sysm.settings.get("model") or "bm25")
+    """The kind of a served system (``bm25``, ``dense``, ``hybrid``, ``run``, ...)."""
+    return system_spec(sysm).kind
+
+
+def exact_able(sysm) -> bool:
+    """Whether a system's kind has a local index and exact reverse search (the engine of a new
+    document's exposing queries)."""
+    from limelight.retrieval.systems import EXACT_REVERSE, LOCAL_INDEX, get_kind
+
+    kind = get_kind(system_kind(sysm))
+    return kind.has(EXACT_REVERSE) and kind.has(LOCAL_INDEX)
+
+
+def _exact_kinds() -> list[str]:
+    from limelight.retrieval.systems import EXACT_REVERSE, LOCAL_INDEX, get_kind, kind_names
+
+    return [k for k in kind_names() if get_kind(k).has(EXACT_REVERSE) and get_kind(k).has(LOCAL_INDEX)]
 
 
 def _cached(service, key, make):
@@ -89,21 +119,19 @@ def _released(value):
     return value
 
 
-def _build_exact(service, sysm, kind: str):
+def _build_exact(service, sysm):
     from limelight.exposure.eqi import ExactReverse
-    from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
     from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.systems import QUERY_VECTORS, get_kind
 
-    if kind == "bm25":
-        st = sysm.settings
-        k1, b = float(st.get("k1", DEFAULT_K1)), float(st.get("b", DEFAULT_B))
-        if (k1, b) == (DEFAULT_K1, DEFAULT_B) and "bm25" in service.search_models:
-            retriever = service.retriever("bm25")  # the search page's: the same index and settings
-        else:
-            retriever = RetrieverSpec.of("bm25", k1=k1, b=b).open(service.audit.index_dir)
-        return ExactReverse.build(sysm.store, retriever)
-    retriever = service.retriever("dense")
-    return ExactReverse.build(sysm.store, retriever, query_embeddings=_stored_query_vectors(service, sysm))
+    spec = system_spec(sysm)
+    if get_kind(spec.kind).has(QUERY_VECTORS):  # vectors: the audit's dense index and its encoder
+        retriever = service.retriever(spec.kind)
+        return ExactReverse.build(sysm.store, retriever, query_embeddings=_stored_query_vectors(service, sysm))
+    same = spec.kind in service.search_models and spec == RetrieverSpec.of(spec.kind)
+    # the search page's retriever when the settings are the defaults (one index in memory)
+    retriever = service.retriever(spec.kind) if same else spec.open(service.audit.index_dir)
+    return ExactReverse.build(sysm.store, retriever)
 
 
 def _stored_query_vectors(service, sysm):
@@ -182,10 +210,9 @@ def why_not(service, sysm, method: str) -> str | None:
 
     def decide() -> str | None:
         meta = model_meta(service, method)
-        kind = system_kind(sysm)
         trained = meta.get("system")
-        if kind not in ("bm25", "dense") and trained != sysm.name:
-            return (f"{sysm.name!r} is a {kind} system: the audit trains EQI models on the exposure "
+        if not exact_able(sysm) and trained != sysm.name:
+            return (f"{sysm.name!r} is a {system_kind(sysm)} system: the audit trains EQI models on the exposure "
                     "of dense systems only (fused and re-ranked systems have no exact reverse search "
                     "to train and evaluate them against)")
         if trained is not None and trained != sysm.name:
