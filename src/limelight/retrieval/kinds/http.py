@@ -1,0 +1,612 @@
+"""Kind ``http``: a live search service, asked every query of the log over HTTP.
+
+A request template says how to ask (``method``, ``url``, query ``params``, a JSON ``body``,
+``headers``) with the placeholders ``{query}``, ``{k}``, ``{qid}`` and ``{offset}``; paths say
+where the answer is: ``hits`` (the list of hits in a response), ``id`` and ``score`` (within one
+hit), each a JSON Pointer (RFC 6901: ``/hits/hits``) or a dotted path (``hits.hits``; a number
+indexes a list). A string that is exactly ``"{k}"`` or ``"{offset}"`` in the body becomes a
+number. A ``preset`` fills all of that from the engines' documented search APIs (``url`` is then
+the service's base: the preset adds its path; what the configuration sets wins)::
+
+    elasticsearch, opensearch   POST URL/_search   {"query": {"multi_match": {"query": "{query}"}},
+                                "size": "{k}", "_source": false, "track_total_hits": false};
+                                hits /hits/hits, id /_id, score /_score; with batch_size > 1,
+                                _msearch (NDJSON: a {} header line and that body per query;
+                                answers /responses, each with its own /status)
+                                (URL: http://HOST:9200/INDEX)
+    solr                        GET URL/select?q={query}&defType=dismax&rows={k}&fl=id,score&wt=json;
+                                hits /response/docs, id /id, score /score
+                                (URL: http://HOST:8983/solr/CORE; set params.qf for the fields)
+    limelight                   GET URL/api/search?q={query}&limit={k}&offset={offset}&model=bm25
+                                (``limelight serve``), 100 hits per request, deeper top-n page by
+                                page; hits /results, id /docid, score /score
+
+Credentials come from environment variables only: a header or query parameter value
+``"env:NAME"`` (or ``"Bearer env:NAME"``, any word then a space) is read from ``NAME`` when the
+system opens. A literal value under a name that looks like a credential (``Authorization``,
+``Cookie``, anything with key, token, secret, password, auth or session), and a URL with a user
+or password, are refused; settings, the store's manifest, the report and the replay's log hold
+the ``env:`` reference, never the value, and every message that quotes a response has the
+values removed.
+
+The store ranks each query's hits by score (ties: document id descending, as trec_eval); with
+``score = ""`` the service's own order is kept (the store's score is then 1 / rank). A document
+id the service returns that the audited collection lacks is refused, with the first ones named
+(``unknown_docs = "drop"`` leaves them out). Another 4xx than the ones no retry changes (401,
+403, 404, ...) fails the query (``client_errors = "empty"``: the query gets no results).
+
+The client (:mod:`limelight.retrieval.replay`): ``concurrency`` requests in flight, ``rate``
+queries/s, ``timeout``, ``retries`` with ``backoff`` (exponential, jittered, Retry-After
+honoured), a ``failure_budget``; answers land in a journal under the system's folder
+(``work_dir/replay/<request hash>/``), so a rerun asks only the queries without an answer, and
+the journal's log keeps each query's status, attempts and latency for the report. The kind is
+not deterministic (a live service changes) unless ``deterministic = true`` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import os
+import re
+from array import array
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import numpy as np
+
+from limelight.data.ids import IdMap
+from limelight.data.queries import Queries
+from limelight.data.run import Run
+from limelight.errors import LimelightError
+from limelight.retrieval.base import Stage
+from limelight.retrieval.systems import NEW_QUERIES, Param, SystemKind, register_kind
+
+NUMBER = (int, float)
+SCALAR = (str, int, float, bool)
+
+_ES_BODY = {"query": {"multi_match": {"query": "{query}"}}, "size": "{k}", "_source": False,
+            "track_total_hits": False}
+_ES = {"method": "POST", "path": "/_search", "body": _ES_BODY, "hits": "/hits/hits", "id": "/_id",
+       "score": "/_score",
+       "batch": {"path": "/_msearch", "header": {}, "responses": "/responses", "status": "/status"}}
+
+#: the request templates of the presets, from each engine's documented search API
+PRESETS: dict[str, dict[str, Any]] = {
+    "elasticsearch": _ES,
+    "opensearch": _ES,
+    "solr": {"method": "GET", "path": "/select",
+             "params": {"q": "{query}", "defType": "dismax", "rows": "{k}", "fl": "id,score", "wt": "json"},
+             "hits": "/response/docs", "id": "/id", "score": "/score"},
+    "limelight": {"method": "GET", "path": "/api/search",
+                  "params": {"q": "{query}", "limit": "{k}", "offset": "{offset}", "model": "bm25"},
+                  "hits": "/results", "id": "/docid", "score": "/score", "max_page": 100},
+}
+
+_PLACEHOLDER = re.compile(r"\{(query|qid|k|offset)\}")
+_JSON_PLACEHOLDER = re.compile(r'"\{(k|offset)\}"|\{(query|qid|k|offset)\}')
+_ENV = re.compile(r"^(?P<prefix>(?:[A-Za-z][\w-]*\s+)?)env:(?P<name>[A-Za-z_]\w*)$")
+_SECRET_WORDS = ("auth", "authorization", "authentication", "cookie", "key", "apikey", "token",
+                 "secret", "password", "passwd", "pass", "session", "sessionid", "signature", "sig",
+                 "credential", "credentials", "jwt", "bearer")
+#: the parameters that say what is asked and how answers are read (the journal's identity);
+#: the others (client settings, what happens to answers) can change without asking again
+_REQUEST_PARAMS = ("url", "preset", "method", "params", "body", "headers", "hits", "id", "score",
+                   "batch", "max_page", "client_errors")
+
+
+def _secret_name(name: str) -> bool:
+    """Whether a header or parameter name looks like a credential's (Authorization, X-Api-Key,
+    access_token, sessionid, ...): one of its words (split at non-letters and camelCase) is a
+    credential word or ends like one."""
+    words = re.split(r"[^a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower())
+    return any(w in _SECRET_WORDS or w.endswith(("token", "secret", "apikey", "password"))
+               for w in words if w)
+
+
+# ---- JSON paths -----------------------------------------------------------------------------------
+def compile_path(path: str, what: str) -> tuple[str | int, ...]:
+    """The steps of a JSON Pointer (``/a/0/b``, RFC 6901: ``~1`` is ``/``, ``~0`` is ``~``) or a
+    dotted path (``a.0.b``); ``""`` is the whole value. A step that is a number may index a list."""
+    if not isinstance(path, str):
+        raise LimelightError(f"http system: {what} must be a path such as /hits/hits, not {path!r}")
+    if path in ("", "/"):
+        return ()
+    if path.startswith("/"):
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+    else:
+        parts = path.split(".")
+    return tuple(int(p) if p.isdigit() else p for p in parts)
+
+
+_MISSING = object()
+
+
+def resolve(value: Any, steps: tuple[str | int, ...]) -> Any:
+    """The value at ``steps`` (:func:`compile_path`) in ``value``; ``_MISSING`` when nothing is."""
+    for s in steps:
+        if isinstance(value, dict):
+            value = value.get(s if isinstance(s, str) else str(s), _MISSING)
+        elif isinstance(value, list) and isinstance(s, int) and s < len(value):
+            value = value[s]
+        else:
+            return _MISSING
+        if value is _MISSING:
+            return value
+    return value
+
+
+def _show_path(steps: tuple[str | int, ...]) -> str:
+    return "/" + "/".join(str(s) for s in steps)
+
+
+# ---- the request template -------------------------------------------------------------------------
+class Template:
+    """The requests of one ``http`` system and how its responses are read (the ``Endpoint`` of
+    :class:`~limelight.retrieval.replay.Replayer`), built from the kind's parameters with the
+    preset's filled in; credentials read from the environment (``secrets`` holds their values,
+    to be removed from any text that leaves)."""
+
+    def __init__(self, params: Mapping[str, Any], read_env: bool = True):
+        p = {k: v for k, v in params.items() if v is not None}
+        self.read_env = read_env
+        preset = p.get("preset")
+        if preset is not None and preset not in PRESETS:
+            raise LimelightError(f"http system: unknown preset {preset!r} ({', '.join(PRESETS)})")
+        pre = PRESETS.get(preset, {})
+        self.secrets: list[str] = []
+        base = p.get("url")
+        if not base:
+            raise LimelightError("http system: url is required (the service's search URL, or its "
+                                 "base URL with a preset)")
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise LimelightError(f"http system: url must be an http:// or https:// URL, not {base!r}")
+        if parts.username or parts.password:
+            raise LimelightError("http system: the url holds a user or password; credentials come "
+                                 "from the environment only: headers.Authorization = \"Basic env:NAME\"")
+        path = parts.path.rstrip("/")
+
+        def at(suffix: str) -> str:  # the preset's path under the base URL (unless already there)
+            full = path if not suffix or path.endswith(suffix) else path + suffix
+            return urlunsplit((parts.scheme, parts.netloc, full or "/", parts.query, ""))
+
+        self.url_template = at(pre.get("path", ""))
+        self.url = urlunsplit((parts.scheme, parts.netloc, urlsplit(self.url_template).path, "", ""))
+        self.method = str(p.get("method", pre.get("method", "GET"))).upper()
+        if self.method not in ("GET", "POST"):
+            raise LimelightError(f"http system: method must be GET or POST, not {self.method!r}")
+        self.params = {k: self._value(f"params.{k}", v)
+                       for k, v in {**pre.get("params", {}), **p.get("params", {})}.items()}
+        self.headers = {k: self._value(f"headers.{k}", v) for k, v in p.get("headers", {}).items()}
+        self._check_query_string(parts.query)
+        body = p.get("body", pre.get("body"))
+        _check_body(body, "body")
+        self.body = None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        if self.body is not None and self.method == "GET":
+            raise LimelightError("http system: a body goes with method = \"POST\"")
+        self.hits = compile_path(p.get("hits", pre.get("hits", "")), "hits")
+        self.id = compile_path(p.get("id", pre.get("id", "/id")), "id")
+        score = p.get("score", pre.get("score", ""))
+        self.score = None if score in ("", None) else compile_path(score, "score")
+        self.refused_as_empty = p.get("client_errors", "fail") == "empty"
+        self.canon: dict[str, str] = {}  # id → the collection's own string (set by the retriever)
+        if p.get("client_errors", "fail") not in ("fail", "empty"):
+            raise LimelightError(f"http system: client_errors is \"fail\" or \"empty\", not {p['client_errors']!r}")
+        self._batch(p, pre, at)
+        page = p.get("max_page", pre.get("max_page", 0))
+        self.page = page if page and page > 0 else None
+        if self.page and self.batch_size > 1:
+            raise LimelightError("http system: max_page (paging) and batch_size > 1 do not combine")
+        if self.page and not self._uses("offset"):
+            raise LimelightError("http system: max_page pages with {offset}: put it in params or body")
+        if not self._uses("query"):
+            raise LimelightError("http system: the request template has no {query} placeholder: put it "
+                                 "in params (e.g. params = {q = \"{query}\"}), the body or the url")
+
+    def _batch(self, p: Mapping[str, Any], pre: Mapping[str, Any], at) -> None:
+        self.batch_size = int(p.get("batch_size", 1) or 1)
+        batch = {**pre.get("batch", {}), **p.get("batch", {})} if self.batch_size > 1 else {}
+        if self.batch_size > 1 and not batch:
+            raise LimelightError("http system: batch_size > 1 needs a batch template (batch = {path, "
+                                 "header, body, responses, status}; presets elasticsearch and "
+                                 "opensearch have _msearch)")
+        unknown = sorted(set(batch) - {"path", "url", "header", "body", "responses", "status"})
+        if unknown:
+            raise LimelightError(f"http system: batch has no key {unknown[0]!r} (path or url, header, "
+                                 "body, responses, status)")
+        if not batch:
+            return
+        self.batch_url = batch["url"] if "url" in batch else at(batch.get("path", ""))
+        self._check_query_string(urlsplit(self.batch_url).query)
+        _check_body(batch.get("header"), "batch.header")
+        _check_body(batch.get("body"), "batch.body")
+        self.batch_header = json.dumps(batch.get("header", {}), ensure_ascii=False, separators=(",", ":"))
+        line = batch.get("body")
+        self.batch_body = self.body if line is None else json.dumps(line, ensure_ascii=False,
+                                                                    separators=(",", ":"))
+        if self.batch_body is None:
+            raise LimelightError("http system: the batch template has no body (batch.body or body)")
+        self.batch_responses = compile_path(batch.get("responses", "/responses"), "batch.responses")
+        self.batch_status = compile_path(batch.get("status", ""), "batch.status") if batch.get("status") else None
+
+    def _value(self, where: str, v: Any) -> str:
+        """A header or query parameter value: ``env:NAME`` read from the environment; a literal
+        credential refused."""
+        if not isinstance(v, SCALAR):
+            raise LimelightError(f"http system: {where} must be a string or number, not {v!r}")
+        v = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        m = _ENV.match(v)
+        if m and not self.read_env:
+            return v
+        if m:
+            val = os.environ.get(m["name"])
+            if not val:
+                raise LimelightError(f"http system: environment variable {m['name']} ({where}) is not set")
+            self.secrets.append(val)
+            return m["prefix"] + val
+        if _secret_name(where.split(".", 1)[1]) and not _PLACEHOLDER.fullmatch(v):
+            raise LimelightError(f"http system: {where} is written out; credentials come from the "
+                                 f"environment only: {where} = \"env:NAME\" (or \"Bearer env:NAME\")")
+        return v
+
+    def _check_query_string(self, query: str) -> None:
+        from urllib.parse import parse_qsl
+
+        for name, _ in parse_qsl(query, keep_blank_values=True):
+            if _secret_name(name):
+                raise LimelightError(f"http system: the url's query string holds {name}; credentials "
+                                     f"come from the environment only: params.{name} = \"env:NAME\"")
+
+    def _uses(self, name: str) -> bool:
+        texts = [self.url_template, *self.params.values(), self.body or "",
+                 getattr(self, "batch_body", "") or ""]
+        return any(f"{{{name}}}" in t for t in texts)
+
+    # ---- the Endpoint protocol ---------------------------------------------------------------
+    def page_size(self, k: int) -> int | None:
+        return self.page if self.page and k > self.page else None
+
+    def request(self, items: Sequence[tuple[str, str]], k: int, offset: int) -> tuple:
+        """``(method, url, params, headers, content)`` asking ``items`` (``(qid, text)``)."""
+        if self.batch_size > 1:
+            lines = []
+            for qid, text in items:
+                vals = {"query": text, "qid": qid, "k": k, "offset": offset}
+                lines += [_render_json(self.batch_header, vals), _render_json(self.batch_body, vals)]
+            content = ("\n".join(lines) + "\n").encode()
+            return ("POST", self.batch_url, None, {"content-type": "application/x-ndjson"}, content)
+        qid, text = items[0]
+        vals = {"query": text, "qid": qid, "k": k, "offset": offset}
+        url = _PLACEHOLDER.sub(lambda m: quote(str(vals[m[1]]), safe=""), self.url_template)
+        params = {n: _PLACEHOLDER.sub(lambda m: str(vals[m[1]]), v) for n, v in self.params.items()}
+        if self.body is None:
+            return (self.method, url, params, None, None)
+        return (self.method, url, params, {"content-type": "application/json"},
+                _render_json(self.body, vals).encode())
+
+    def read(self, status: int, ctype: str, content: bytes, n: int) -> list:
+        """Per item asked: its hits ``(ids, scores)`` or the int status of its failure (a batch
+        item's); a one-line ``LimelightError`` for a response that is no answer."""
+        from limelight.retrieval.replay import quote_body
+
+        try:
+            doc = json.loads(content)
+        except ValueError:
+            raise LimelightError(f"{self.url}: the response (HTTP {status}, {ctype or 'no content type'}) "
+                                 f"is not JSON: {quote_body(content)}") from None
+        if n == 1 and self.batch_size <= 1:
+            return [self._hits(doc, content)]
+        items = resolve(doc, self.batch_responses)
+        if not isinstance(items, list) or len(items) != n:
+            raise LimelightError(f"{self.url}: expected a list of {n} answers at batch.responses "
+                                 f"{_show_path(self.batch_responses)}, found "
+                                 f"{'nothing' if items is _MISSING else type(items).__name__}: {quote_body(content)}")
+        out: list = []
+        for item in items:
+            st = resolve(item, self.batch_status) if self.batch_status is not None else _MISSING
+            if isinstance(st, int) and not 200 <= st < 300:
+                out.append(st)
+            elif isinstance(item, dict) and "error" in item and resolve(item, self.hits) is _MISSING:
+                out.append(st if isinstance(st, int) else 500)
+            else:
+                out.append(self._hits(item, content))
+        return out
+
+    def _hits(self, doc: Any, content: bytes) -> tuple[list[str], array]:
+        from limelight.retrieval.replay import quote_body
+
+        hits = resolve(doc, self.hits)
+        if hits is None:
+            hits = []
+        if not isinstance(hits, list):
+            found = "nothing" if hits is _MISSING else f"a {type(hits).__name__}, not a list"
+            raise LimelightError(f"{self.url}: hits path {_show_path(self.hits)} matches {found} in the "
+                                 f"response: {quote_body(content)}")
+        fast = self._fast_hits(hits)
+        if fast is not None:
+            return fast
+        ids: list[str] = []
+        scores = array("d")
+        for h in hits:
+            d = resolve(h, self.id)
+            if d is _MISSING or isinstance(d, dict | list) or d is None:
+                raise LimelightError(f"{self.url}: id path {_show_path(self.id)} matches "
+                                     f"{'nothing' if d is _MISSING else repr(d)[:40]} in a hit: "
+                                     f"{quote_body(json.dumps(h, ensure_ascii=False))}; response: "
+                                     f"{quote_body(content)}")
+            d = d if isinstance(d, str) else str(d)
+            ids.append(self.canon.get(d, d))
+            if self.score is not None:
+                s = resolve(h, self.score)
+                if not isinstance(s, int | float) or isinstance(s, bool):
+                    raise LimelightError(f"{self.url}: score path {_show_path(self.score)} matches "
+                                         f"{'nothing' if s is _MISSING else repr(s)[:40]} in a hit: "
+                                         f"{quote_body(json.dumps(h, ensure_ascii=False))}")
+                scores.append(float(s))
+            else:
+                scores.append(math.nan)
+        return ids, scores
+
+
+    def _fast_hits(self, hits: list) -> tuple[list[str], array] | None:
+        """The hits' ids and scores when both paths are one key and every hit has them with the
+        usual types (the common case, at a fraction of the general reading's cost); ``None``
+        otherwise, for the general reading (and its messages). Ids the collection has are its
+        own string objects (``canon``), so that answers kept in memory hold no copies."""
+        if len(self.id) != 1 or not isinstance(self.id[0], str) or (
+                self.score is not None and (len(self.score) != 1 or not isinstance(self.score[0], str))):
+            return None
+        idk = self.id[0]
+        try:
+            raw = [h[idk] for h in hits]
+            scores = [h[self.score[0]] for h in hits] if self.score is not None else None
+        except (KeyError, TypeError, IndexError):
+            return None
+        if not all(type(d) is str for d in raw):
+            return None
+        if scores is None:
+            return [self.canon.get(d, d) for d in raw], array("d", [math.nan]) * len(raw)
+        if not all(type(x) is float for x in scores):
+            if not all(type(x) in (int, float) for x in scores):
+                return None
+            scores = [float(x) for x in scores]
+        return [self.canon.get(d, d) for d in raw], array("d", scores)
+
+
+def _check_body(value: Any, where: str) -> None:
+    """Refuse a credential written into a JSON template (a key that looks like one, with a
+    literal value): credentials go in headers, from the environment."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str) and _secret_name(str(k)) and not _PLACEHOLDER.fullmatch(v):
+                raise LimelightError(f"http system: {where}.{k} is written out; credentials come from "
+                                     f"the environment only, in a header: headers.NAME = \"env:VAR\"")
+            _check_body(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_body(v, f"{where}[{i}]")
+
+
+def _render_json(template: str, vals: Mapping[str, Any]) -> str:
+    """A JSON template with its placeholders filled in one pass: ``"{k}"``/``"{offset}"`` as
+    numbers, placeholders inside strings as escaped text."""
+    def sub(m: re.Match) -> str:
+        if m[1]:
+            return str(int(vals[m[1]]))
+        return json.dumps(str(vals[m[2]]), ensure_ascii=False)[1:-1]
+
+    return _JSON_PLACEHOLDER.sub(sub, template)
+
+
+def request_identity(params: Mapping[str, Any], k: int) -> str:
+    """The hash of what is asked and how answers are read (the journal's folder name): the
+    request parameters as written (``env:`` references, never values) and ``k``."""
+    ident = {n: params.get(n) for n in _REQUEST_PARAMS if params.get(n) is not None}
+    blob = json.dumps([ident, int(k)], sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ---- the retriever --------------------------------------------------------------------------------
+class HttpRetriever(Stage):
+    """A live service as a pipeline stage and as the callable ``compute_exposure`` calls per
+    batch of queries (``retriever(queries, k) -> Run``); ``doc_ids``: the audited collection's.
+    ``replay_summary()``: the figures of its replay journals (for the report)."""
+
+    default_k = 1000
+
+    def __init__(self, params: Mapping[str, Any], doc_ids: IdMap, work_dir: str | Path | None = None,
+                 name: str = "http", queries: Queries | None = None):
+        from limelight.retrieval.replay import ClientOptions
+
+        self.params = dict(params)
+        self.template = Template(self.params)
+        self.options = ClientOptions(**{n: self.params[n] for n in (
+            "concurrency", "rate", "timeout", "retries", "backoff", "max_backoff", "failure_budget")
+            if self.params.get(n) is not None})
+        self.doc_ids = doc_ids
+        self.name = name
+        self.url = self.template.url
+        self.deterministic = bool(self.params.get("deterministic", False))
+        self.unknown_docs = self.params.get("unknown_docs", "fail")
+        if self.unknown_docs not in ("fail", "drop"):
+            raise LimelightError(f"http system: unknown_docs is \"fail\" or \"drop\", not {self.unknown_docs!r}")
+        self.work_dir = None if work_dir is None else Path(work_dir)
+        self.fingerprint = "http:" + request_identity(self.params, 0)
+        self._replayers: dict[int, Any] = {}
+        self._queries = queries
+        self._last_k: int | None = None
+        self._codes: dict[str, int] | None = None
+        self.template.canon = {d: d for d in doc_ids.strings.tolist()}
+        self.dropped = 0
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential value read from the environment replaced by ``***``."""
+        for s in self.template.secrets:
+            text = text.replace(s, "***")
+        return text
+
+    def _replayer(self, k: int):
+        from limelight.retrieval.replay import Journal, Replayer
+
+        rep = self._replayers.get(k)
+        if rep is None:
+            ident = request_identity(self.params, k)
+            folder = None if self.work_dir is None else self.work_dir / "replay" / ident
+            desc = {"url": self.url, "k": int(k), "identity": ident,
+                    "request": {n: self.params.get(n) for n in _REQUEST_PARAMS
+                                if self.params.get(n) is not None}}
+            rep = Replayer(self.template, self.options, Journal(folder, desc), self.redact,
+                           self.template.headers)
+            self._replayers[k] = rep
+        return rep
+
+    def __call__(self, queries: Queries, k: int | Run | None = None) -> Run:
+        """``retriever(queries, k)`` (``compute_exposure``) or, as a stage, ``(queries, run)``."""
+        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            return self.retrieve(queries, int(k))
+        return self.transform(queries, k)
+
+    def transform(self, queries: Queries, run: Run | None = None) -> Run:
+        return self.retrieve(queries, self.default_k)
+
+    def retrieve(self, queries: Queries, k: int | None = None) -> Run:
+        """Every query's top ``k`` from the service (journaled answers reused) as a ``Run``."""
+        k = self.default_k if k is None else int(k)
+        keys = list(zip(queries.ids.strings.tolist(), [str(t) for t in queries.texts.tolist()],
+                        strict=True))
+        answers = self._replayer(k).ask(keys, k)
+        self._last_k = k
+        return self._run(queries, answers, k)
+
+    def _run(self, queries: Queries, answers: list, k: int) -> Run:
+        counts = np.fromiter((min(len(a[0]), k) for a in answers), dtype=np.int64, count=len(answers))
+        q = np.repeat(np.arange(len(answers), dtype=np.int32), counts)
+        ids = [d for a in answers for d in a[0][:k]]
+        scores = (np.concatenate([np.asarray(a[1], dtype=np.float64)[:k] for a in answers])
+                  if len(ids) else np.zeros(0))
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        ranks = np.arange(len(ids)) - starts + 1
+        none = np.isnan(scores)  # the service gave no score: its order kept, 1 / rank
+        scores[none] = 1.0 / ranks[none]
+        d = self._encode(ids)
+        unknown = d < 0
+        if unknown.any():
+            if self.unknown_docs != "drop":
+                first = list(dict.fromkeys(np.asarray(ids, dtype=object)[unknown].tolist()))[:3]
+                raise LimelightError(
+                    f"{self.url}: {int(unknown.sum())} result ids are not documents of the collection "
+                    f"(first: {', '.join(map(repr, first))}); set unknown_docs = \"drop\" to leave them out")
+            self.dropped += int(unknown.sum())
+            q, d, scores = q[~unknown], d[~unknown], scores[~unknown]
+        if len(q):  # a document listed twice for a query (pages that overlap): its first place
+            pair = q.astype(np.int64) * len(self.doc_ids) + d
+            _, first = np.unique(pair, return_index=True)
+            if len(first) < len(pair):
+                keep = np.sort(first)
+                q, d, scores = q[keep], d[keep], scores[keep]
+        return Run.from_codes(queries.ids, self.doc_ids, q, d, scores, self.name)
+
+    def coverage(self) -> dict[str, int] | None:
+        """Of the queries it opened with (the audit's log), how many the service answered with
+        results and how many with none (by the journal of the last depth asked)."""
+        if self._queries is None or self._last_k is None:
+            return None
+        counts = self._replayers[self._last_k].journal.counts
+        keys = zip(self._queries.ids.strings.tolist(), [str(t) for t in self._queries.texts.tolist()],
+                   strict=True)
+        with_results = sum(counts.get(key, 0) > 0 for key in keys)
+        n = len(self._queries)
+        return {"queries": n, "with_results": with_results, "without_results": n - with_results}
+
+    def _encode(self, ids: list[str]) -> np.ndarray:
+        """The collection's codes of ``ids`` (-1: not a document of it)."""
+        if self._codes is None:
+            self._codes = {d: i for i, d in enumerate(self.template.canon)}
+        get = self._codes.get
+        return np.fromiter((get(d, -1) for d in ids), dtype=np.int32, count=len(ids))
+
+    def replay_summary(self) -> list[dict[str, Any]]:
+        """Per replay journal of this system (one per depth asked): queries asked, answered,
+        failed, retried, requests and latency p50/p95/p99 (ms)."""
+        from limelight.retrieval.replay import replay_summaries, summarize_log
+
+        if self.work_dir is not None:
+            return replay_summaries(self.work_dir)
+        out = []
+        for k, rep in self._replayers.items():
+            import pandas as pd
+
+            out.append({"url": self.url, "k": k,
+                        **summarize_log(pd.DataFrame(rep.journal.memory_log) if rep.journal.memory_log else None)})
+        return out
+
+    def __repr__(self) -> str:
+        return f"HttpRetriever({self.url!r})"
+
+
+def check_http(params: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The kind's ``resolve``: the request template checked where the configuration is read
+    (a missing ``{query}``, a credential written out, an unknown preset: one line there, before
+    anything is written); the environment is read only when the system opens."""
+    Template(params, read_env=False)
+    return dict(params)
+
+
+def open_http(spec: Any, index_dir: str | Path | None, *, name: str | None = None,
+              collection: Any = None, work_dir: str | Path | None = None, queries: Any = None,
+              **_: Any) -> HttpRetriever:
+    """The service of ``spec`` over the documents of ``collection`` (the audit's; else the ids
+    stored with ``index_dir``, a ``limelight index`` directory), journaled under ``work_dir``."""
+    if collection is not None:
+        doc_ids = collection.ids
+    elif index_dir is not None:
+        import pyarrow.parquet as pq
+
+        p = Path(index_dir) / "docs.parquet"
+        if not p.is_file():
+            raise LimelightError(f"{index_dir}: not a limelight index (no docs.parquet): an http system "
+                                 "needs the collection whose document ids the service returns")
+        doc_ids = IdMap(pq.read_table(p, columns=["doc_id"])["doc_id"].to_pylist(), kind="document")
+    else:
+        raise LimelightError("an http system needs the collection whose document ids the service "
+                             "returns (an audit gives it; elsewhere an index directory)")
+    return HttpRetriever(dict(spec.params), doc_ids, work_dir, name or "http", queries)
+
+
+KIND = register_kind(SystemKind(
+    "http",
+    {"url": Param(str, None, "the service's search URL (with a preset: its base URL)"),
+     "preset": Param(str, None, f"a request template: {', '.join(PRESETS)}"),
+     "method": Param(str, None, "GET or POST (default: the preset's, else GET)"),
+     "params": Param(dict, None, "query parameters; placeholders {query} {k} {qid} {offset}; "
+                                 "\"env:NAME\" reads a variable"),
+     "body": Param(dict, None, "JSON body (POST), same placeholders; \"{k}\" alone becomes a number"),
+     "headers": Param(dict, None, "HTTP headers; credentials only as \"env:NAME\" / \"Bearer env:NAME\""),
+     "hits": Param(str, None, "JSON Pointer (/hits/hits) or dotted path to the list of hits"),
+     "id": Param(str, None, "path within a hit to the document id (default /id)"),
+     "score": Param(str, None, "path within a hit to the score (\"\": keep the service's order)"),
+     "batch_size": Param(int, 1, "queries per request through the batch template (e.g. _msearch)"),
+     "batch": Param(dict, None, "batch template: path or url, header, body, responses, status"),
+     "max_page": Param(int, None, "most hits per request; deeper top-n asked page by page"),
+     "concurrency": Param(int, 8, "requests in flight"),
+     "rate": Param(NUMBER, 0, "queries per second (0: no limit; a retry counts again)"),
+     "timeout": Param(NUMBER, 30, "seconds per request"),
+     "retries": Param(int, 5, "retries of a request after a connection error, timeout, 429 or 5xx"),
+     "backoff": Param(NUMBER, 0.5, "first retry's wait in seconds (doubling, jittered; Retry-After "
+                                   "honoured)"),
+     "max_backoff": Param(NUMBER, 30, "longest wait between retries (seconds)"),
+     "failure_budget": Param(int, 10, "queries that may fail after their retries before the replay stops"),
+     "unknown_docs": Param(str, "fail", "a result id the collection lacks: fail, or drop it"),
+     "client_errors": Param(str, "fail", "another 4xx for a query: fail, or empty (no results)"),
+     "deterministic": Param(bool, False, "the service always answers a query the same way")},
+    frozenset({NEW_QUERIES}),
+    open_http,
+    "a live search service over HTTP (Elasticsearch, OpenSearch, Solr, limelight serve, or a template)",
+    needs_index=False,
+    resolve=check_http,
+))
