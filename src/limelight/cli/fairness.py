@@ -1,0 +1,107 @@
+"""``limelight fairness``: exposure of groups of documents against a target, over a store's log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from limelight.cli.console import print_rows
+from limelight.errors import LimelightError
+
+
+def _merit(spec: str | None, store):
+    """``qrels:FILE`` or ``reference:STORE_DIR`` → a ``Merit`` (None without ``--merit``)."""
+    from limelight.exposure.fairness import Merit
+    from limelight.exposure.store import ExposureStore
+
+    if spec is None:
+        return None
+    kind, _, arg = spec.partition(":")
+    if kind == "qrels" and arg:
+        from limelight.data.formats import read_trec_qrels
+
+        path = Path(arg)
+        if not path.is_file():
+            raise LimelightError(f"--merit qrels:{arg}: no such file")
+        return Merit.from_qrels(read_trec_qrels(path), store, f"qrels:{arg}")
+    if kind == "reference" and arg:
+        ref = ExposureStore.open(arg)
+        return Merit.from_reference(ref, store, Path(arg).as_posix())
+    raise LimelightError(f"--merit {spec!r}: expected qrels:FILE or reference:STORE_DIR")
+
+
+def _groups(store, group_field: str | None, groups_file: Path | None, index: Path | None):
+    from limelight.exposure.fairness import Groups
+
+    if (group_field is None) == (groups_file is None):
+        raise LimelightError("give one of --group-field FIELD or --groups FILE.tsv")
+    if groups_file is not None:
+        if not groups_file.is_file():
+            raise LimelightError(f"--groups {groups_file}: no such file")
+        return Groups.from_tsv(groups_file, store.doc_ids)
+    return Groups.from_field(store, group_field, index)
+
+
+def _print(res, top: int) -> None:
+    s = res.summary
+    typer.echo(f"{s['store']}: {s['n_groups']} groups of {s['groups_source']}, target {s['target']}, "
+               f"browsing {s['browsing']}, {s['n_queries_used']:,} of {s['n_queries']:,} queries")
+    for a in s["assumptions"]:
+        typer.echo(f"assumption: {a}")
+
+    def fmt(x: dict) -> str:
+        return f"{x['value']:.4f}" + (f" [{x['lo']:.4f}, {x['hi']:.4f}]" if "lo" in x else "")
+
+    typer.echo(f"total variation distance: {fmt(s['tvd'])}; AWRF: {fmt(s['awrf'])}")
+    if "expected_exposure" in s:
+        ee = s["expected_exposure"]
+        typer.echo("group expected exposure: " + ", ".join(f"{k} {fmt(ee[k])}" for k in ("EE-L", "EE-D", "EE-R")))
+    cols = [c for c in ("group", "n_docs", "exposure_share", "target_share", "gap", "gap_lo", "gap_hi",
+                        "dp", "dtr", "dir") if c in res.groups]
+    g = res.groups.sort_values("gap")
+    print_rows(g.head(top)[cols].round(5).to_dict("records"), False, "largest deficits")
+    print_rows(g.tail(top).iloc[::-1][cols].round(5).to_dict("records"), False, "largest surpluses")
+    c = res.contributors
+    for key in ("largest_deficit", "largest_surplus"):
+        name = (s.get(key) or {}).get("group")
+        rows = c[c["group"] == name] if len(c) else c
+        if len(rows):
+            typer.echo(f"documents behind the {key.replace('_', ' ')} ({name}): " + ", ".join(
+                f"{r.docid} ({100 * r.fraction_of_gap:.1f} %)" for r in rows.itertuples()))
+
+
+def fairness_cmd(
+    store: Path = typer.Option(..., help="exposure store directory (limelight exposure compute)"),
+    group_field: str = typer.Option(None, help="document field to group by (section, tags…; "
+                                               "lists split a document equally)"),
+    groups: Path = typer.Option(None, "--groups", help="TSV of docid<TAB>group lines instead of a field"),
+    index: Path = typer.Option(None, help="index directory to read --group-field from "
+                                          "(default: the one the store records)"),
+    merit: str = typer.Option(None, help="qrels:FILE (judgments) or reference:STORE_DIR (a "
+                                         "reference system's scores, stated as an assumption)"),
+    target: str = typer.Option("size", help="uniform (each query's retrieved documents), size "
+                                            "(the collection's group sizes) or merit"),
+    browsing: str = typer.Option("dcg", help="browsing model of the shares (rbp:γ, dcg, trec, …)"),
+    boot: int = typer.Option(200, "--boot", help="bootstrap resamples of the queries (0: no intervals)"),
+    seed: int = typer.Option(0, help="seed of the bootstrap"),
+    top: int = typer.Option(5, help="groups shown, and contributing documents per group"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Fair exposure for groups of documents over the whole log: each group's share of the
+    exposure against a target, Singh & Joachims' parity ratios, AWRF, group expected exposure
+    (with --merit), bootstrap intervals over queries, and the documents behind each gap."""
+    from limelight.exposure.fairness import TARGETS, group_fairness
+    from limelight.exposure.store import ExposureStore
+
+    if target not in TARGETS:
+        raise LimelightError(f"--target {target!r}: expected {', '.join(TARGETS)}")
+    st = ExposureStore.open(store)
+    grp = _groups(st, group_field, groups, index)
+    m = _merit(merit, st)
+    res = group_fairness(st, grp, m, target, browsing=browsing, n_boot=boot, seed=seed, top=top)
+    if json_out:
+        typer.echo(json.dumps(res.to_dict(), ensure_ascii=False))
+        return
+    _print(res, top)
