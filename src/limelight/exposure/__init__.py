@@ -17,6 +17,9 @@
   and r(d) without keeping the rankings); ``sample_rankings`` draws a few, to inspect them.
 - ``plot_lorenz``, ``plot_rank_size``, ``plot_histogram``: figures of r(d) (PNG and SVG).
 - ``diff_stores``: what changes between two stores over the same documents and queries.
+- ``group_fairness`` (``Groups``, ``Merit``): exposure of groups of documents against a target
+  (uniform, size, merit), Singh & Joachims' ratios, AWRF and group expected exposure over the
+  whole log, with bootstrap intervals and the documents behind each group's gap.
 """
 
 from __future__ import annotations
@@ -44,10 +47,18 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
     )
     from limelight.exposure.diff import diff_stores
     from limelight.exposure.engine import LocalEngine, ShardEngine
+    from limelight.exposure.fairness import (
+        GroupFairness,
+        Groups,
+        Merit,
+        fairness_from_pairs,
+        group_fairness,
+    )
     from limelight.exposure.fingerprints import (
         queries_fingerprint,
         retriever_fingerprint,
     )
+    from limelight.exposure.nearmiss import NearMisses, group_exposure_shares, near_misses
     from limelight.exposure.plots import plot_histogram, plot_lorenz, plot_rank_size
     from limelight.exposure.retrievability import (
         Retrievability,

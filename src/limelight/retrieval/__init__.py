@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
     )
     from limelight.retrieval.bm25 import BM25, BM25Index
     from limelight.retrieval.dense import DenseIndex, DenseRescorer, DenseRetriever, Encoder
+    from limelight.retrieval.explain import explain, explain_bm25, explain_dense, highlight_html
     from limelight.retrieval.finetune import FinetuneStats, finetune_biencoder, finetuned_exists
     from limelight.retrieval.fusion import Hybrid
     from limelight.retrieval.index_dir import build_index, load_docs, open_retriever
