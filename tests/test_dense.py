@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from ir_measures import nDCG
 
+from limelight._io import OWNER_FILE
 from limelight.data import load_dataset
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.dense import (
@@ -170,7 +171,7 @@ def test_model_and_dimension_mismatch(flat, encoder, qvecs):
 
 def test_save_load_roundtrip(adi, flat, encoder, cache_dir, tmp_path, qvecs):
     out = flat.save(tmp_path / "dense")
-    assert sorted(p.name for p in out.iterdir()) == ["doc_ids.json", "embeddings.npy", "meta.json"]
+    assert sorted(p.name for p in out.iterdir()) == [OWNER_FILE, "doc_ids.json", "embeddings.npy", "meta.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left behind
     loaded = DenseIndex.load(out)
     assert loaded.doc_ids == flat.doc_ids and loaded.meta == flat.meta
