@@ -43,9 +43,11 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     # dense half: the catalog embeddings `make demo` cached
     ("exact_exposure.py", ["--out", f"{BENCH}/exact_exposure.json"]),  # ~15 min
     ("expected_exposure.py", ["--out", f"{BENCH}/expected_exposure.json"]),  # ~2 min
+    ("fairness.py", ["--out", f"{BENCH}/fairness.json"]),  # ~2 min; issue 45 (`make demo` first)
     ("retrievability_debian.py", ["bm25"]),  # ~3 min
     ("run_kind.py", []),  # ~3 min (the first run writes the 10M-line run: ~2 min more); issue 41
     ("pyterrier_kind.py", []),  # ~2 min; issue 41: PISA through kind pyterrier vs BM25
+    ("replay.py", []),  # ~6 min; issue 41: kind http's client (queries/s, rate limit, whole-log RSS)
     ("eqi.py", ["--dataset", "debian", "--dense", "--from-audit", "demo-out"]),  # ~5 min; issue 20:
     # 1,000 new Debian documents, BM25 and dense (the demo audit's vectors)
     ("rerank.py", ["--threads", "1", "--out", f"{BENCH}/rerank.json"]),  # ~1.5 min
@@ -54,6 +56,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("scale.py", []),  # ~6 min
     # issues 20 and 24: the Debian demo audit (`make demo` first)
     ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
+    ("explain.py", ["--audit", "demo-out"]),  # ~0.5 min; issue 43: explanations, near misses
 ]
 
 

@@ -457,3 +457,30 @@ def test_a_reference_system_as_merit(cranfield_store, tmp_path):
                             tmp_path / "log", depth=10)
     with pytest.raises(LimelightError, match="shares no query with .*: no overlap"):
         Merit.from_reference(logq, store, "log")
+
+
+def test_policy_curve_starts_at_the_ranker(cranfield_store):
+    from limelight.evaluation import evaluate
+    from limelight.exposure.fairness import policy_curve
+    from limelight.retrieval.base import run_from_topk
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    ds, store = cranfield_store
+    g = Groups.from_values([f"d{int(x) % 3}" for x in ds.collection.ids.strings], "id mod 3")
+    merit = Merit.from_qrels(ds.qrels, store, "cranfield qrels")
+    curve = policy_curve(store, g, merit, [0, 1.0, float("inf")], n_samples=16, seed=1)
+    again = policy_curve(store, g, merit, [1.0], n_samples=16, seed=1)
+    assert again.iloc[0].equals(curve.iloc[1])
+    t0 = curve.iloc[0]
+    # T = 0 is the ranker: its shares are group_fairness's, its nDCG@10 and R@100 evaluate's
+    det = group_fairness(store, g, merit, "merit", n_boot=0, top=0)
+    assert t0["largest_deficit"] == pytest.approx(det.groups["gap"].min(), abs=1e-12)
+    assert t0["tvd"] == pytest.approx(det.summary["tvd"]["value"], abs=1e-12)
+    docs, scores = BM25(BM25Index.build(ds.collection)).search_batch(ds.queries.texts.tolist(), 50)
+    ev = evaluate(run_from_topk(ds.queries.ids, ds.collection.ids, docs, scores, "bm25"), ds.qrels,
+                  "nDCG@10 R@100")
+    assert t0["ndcg@10"] == pytest.approx(ev["nDCG@10"], abs=1e-9)
+    assert t0["r@100"] == pytest.approx(ev["R@100"], abs=1e-9)
+    # the uniform shuffle of the top 50 keeps R@100 (every document stays within 100) and loses nDCG
+    inf = curve.iloc[2]
+    assert inf["r@100"] == pytest.approx(t0["r@100"], abs=1e-12) and inf["ndcg@10"] < t0["ndcg@10"]

@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         Merit,
         fairness_from_pairs,
         group_fairness,
+        policy_curve,
     )
     from limelight.exposure.fingerprints import (
         queries_fingerprint,

@@ -49,6 +49,9 @@ over queries: each resample redraws the queries with replacement (keeping o_q), 
 figure is recomputed from the same per-query matrices (one sparse product per block of
 resamples, no loop over queries). Intervals are percentile intervals read from order statistics
 at mirrored positions, so a ratio's interval inverts exactly when the labels swap.
+
+``policy_curve`` is the intervention: Plackett-Luce policies over each query's stored top n at a
+grid of temperatures, the largest group deficit against expected nDCG@10 and R@100.
 """
 
 from __future__ import annotations
@@ -892,3 +895,93 @@ def group_fairness(store, groups: Groups, merit: Merit | None = None, target: st
                               seed, top, store.doc_ids.strings)
     res.summary["store"] = str(store.path)
     return res
+
+
+# ---- changing it: Plackett-Luce policies -----------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _values_at(s_ptr, s_d, m_ptr, m_d, m_val, n_docs):  # pragma: no cover - numba
+    """The merit of each store pair (0 where the pair has none), query by query through a
+    scratch array (the inverse of ``_ranks_at``)."""
+    out = np.zeros(len(s_d))
+    scratch = np.zeros(n_docs)
+    for i in range(len(s_ptr) - 1):
+        for j in range(m_ptr[i], m_ptr[i + 1]):
+            scratch[m_d[j]] = m_val[j]
+        for j in range(s_ptr[i], s_ptr[i + 1]):
+            out[j] = scratch[s_d[j]]
+        for j in range(m_ptr[i], m_ptr[i + 1]):
+            scratch[m_d[j]] = 0.0
+    return out
+
+
+def policy_curve(store, groups: Groups, merit: Merit, temperatures: Sequence[float],
+                 browsing: str | Discount = "dcg", n_samples: int = 32, seed: int = 0,
+                 block: int = 4096) -> pd.DataFrame:
+    """Group fairness against effectiveness for Plackett-Luce policies over each query's stored
+    top n (``limelight.exposure.stochastic``, temperature relative to the query's score spread;
+    T = 0 the ranker, ``inf`` the uniform shuffle): per temperature, the expected exposure share
+    of every group against the merit target (each query's exposure spread by merit), the total
+    variation distance, the largest deficit and its group, and the expected nDCG@10 (trec_eval's
+    linear gains) and R@100 over the queries with merit, o_q-weighted. R@100 moves only when the
+    store is deeper than 100 (the policy then draws documents from below rank 100). Seeded: the
+    noise depends on the query, the sample and the position only."""
+    from limelight.exposure.stochastic import expected_weights
+
+    disc = parse_discount(browsing)
+    q, d, rank, score = store.pair_arrays()
+    nq, n, k = len(store.queries), groups.n_docs, store.depth
+    mm = merit.matrix
+    w = np.where(merit.queries(), store.queries.weights, 0.0)
+    ptr = np.searchsorted(q, np.arange(nq + 1)).astype(np.int64)
+    mval = _values_at(ptr, np.asarray(d, np.int64), mm.indptr.astype(np.int64),
+                      mm.indices.astype(np.int64), mm.data, n)
+    pos = np.arange(1, k + 1)
+    tables = np.stack([disc.weights(pos), parse_discount("cutoff:10").weights(pos) /
+                       np.log2(pos + 1.0), (pos <= 100).astype(float)])
+    idcg = _rows(ideal_exposure(mm, _Dcg10()).multiply(mm))
+    n_rel = np.diff(mm.indptr).astype(np.float64)
+    # the merit target does not depend on T: every policy over a query's top n hands out the
+    # same total exposure Σ_k μ(k) over its n documents
+    etot = np.bincount(q, weights=disc.weights(rank), minlength=nq)
+    mtot = _rows(mm)
+    tgt = np.asarray(_row_scale(mm, np.divide(w * etot, mtot, out=np.zeros(nq), where=mtot > 0))
+                     .sum(axis=0)).ravel() @ groups.matrix
+    tshare = tgt / tgt.sum()
+    rows = []
+    for t in temperatures:
+        e_doc, dcg, rec = np.zeros(n), np.zeros(nq), np.zeros(nq)
+        for b0 in range(0, nq, block):
+            b1 = min(nq, b0 + block)
+            lo, hi = ptr[b0], ptr[b1]
+            qb, rb = q[lo:hi] - b0, np.asarray(rank[lo:hi], np.int64) - 1
+            docs = np.full((b1 - b0, k), -1, dtype=np.int32)
+            sc = np.full((b1 - b0, k), -np.inf)
+            docs[qb, rb], sc[qb, rb] = d[lo:hi], score[lo:hi]
+            ex = expected_weights(docs, sc, t, tables, n_samples, seed, np.arange(b0, b1))[:, qb, rb]
+            e_doc += np.bincount(d[lo:hi], weights=w[q[lo:hi]] * ex[0], minlength=n)
+            dcg[b0:b1] = np.bincount(qb, weights=mval[lo:hi] * ex[1], minlength=b1 - b0)
+            rec[b0:b1] = np.bincount(qb, weights=(mval[lo:hi] > 0) * ex[2], minlength=b1 - b0)
+        share = e_doc @ groups.matrix
+        share = share / share.sum()
+        gap = share - tshare
+        g = int(np.argmin(gap))
+        ws = w.sum()
+        rows.append({"temperature": float(t), "tvd": float(0.5 * np.abs(gap).sum()),
+                     "largest_deficit": float(gap[g]), "deficit_group": groups.names[g],
+                     "ndcg@10": float(np.dot(w, np.divide(dcg, idcg, out=np.zeros(nq), where=idcg > 0)) / ws),
+                     "r@100": float(np.dot(w, np.divide(rec, n_rel, out=np.zeros(nq), where=n_rel > 0)) / ws),
+                     **{f"gap:{name}": float(x) for name, x in zip(groups.names, gap, strict=True)}})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True, repr=False)
+class _Dcg10(Discount):
+    """nDCG@10's discount 1[rank ≤ 10] / log2(rank + 1) (for the ideal DCG)."""
+
+    name = "dcg@10"
+
+    def mu(self, rho: np.ndarray) -> np.ndarray:
+        r = np.asarray(rho).astype(np.float64)
+        return np.where(r < 10, 1.0 / np.log2(r + 2.0), 0.0)

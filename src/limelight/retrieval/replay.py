@@ -57,8 +57,13 @@ JOURNAL_FILE = "journal.json"
 #: answers kept in memory before a journal part is written (and at most this many seconds)
 FLUSH_ROWS, FLUSH_SECONDS = 2048, 5.0
 
-#: one answer: document ids and scores (float64, NaN where the service gives none), best first
-Hits = tuple[list[str], "array | np.ndarray"]
+#: one answer, best first: document ids, scores (float64, NaN where the service gives none) and
+#: the endpoint's codes of the ids (int32; ``None`` when it has none, e.g. read from a journal)
+Hits = tuple[list[str], array, "array | None"]
+
+
+def _no_hits() -> Hits:
+    return [], array("d"), array("i")
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,7 @@ class Journal:
         row = self.pending
         n = 0
         if ok and hits is not None:
-            ids, scores = hits
+            ids, scores = hits[0], hits[1]
             n = len(ids)
             self.counts.setdefault(key, n)
             self._hit_row.extend(array("i", [row]) * n)
@@ -248,10 +253,11 @@ class Journal:
             sel = row[keep]
             starts = np.flatnonzero(np.r_[True, sel[1:] != sel[:-1]]) if len(sel) else np.array([], int)
             ends = np.r_[starts[1:], len(sel)]
-            found = {int(sel[s]): (docs[s:e], scores[s:e]) for s, e in zip(starts, ends, strict=True)}
+            found = {int(sel[s]): (docs[s:e], array("d", scores[s:e].tobytes()), None)
+                     for s, e in zip(starts, ends, strict=True)}
             for r, positions in rows.items():
                 for i in positions:
-                    out[i] = found.get(r, ([], array("d")))  # an answer without hits
+                    out[i] = found.get(r) or _no_hits()  # an answer without hits
         return out
 
 
@@ -535,6 +541,7 @@ class Replayer:
         page = self.endpoint.page_size(k)
         ids: list[str] = []
         scores = array("d")
+        codes: array | None = array("i")
         offset = 0
         while True:
             size = k if page is None else min(page, k - offset)
@@ -552,13 +559,14 @@ class Replayer:
             got = self.endpoint.read(resp.status_code, resp.headers.get("content-type", ""),
                                      resp.content, 1)[0]
             if isinstance(got, int):  # a single answer has no per-item status
-                got = ([], array("d"))
+                got = _no_hits()
             ids += got[0]
             scores += got[1]
+            codes = None if codes is None or got[2] is None else codes + got[2]
             offset += size
             if page is None or len(got[0]) < size or offset >= k:
                 break
-        self._answered(i, a, (ids, scores))
+        self._answered(i, a, (ids, scores, codes))
 
     async def _ask_batch(self, client, unit: list[int], units: deque) -> None:
         """Several queries in one request (a batch template such as ``_msearch``): the ones
@@ -606,7 +614,7 @@ class Replayer:
         later, or the replay stops."""
         for i, a in zip(items, asked, strict=True):
             if verdict == "refused" and getattr(self.endpoint, "refused_as_empty", False):
-                self._answered(i, a, ([], array("d")))
+                self._answered(i, a, _no_hits())
                 continue
             self.journal.add(self._keys[i], False, a.status, a.attempts, a.latency,
                              time.perf_counter() - a.started, self.redact(a.failure()))

@@ -194,7 +194,9 @@ class Template:
         score = p.get("score", pre.get("score", ""))
         self.score = None if score in ("", None) else compile_path(score, "score")
         self.refused_as_empty = p.get("client_errors", "fail") == "empty"
-        self.canon: dict[str, str] = {}  # id → the collection's own string (set by the retriever)
+        # the collection's ids (set by the retriever): an id → its code; a code → the string
+        self.codes: dict[str, int] = {}
+        self.strings: list[str] = []
         if p.get("client_errors", "fail") not in ("fail", "empty"):
             raise LimelightError(f"http system: client_errors is \"fail\" or \"empty\", not {p['client_errors']!r}")
         self._batch(p, pre, at)
@@ -317,7 +319,7 @@ class Template:
                 out.append(self._hits(item, content))
         return out
 
-    def _hits(self, doc: Any, content: bytes) -> tuple[list[str], array]:
+    def _hits(self, doc: Any, content: bytes) -> tuple[list[str], array, array]:
         from limelight.retrieval.replay import quote_body
 
         hits = resolve(doc, self.hits)
@@ -330,7 +332,7 @@ class Template:
         fast = self._fast_hits(hits)
         if fast is not None:
             return fast
-        ids: list[str] = []
+        raw: list[str] = []
         scores = array("d")
         for h in hits:
             d = resolve(h, self.id)
@@ -339,8 +341,7 @@ class Template:
                                      f"{'nothing' if d is _MISSING else repr(d)[:40]} in a hit: "
                                      f"{quote_body(json.dumps(h, ensure_ascii=False))}; response: "
                                      f"{quote_body(content)}")
-            d = d if isinstance(d, str) else str(d)
-            ids.append(self.canon.get(d, d))
+            raw.append(d if isinstance(d, str) else str(d))
             if self.score is not None:
                 s = resolve(h, self.score)
                 if not isinstance(s, int | float) or isinstance(s, bool):
@@ -350,32 +351,34 @@ class Template:
                 scores.append(float(s))
             else:
                 scores.append(math.nan)
-        return ids, scores
+        return self._known(raw, scores)
 
 
-    def _fast_hits(self, hits: list) -> tuple[list[str], array] | None:
+    def _fast_hits(self, hits: list) -> tuple[list[str], array, array] | None:
         """The hits' ids and scores when both paths are one key and every hit has them with the
         usual types (the common case, at a fraction of the general reading's cost); ``None``
-        otherwise, for the general reading (and its messages). Ids the collection has are its
-        own string objects (``canon``), so that answers kept in memory hold no copies."""
+        otherwise, for the general reading (and its messages)."""
         if len(self.id) != 1 or not isinstance(self.id[0], str) or (
                 self.score is not None and (len(self.score) != 1 or not isinstance(self.score[0], str))):
             return None
-        idk = self.id[0]
+        idk, get = self.id[0], self.codes.get
         try:
-            raw = [h[idk] for h in hits]
-            scores = [h[self.score[0]] for h in hits] if self.score is not None else None
-        except (KeyError, TypeError, IndexError):
+            codes = array("i", [get(h[idk], -1) for h in hits])
+            scores = (array("d", [h[self.score[0]] for h in hits]) if self.score is not None
+                      else array("d", [math.nan]) * len(hits))
+        except (KeyError, TypeError, IndexError):  # a hit without them, or of another type
             return None
-        if not all(type(d) is str for d in raw):
+        if -1 in codes:  # ids the collection lacks (or not strings): the general reading
             return None
-        if scores is None:
-            return [self.canon.get(d, d) for d in raw], array("d", [math.nan]) * len(raw)
-        if not all(type(x) is float for x in scores):
-            if not all(type(x) in (int, float) for x in scores):
-                return None
-            scores = [float(x) for x in scores]
-        return [self.canon.get(d, d) for d in raw], array("d", scores)
+        strings = self.strings
+        return [strings[c] for c in codes], scores, codes
+
+    def _known(self, raw: list[str], scores: array) -> tuple[list[str], array, array]:
+        """``(ids, scores, codes)``: each id the collection has as the collection's own string
+        (answers kept in memory hold no copies), with its code (-1: not in the collection)."""
+        get, strings = self.codes.get, self.strings
+        codes = [get(x, -1) for x in raw]
+        return [strings[c] if c >= 0 else x for c, x in zip(codes, raw, strict=True)], scores, array("i", codes)
 
 
 def _check_body(value: Any, where: str) -> None:
@@ -440,8 +443,8 @@ class HttpRetriever(Stage):
         self._replayers: dict[int, Any] = {}
         self._queries = queries
         self._last_k: int | None = None
-        self._codes: dict[str, int] | None = None
-        self.template.canon = {d: d for d in doc_ids.strings.tolist()}
+        self.template.strings = doc_ids.strings.tolist()
+        self.template.codes = {x: i for i, x in enumerate(self.template.strings)}
         self.dropped = 0
 
     def redact(self, text: str) -> str:
@@ -484,31 +487,31 @@ class HttpRetriever(Stage):
         return self._run(queries, answers, k)
 
     def _run(self, queries: Queries, answers: list, k: int) -> Run:
-        counts = np.fromiter((min(len(a[0]), k) for a in answers), dtype=np.int64, count=len(answers))
+        """The ``Run`` of ``answers`` (per query: ids, scores, codes or ``None``), top ``k``."""
+        d, sc = array("i"), array("d")
+        counts = np.zeros(len(answers), dtype=np.int64)
+        for i, (ids, scores, codes) in enumerate(answers):
+            n = min(len(ids), k)
+            counts[i] = n
+            sc.extend(scores[:n])
+            d.extend(codes[:n] if codes is not None else self._encode(ids[:n]))
         q = np.repeat(np.arange(len(answers), dtype=np.int32), counts)
-        ids = [d for a in answers for d in a[0][:k]]
-        scores = (np.concatenate([np.asarray(a[1], dtype=np.float64)[:k] for a in answers])
-                  if len(ids) else np.zeros(0))
-        starts = np.repeat(np.cumsum(counts) - counts, counts)
-        ranks = np.arange(len(ids)) - starts + 1
+        d = np.frombuffer(d, dtype=np.int32)
+        scores = np.frombuffer(sc, dtype=np.float64).copy()
+        ranks = np.arange(len(d)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
         none = np.isnan(scores)  # the service gave no score: its order kept, 1 / rank
         scores[none] = 1.0 / ranks[none]
-        d = self._encode(ids)
         unknown = d < 0
         if unknown.any():
             if self.unknown_docs != "drop":
+                ids = [x for a in answers for x in a[0][:k]]
                 first = list(dict.fromkeys(np.asarray(ids, dtype=object)[unknown].tolist()))[:3]
                 raise LimelightError(
                     f"{self.url}: {int(unknown.sum())} result ids are not documents of the collection "
                     f"(first: {', '.join(map(repr, first))}); set unknown_docs = \"drop\" to leave them out")
             self.dropped += int(unknown.sum())
             q, d, scores = q[~unknown], d[~unknown], scores[~unknown]
-        if len(q):  # a document listed twice for a query (pages that overlap): its first place
-            pair = q.astype(np.int64) * len(self.doc_ids) + d
-            _, first = np.unique(pair, return_index=True)
-            if len(first) < len(pair):
-                keep = np.sort(first)
-                q, d, scores = q[keep], d[keep], scores[keep]
+        q, d, scores = _first_places(q, d, scores, len(self.doc_ids))
         return Run.from_codes(queries.ids, self.doc_ids, q, d, scores, self.name)
 
     def coverage(self) -> dict[str, int] | None:
@@ -523,12 +526,10 @@ class HttpRetriever(Stage):
         n = len(self._queries)
         return {"queries": n, "with_results": with_results, "without_results": n - with_results}
 
-    def _encode(self, ids: list[str]) -> np.ndarray:
+    def _encode(self, ids: list[str]) -> array:
         """The collection's codes of ``ids`` (-1: not a document of it)."""
-        if self._codes is None:
-            self._codes = {d: i for i, d in enumerate(self.template.canon)}
-        get = self._codes.get
-        return np.fromiter((get(d, -1) for d in ids), dtype=np.int32, count=len(ids))
+        get = self.template.codes.get
+        return array("i", [get(x, -1) for x in ids])
 
     def replay_summary(self) -> list[dict[str, Any]]:
         """Per replay journal of this system (one per depth asked): queries asked, answered,
@@ -547,6 +548,18 @@ class HttpRetriever(Stage):
 
     def __repr__(self) -> str:
         return f"HttpRetriever({self.url!r})"
+
+
+def _first_places(q: np.ndarray, d: np.ndarray, scores: np.ndarray, n_docs: int) -> tuple:
+    """The rows with each (query, document) at its first place only (a service's pages that
+    overlap can list a document twice); the rows as they are when none repeats."""
+    pair = q.astype(np.int64) * n_docs + d
+    srt = np.sort(pair)
+    if not len(srt) or not (srt[1:] == srt[:-1]).any():
+        return q, d, scores
+    _, first = np.unique(pair, return_index=True)
+    keep = np.sort(first)
+    return q[keep], d[keep], scores[keep]
 
 
 def check_http(params: dict[str, Any], base_dir: Path) -> dict[str, Any]:
