@@ -7,10 +7,8 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from limelight.analysis import Analyzer
@@ -18,7 +16,6 @@ from limelight.data import load_dataset, load_query_log
 from limelight.errors import LimelightError
 from limelight.exposure import compute_exposure
 from limelight.exposure.nearmiss import NearMisses, group_exposure_shares, near_misses
-from limelight.exposure.store import ExposureStore
 from limelight.retrieval.bm25 import BM25, BM25Index
 from limelight.retrieval.dense import Encoder
 from limelight.retrieval.explain import (
@@ -32,8 +29,6 @@ from limelight.retrieval.explain import (
     term_spans,
 )
 from limelight.retrieval.systems import get_kind, kind_names, load_kinds
-
-DEMO = Path(__file__).resolve().parents[1] / "demo-out"
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +53,19 @@ def log():
 
 
 @pytest.fixture(scope="module")
-def debian():
-    """The demo audit's BM25 system, its store and its documents' texts (read only)."""
-    ix = BM25Index.load(DEMO / "index" / "bm25")
-    cfg = {s["name"]: s for s in _systems(DEMO / "config.toml")}["bm25"]
-    ret = BM25(ix, k1=cfg["k1"], b=cfg["b"], threads=2)
-    texts = pq.read_table(DEMO / "index" / "docs.parquet", columns=["text"]).column("text")
-    return ret, ExposureStore.open(DEMO / "systems" / "bm25" / "exposure"), texts.to_pylist()
+def debian(log, tmp_path_factory):
+    """BM25 over the shared Debian catalog (the audit's defaults), a store of 4,000 log queries
+    plus every log query naming vim or editors, and the catalog's texts (built here: a fresh
+    clone has no demo audit)."""
+    from limelight.data.loaders import load_collection
 
-
-def _systems(path: Path) -> list[dict]:
-    import tomllib
-
-    return tomllib.loads(path.read_text())["systems"]
+    coll = load_collection("debian")
+    ret = BM25(BM25Index.build(coll), threads=2)
+    texts = log.texts.tolist()
+    pick = sorted(set(range(4000)) | {i for i, t in enumerate(texts) if re.search(r"\b(vim|editors?)\b", t)})
+    qs = log.take(np.asarray(pick))
+    store = compute_exposure(ret, qs, tmp_path_factory.mktemp("debian") / "store", depth=100)
+    return ret, store, coll.texts.tolist()
 
 
 def _check_decomposition(ret: BM25, queries: list[str], k: int, texts=None) -> int:
