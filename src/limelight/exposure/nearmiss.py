@@ -92,7 +92,7 @@ class NearMisses:
         ptr, terms, qw = self._rows(cand)
         r = self.retriever
         s_d = r._score(ptr, terms, qw, np.full((len(cand), 1), d, dtype=np.int32))[:, 0]
-        kth = r.index.kth_weights(r.k1, r.b, self.depth, terms)
+        kth = r.index.kth_weights(r.k1, r.b, self.depth)
         floor = np.zeros(len(cand), dtype=np.float32)
         if len(terms):
             rows = np.repeat(np.arange(len(cand)), np.diff(ptr))
