@@ -91,7 +91,7 @@ def dense_setup(coll):
     """The dense retriever of ``make demo`` over the cached catalog embeddings (never encodes
     the catalog: a cache miss raises)."""
     from limelight.audit.config import load_config
-    from limelight.audit.stages import _dense_index
+    from limelight.audit.stages.index import _dense_index
     from limelight.retrieval.dense import DenseRetriever, Encoder
 
     cfg = load_config(ROOT / "configs" / "debian.toml")

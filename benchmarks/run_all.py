@@ -54,6 +54,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("querygen.py", []),  # ~3.5 min
     ("variations.py", []),  # ~1 min
     ("scale.py", []),  # ~6 min
+    ("scale_build.py", []),  # ~6 min; issue 44: 1M generated documents, build and open vs today's
     # issues 20 and 24: the Debian demo audit (`make demo` first)
     ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
     ("explain.py", ["--audit", "demo-out"]),  # ~0.5 min; issue 43: explanations, near misses

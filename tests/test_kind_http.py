@@ -341,6 +341,33 @@ def test_paths_and_placeholders():
     assert (method, url, params, content) == ("GET", "http://h:1/search/a%2Fb%20c", {"n": "5"}, None)
 
 
+def test_journal_keeps_answers_by_codes_or_ids(tmp_path):
+    """Answers given as codes (written dictionary-encoded) or as ids (strings) read back alike;
+    a part being written when the job was killed is ignored; the log summarises."""
+    from array import array
+
+    from limelight.retrieval.kinds.http import _Codes
+    from limelight.retrieval.replay import Journal, summarize_log
+
+    strings = [f"doc{i}" for i in range(50)]
+    codes = _Codes(strings)
+    assert codes(["doc7", "nope", "doc0"]).tolist() == [7, -1, 0]
+    j = Journal(tmp_path / "j", {"url": "u", "k": 3}, strings)
+    j.add(("q1", "a"), True, 200, 1, 0.01, 0.01, "", (None, array("d", [3.0, 2.0]), np.array([7, 3], np.int32)))
+    j.add(("q2", "b"), True, 200, 2, 0.02, 0.5, "", (["x-unknown"], array("d", [float("nan")]), None))
+    j.add(("q3", "c"), False, 503, 6, 0.02, 3.0, "HTTP 503")
+    j.flush()
+    (tmp_path / "j" / ".hits-000002.parquet.1234.tmp").write_bytes(b"half")
+    j2 = Journal(tmp_path / "j", None, strings)
+    got = j2.lookup([("q2", "b"), ("q1", "a"), ("q3", "c"), ("q1", "other text")])
+    assert set(got) == {0, 1}
+    assert got[1][0] == ["doc7", "doc3"] and list(got[1][1]) == [3.0, 2.0]
+    assert got[0][0] == ["x-unknown"] and np.isnan(got[0][1][0])
+    assert not list((tmp_path / "j").glob(".*.tmp"))
+    s = summarize_log(__import__("pandas").read_parquet(tmp_path / "j" / "log-000001.parquet"))
+    assert (s["asked"], s["answered"], s["failed"], s["retried"], s["attempts"]) == (3, 2, 1, 2, 9)
+
+
 def test_retry_after_and_client_options():
     assert _retry_after("3", 60) == 3 and _retry_after("999", 60) == 60 and _retry_after(None, 60) == 0
     date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
@@ -360,6 +387,18 @@ def test_limelight_serve_replayed_equals_its_bm25_store(base, bm25_store, collec
         [s] = r.replay_summary()
         assert (s["asked"], s["answered"], s["failed"], s["attempts"]) == (N_QUERIES, N_QUERIES, 0, N_QUERIES)
         assert s["url"] == f"{srv.url}/api/search" and s["latency_p50_ms"] <= s["latency_p99_ms"]
+        # page by page (7 hits a request, {offset}): the same store
+        paged, r = replay(srv.url, bm25_store.queries, collection, tmp_path / "paged", preset="limelight",
+                          max_page=7)
+        assert same_pairs(paged, bm25_store)
+        assert r.replay_summary()[0]["attempts"] > N_QUERIES  # a request per page
+        # without a score path the service's order is kept: score 1 / rank, the same documents
+        ordered, _ = replay(srv.url, bm25_store.queries, collection, tmp_path / "ordered",
+                            preset="limelight", score="")
+        q, d, rank, score = ordered.pair_arrays()
+        assert np.allclose(score, 1.0 / rank)
+        bq, bd = bm25_store.pair_arrays()[:2]
+        assert set(zip(q.tolist(), d.tolist(), strict=True)) == set(zip(bq.tolist(), bd.tolist(), strict=True))
         srv.kill()  # the server is gone: the journal answers a new store
         st2, _ = replay(srv.url, bm25_store.queries, collection, tmp_path / "again", tmp_path / "work",
                         preset="limelight")

@@ -64,3 +64,10 @@ def test_groups_from_a_tsv(tmp_path):
     p.write_text("q1\tx\nq9\ty\n")
     with pytest.raises(LimelightError, match=r"1 query id\(s\) not in the query set \(first: 'q9'\)"):
         groups_from_tsv(p, ["q1"])
+
+
+def test_no_worst_off_group_among_equals():
+    lab = np.array(["a", "a", "b", "b"], dtype=object)
+    r = compare_groups({"S": np.ones(4)}, lab, "any result", n_boot=10)
+    t = r.tests.iloc[0]
+    assert t["worst_group"] is None and t["H"] == 0.0 and t["p"] == 1.0

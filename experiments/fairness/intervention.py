@@ -76,7 +76,7 @@ def plot(results: dict, out: Path) -> None:
                 ax.plot(x, [r[m] for r in c], marker="o", label=s)
                 ax.set_xlabel(f"largest group deficit ({FIELD[catalog]}), points")
                 ax.set_ylabel(f"expected {m}")
-                ax.set_title(f"{catalog}: T = 0 on the right", fontsize=9)
+                ax.set_title(f"{catalog}: T = 0 at the top of each curve, T = ∞ at the bottom", fontsize=9)
                 ax.invert_xaxis()
     axes[0, 0].legend()
     fig.tight_layout()
@@ -90,7 +90,12 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/limelight-fairness"))
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot-only", action="store_true", help="redraw the figure from results/intervention.json")
     a = ap.parse_args()
+    fig = ROOT / "docs" / "figures" / "exposure" / "fairness_intervention"
+    if a.plot_only:
+        plot(json.loads((HERE / "results" / "intervention.json").read_text())["results"], fig)
+        return
     results: dict = {}
     for catalog in ("debian", "movies"):
         idx = index_for(catalog, a.work)
@@ -108,7 +113,7 @@ def main() -> None:
            "load": list(os.getloadavg())}
     with atomic_path(HERE / "results" / "intervention.json") as tmp:
         tmp.write_text(json.dumps(out, indent=1, default=lambda x: None if x != x else x).replace("Infinity", '"inf"'))
-    plot(results, ROOT / "docs" / "figures" / "exposure" / "fairness_intervention")
+    plot(results, fig)
 
 
 if __name__ == "__main__":

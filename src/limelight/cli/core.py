@@ -45,17 +45,22 @@ def index(
     stem: bool = typer.Option(False, "--stem", help="Snowball English stemming"),
     stopwords: str = typer.Option("en", help="stopword list: en, en_plus or none"),
     model: str = typer.Option(None, help="sentence-transformers model path or name (dense)"),
+    memory_gb: float = typer.Option(2.0, "--memory-gb", help="working memory of the BM25 build "
+                                    "(GB); a JSONL file or folder is read in chunks, so the peak "
+                                    "is about this plus the index's size"),
 ) -> None:
     """Index a collection (BM25, and dense with --dense)."""
     from limelight.analysis import Analyzer
-    from limelight.data.loaders import load_collection
-    from limelight.retrieval.index_dir import build_index
+    from limelight.retrieval.index_dir import build_index_from, read_meta
 
     check_output_dir(out, "index")  # before the work: a folder of the user's is never replaced
-    coll = load_collection(collection)
+    if not memory_gb > 0:
+        raise LimelightError(f"--memory-gb must be positive, got {memory_gb}")
     analyzer = Analyzer(stopwords=stopwords, stemmer="english" if stem else None)
-    build_index(coll, out, dense=dense, analyzer=analyzer, model=model, show_progress=True)
-    typer.echo(f"indexed {len(coll)} documents of {coll.name} into {out}")
+    build_index_from(collection, out, dense=dense, analyzer=analyzer, model=model,
+                     show_progress=True, memory_gb=memory_gb)
+    meta = read_meta(out)
+    typer.echo(f"indexed {meta['n_docs']} documents of {meta['collection']} into {out}")
 
 
 def search(

@@ -197,12 +197,17 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     """
     path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
     log = read_queries_tsv(path, name="querylog")
-    return _distinct(log) if distinct else log
+    return _distinct(log, path) if distinct else log
 
 
-def _distinct(log: Queries) -> Queries:
+MAX_LOG_QUERY_CHARS = 1 << 16  # a log line's query beyond this is not a query a user typed
+
+
+def _distinct(log: Queries, where: str | os.PathLike | None = None) -> Queries:
     """A query log's distinct normalised texts, weighted by their number of entries (see
-    ``load_query_log``)."""
+    ``load_query_log``). Queries longer than ``MAX_LOG_QUERY_CHARS`` characters are dropped with
+    one warning that counts them (a 1 MB line would cost seconds of retrieval on its own)."""
+    log = _drop_long(log, where or log.name)
     norm = normalise_texts(log.texts.tolist())
     uniq, first, counts = np.unique(norm, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
@@ -210,6 +215,23 @@ def _distinct(log: Queries) -> Queries:
     ids = IdMap(log.ids.strings[first].tolist(), kind="query")
     fields = {"source": log.fields["source"][first], "log_id": log.ids.strings[first]} if "source" in log.fields else {}
     return Queries(ids, uniq.astype(object), counts.astype(np.float64), fields=fields, name="querylog")
+
+
+def _drop_long(log: Queries, where: str | os.PathLike) -> Queries:
+    """``log`` without its queries longer than ``MAX_LOG_QUERY_CHARS`` (one warning if any)."""
+    texts = log.texts.tolist()
+    lens = np.fromiter((len(t) if isinstance(t, str) else 0 for t in texts), dtype=np.int64,
+                       count=len(texts))
+    long = np.flatnonzero(lens > MAX_LOG_QUERY_CHARS)
+    if not len(long):
+        return log
+    import warnings
+
+    first = int(long[0])
+    warnings.warn(f"{where}: {len(long)} log line(s) longer than {MAX_LOG_QUERY_CHARS:,} "
+                  f"characters skipped (first: query {log.ids[first]!r}, {int(lens[first]):,} "
+                  "characters)", stacklevel=3)
+    return log.take(np.flatnonzero(lens <= MAX_LOG_QUERY_CHARS))
 
 
 def load_queries_file(path: str | os.PathLike) -> Queries:
@@ -223,7 +245,7 @@ def load_queries_file(path: str | os.PathLike) -> Queries:
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
     qs = read_queries_tsv(p)
-    return _distinct(qs) if "source" in qs.fields else qs
+    return _distinct(qs, p) if "source" in qs.fields else qs
 
 
 def load_irds(dataset_id: str) -> Dataset:

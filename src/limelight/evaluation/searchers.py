@@ -124,6 +124,14 @@ class SearcherGroups:
     preferences: pd.DataFrame
 
 
+def _natural(g: str) -> tuple:
+    """Sort key: numbers by value (``"6-16 words"`` before ``"17-26 words"``), ``(none)`` last."""
+    import re
+
+    parts = re.split(r"(\d+)", str(g))
+    return (g == NONE_GROUP, [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in parts if x])
+
+
 def _boot_mean(v: np.ndarray, rng: np.random.Generator, n_boot: int, alpha: float) -> tuple[float, float]:
     if len(v) < 2 or n_boot == 0:
         return float("nan"), float("nan")
@@ -141,7 +149,7 @@ def compare_groups(values: Mapping[str, np.ndarray], labels: np.ndarray, measure
     labels = np.asarray(labels, dtype=object)
     rng = np.random.default_rng(seed)
     rows, tests = [], []
-    names = sorted(set(labels.tolist()), key=lambda g: (g == NONE_GROUP, g))
+    names = sorted(set(labels.tolist()), key=_natural)
     for sysname, v in values.items():
         v = np.asarray(v, dtype=np.float64)
         if v.shape != labels.shape:
@@ -153,7 +161,9 @@ def compare_groups(values: Mapping[str, np.ndarray], labels: np.ndarray, measure
                          "mean": float(x.mean()) if len(x) else float("nan"), "lo": lo, "hi": hi})
         h, p, k = kruskal(v, labels, omit)
         tested = [r for r in rows[-len(names):] if r["group"] not in omit and r["n"] > 1]
-        worst = min(tested, key=lambda r: (r["mean"], r["group"]))["group"] if tested else None
+        means = [r["mean"] for r in tested]
+        worst = min(tested, key=lambda r: (r["mean"], _natural(r["group"])))["group"] \
+            if tested and max(means) > min(means) else None  # no worst-off among equals
         tests.append({"system": sysname, "measure": measure, "groups": k, "H": h, "p": p,
                       "worst_group": worst})
     prefs = []

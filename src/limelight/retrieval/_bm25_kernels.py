@@ -184,6 +184,98 @@ def score_pairs(qptr, qterms, qweights, indptr, pdocs, pw, docs):
     return out
 
 
+# ---- posting weights and pruning bounds --------------------------------------------------------
+
+@njit(cache=True, nogil=True, parallel=True)
+def posting_weights(indptr, pdocs, tf, doc_len, idf, k1, b, avgdl, n_blocks):
+    """The BM25 weight of every posting (float32), bit for bit the vectorized numpy formula
+    ``float32(float64(idf[t]) * (tf / (k1 * ((1 - b) + b * dl / avgdl) + tf)))`` (float64
+    arithmetic in the same order, no fast-math, so no fused multiply-adds). Postings are cut
+    into ``n_blocks`` contiguous blocks run in parallel; each finds its first term by binary
+    search in ``indptr``."""
+    P = len(pdocs)
+    out = np.empty(P, dtype=np.float32)
+    if P == 0:
+        return out
+    nb = max(1, min(n_blocks, P))
+    step = (P + nb - 1) // nb
+    for blk in prange(nb):
+        lo = blk * step
+        hi = min(P, lo + step)
+        if lo >= hi:
+            continue
+        t = np.searchsorted(indptr, lo, side="right") - 1
+        nxt = indptr[t + 1]
+        for p in range(lo, hi):
+            while p >= nxt:
+                t += 1
+                nxt = indptr[t + 1]
+            f = np.float64(tf[p])
+            dl = np.float64(doc_len[pdocs[p]])
+            norm = k1 * ((1.0 - b) + b * dl / avgdl)
+            out[p] = np.float32(np.float64(idf[t]) * (f / (norm + f)))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _heap_fix(h, pos, size):
+    """Restore the min-heap ``h[:size]`` below ``pos``."""
+    v = h[pos]
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        if child + 1 < size and h[child + 1] < h[child]:
+            child += 1
+        if h[child] < v:
+            h[pos] = h[child]
+            pos = child
+        else:
+            break
+    h[pos] = v
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def kth_largest(indptr, pw, terms, k):
+    """For each term of ``terms``, the ``k``-th largest of its posting weights
+    ``pw[indptr[t]:indptr[t + 1]]`` counted with multiplicity (0 when it has fewer than ``k``
+    postings), float32: a min-heap of the ``k`` largest seen, one pass over the postings
+    (terms in parallel). Equal to sorting each term's weights and taking position ``k - 1``."""
+    n = len(terms)
+    out = np.zeros(n, dtype=np.float32)
+    if k < 1:
+        return out
+    for i in prange(n):
+        t = terms[i]
+        lo = indptr[t]
+        hi = indptr[t + 1]
+        if hi - lo < k:
+            continue
+        h = pw[lo:lo + k].copy()
+        for pos in range(k // 2 - 1, -1, -1):
+            _heap_fix(h, pos, k)
+        for p in range(lo + k, hi):
+            v = pw[p]
+            if v > h[0]:
+                h[0] = v
+                _heap_fix(h, 0, k)
+        out[i] = h[0]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def scatter_postings(gid, pdoc, ptf, cursor, out_docs, out_tf):
+    """Place postings (term ``gid[p]``, document ``pdoc[p]``, frequency ``ptf[p]``) at their
+    term's write cursor, advancing it: given each term's postings in ascending document order,
+    this lays out the CSC arrays of the streaming build (``retrieval.bm25_build``)."""
+    for p in range(len(gid)):
+        g = gid[p]
+        c = cursor[g]
+        out_docs[c] = pdoc[p]
+        out_tf[c] = ptf[p]
+        cursor[g] = c + 1
+
+
 # ---- query analysis ---------------------------------------------------------------------------
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -370,3 +462,5 @@ def warmup() -> None:
     pw = np.array([1.0, 2.0], dtype=np.float32)
     search_csr(qptr, qterms, qw, indptr, pdocs, pw, np.zeros(1, dtype=np.float32), 2, 1, 1)
     score_pairs(qptr, qterms, qw, indptr, pdocs, pw, np.zeros((1, 1), dtype=np.int32))
+    posting_weights(indptr, pdocs, pdocs, pdocs, qw, 0.9, 0.4, 1.0, 1)
+    kth_largest(indptr, pw, qterms, 1)

@@ -10,8 +10,11 @@ document ``d`` of length ``|d|`` (tokens after analysis) where ``t`` occurs ``tf
 A term repeated in the query counts once per occurrence (bm25s adds its weight once per token).
 
 The index (``BM25Index``) stores term frequencies and document lengths, not weights, so ``k1`` and
-``b`` are chosen when a ``BM25`` retriever is made; the weights are recomputed (vectorized) and
-cached per ``(k1, b)``. Layout of an index directory::
+``b`` are chosen when a ``BM25`` retriever is made; the weights are computed when first needed
+(one parallel pass over the postings, about 0.1 s for 39M postings on 2 cores) and cached per
+``(k1, b)``, and so are the pruning bounds (each term's k-th largest weight), per term, for the
+terms the queries use: opening an index reads its files and nothing more. Layout of an index
+directory::
 
     meta.json     format, analyzer config, k1/b defaults, N, avgdl, vocabulary, doc ids
     indptr.npy    int64 (V + 1,)  CSC offsets: postings of term t are [indptr[t], indptr[t+1])
@@ -85,19 +88,33 @@ class BM25Index:
         self.b = float(b)
         self.name = name
         self.n_docs = len(doc_ids)
-        # bm25s: numpy mean of the int lengths (float64)
-        self.avgdl = float(np.asarray(doc_len, dtype=np.int64).mean()) if self.n_docs else 0.0
+        self.avgdl = mean_length(doc_len)
         self._weights: dict[tuple[float, float], np.ndarray] = {}
-        self._impact_order: dict[tuple[float, float], np.ndarray] = {}
+        self._kth: dict[tuple[float, float, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
         self._idf: np.ndarray | None = None
         self._lexicon: QueryLexicon | None = None
+
+    def __getstate__(self) -> dict:
+        """Pickled without its lock and its query lexicon (rebuilt on first use): Ray ships
+        retrievers through its object store."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_lexicon"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # ---- construction --------------------------------------------------------------------
     @classmethod
     def build(cls, collection: Collection, analyzer: Analyzer | None = None,
               show_progress: bool = False, k1: float = DEFAULT_K1,
               b: float = DEFAULT_B) -> BM25Index:
-        """Analyze and index ``collection`` (``analyzer`` defaults to ``Analyzer()``)."""
+        """Analyze and index ``collection`` (``analyzer`` defaults to ``Analyzer()``), every token
+        in memory at once; ``retrieval.bm25_build.BM25Builder`` writes the same files in bounded
+        memory (what ``limelight index`` runs)."""
         analyzer = analyzer or Analyzer()
         texts = collection.texts.tolist()
         n = len(texts)
@@ -124,12 +141,9 @@ class BM25Index:
         with atomic_dir(path, "BM25 index") as tmp:
             for name, dtype, _ in _ARRAYS:
                 np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(self, name), dtype=dtype))
-            meta = {"format": FORMAT, "name": self.name, "analyzer": self.analyzer.config(),
-                    "k1": self.k1, "b": self.b, "n_docs": self.n_docs, "avgdl": self.avgdl,
-                    "n_terms": len(self.vocabulary), "n_postings": int(len(self.docs)),
-                    "vocabulary": self.vocabulary.strings.tolist(),
-                    "doc_ids": self.doc_ids.strings.tolist()}
-            (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+            write_meta(tmp, self.name, self.analyzer, self.k1, self.b, self.avgdl,
+                       int(len(self.docs)), self.vocabulary.strings.tolist(),
+                       self.doc_ids.strings.tolist())
         return path
 
     @classmethod
@@ -199,19 +213,25 @@ class BM25Index:
             self._idf = np.log(1.0 + (self.n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
         return self._idf
 
-    def weights(self, k1: float, b: float) -> np.ndarray:
-        """The BM25 weight of every posting for ``(k1, b)`` (float32, cached)."""
+    def weights(self, k1: float, b: float, threads: int | None = None) -> np.ndarray:
+        """The BM25 weight of every posting for ``(k1, b)`` (float32, cached for the last four
+        pairs). Computed by a parallel kernel (``_bm25_kernels.posting_weights``, ``threads``
+        numba threads, default all) in one pass over the postings, bit for bit the float64
+        formula of the module docstring."""
         key = (float(k1), float(b))
         w = self._weights.get(key)
         if w is None:
-            if len(self._weights) >= 4:
-                self._weights.pop(next(iter(self._weights)))
-            term = np.repeat(np.arange(self.n_terms, dtype=np.int32), self.df)
-            tf = np.asarray(self.tf, dtype=np.float64)
-            dl = np.asarray(self.doc_len)[self.docs].astype(np.float64)
-            norm = key[0] * ((1.0 - key[1]) + key[1] * dl / self.avgdl)
-            w = (self.idf[term].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
-            self._weights[key] = w
+            with self._lock:
+                w = self._weights.get(key)
+                if w is None:
+                    n = _kernel_threads(threads)
+                    with _numba_threads(n):
+                        w = _k.posting_weights(np.asarray(self.indptr), np.asarray(self.docs),
+                                               np.asarray(self.tf), np.asarray(self.doc_len),
+                                               self.idf, key[0], key[1], self.avgdl, n * 8)
+                    if len(self._weights) >= 4:
+                        self._weights.pop(next(iter(self._weights)))
+                    self._weights[key] = w
         return w
 
     def lexicon(self) -> QueryLexicon:
@@ -222,22 +242,58 @@ class BM25Index:
                     self._lexicon = QueryLexicon(self.analyzer, self.vocabulary)
         return self._lexicon
 
-    def kth_weights(self, k1: float, b: float, k: int) -> np.ndarray:
+    def kth_weights(self, k1: float, b: float, k: int, terms: np.ndarray | None = None,
+                    threads: int | None = None) -> np.ndarray:
         """For each term, its ``k``-th largest posting weight (0 where df < k), float32: a lower
-        bound of the k-th best score of any query containing the term (used for pruning)."""
-        key = (float(k1), float(b))
-        w = self.weights(k1, b)
-        order = self._impact_order.get(key)
-        if order is None:
-            term = np.repeat(np.arange(self.n_terms, dtype=np.int32), self.df)
-            order = np.lexsort((-w, term))
-            self._impact_order = {key: order}
-        df = self.df
-        out = np.zeros(self.n_terms, dtype=np.float32)
-        has = df >= k
-        if k >= 1 and has.any():
-            out[has] = w[order[np.asarray(self.indptr[:-1])[has] + (k - 1)]]
-        return out
+        bound of the k-th best score of any query containing the term (used for pruning).
+
+        Computed lazily, per term, and cached per ``(k1, b, k)``: with ``terms`` (term ids),
+        only those terms are guaranteed to be filled in the returned array (the others may
+        hold 0, which is a valid, weaker bound); without, every term. A term costs one pass
+        over its postings (``_bm25_kernels.kth_largest``), so a batch of queries pays for the
+        terms it uses, once per index, not for a sort of every posting at start-up."""
+        key = (float(k1), float(b), int(k))
+        with self._lock:
+            entry = self._kth.get(key)
+            if entry is None:
+                if len(self._kth) >= 8:
+                    self._kth.pop(next(iter(self._kth)))
+                entry = self._kth[key] = (np.zeros(self.n_terms, dtype=np.float32),
+                                          np.zeros(self.n_terms, dtype=bool))
+        values, known = entry
+        want = (np.arange(self.n_terms, dtype=np.int64) if terms is None
+                else np.unique(np.asarray(terms, dtype=np.int64)))
+        todo = want[~known[want]]
+        if len(todo) and k >= 1:
+            w = self.weights(k1, b, threads)
+            n = _kernel_threads(threads)
+            with self._lock, _numba_threads(n):
+                todo = todo[~known[todo]]
+                values[todo] = _k.kth_largest(np.asarray(self.indptr), w, todo, int(k))
+                known[todo] = True
+        return values
+
+
+def _kernel_threads(threads: int | None) -> int:
+    """numba threads for the index's own kernels (weights, bounds): ``threads`` (default: all
+    that numba has), capped at ``numba.config.NUMBA_NUM_THREADS``."""
+    cap = numba.config.NUMBA_NUM_THREADS
+    return max(1, min(threads or cap, cap))
+
+
+def mean_length(doc_len: np.ndarray) -> float:
+    """avgdl as bm25s computes it: the numpy mean of the int lengths (float64); 0 when empty."""
+    return float(np.asarray(doc_len, dtype=np.int64).mean()) if len(doc_len) else 0.0
+
+
+def write_meta(folder: Path, name: str, analyzer: Analyzer, k1: float, b: float, avgdl: float,
+               n_postings: int, vocabulary: list[str], doc_ids: list[str]) -> None:
+    """Write an index's ``meta.json`` into ``folder`` (``save`` and the streaming build write
+    the same bytes for the same index)."""
+    meta = {"format": FORMAT, "name": name, "analyzer": analyzer.config(), "k1": float(k1),
+            "b": float(b), "n_docs": len(doc_ids), "avgdl": avgdl, "n_terms": len(vocabulary),
+            "n_postings": int(n_postings), "vocabulary": vocabulary, "doc_ids": doc_ids}
+    (folder / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
 
 
 _NO_FLOOR = np.zeros(0, dtype=np.float32)
@@ -334,9 +390,10 @@ class BM25(Retriever):
     def _search(self, qptr: np.ndarray, qterms: np.ndarray, qw: np.ndarray,
                 k: int) -> tuple[np.ndarray, np.ndarray]:
         n_threads = self._threads()
-        w = self.weights
+        w = self.index.weights(self.k1, self.b, n_threads)
         positive = len(qw) == 0 or float(qw.min()) > 0.0
-        kth = self.index.kth_weights(self.k1, self.b, k) if positive else _NO_FLOOR
+        kth = (self.index.kth_weights(self.k1, self.b, k, qterms, n_threads) if positive
+               else _NO_FLOOR)
         with _numba_threads(n_threads):
             return _k.search_csr(qptr, qterms, qw, self.index.indptr, self.index.docs, w, kth,
                                  self.index.n_docs, k, n_threads * 8)

@@ -15,59 +15,177 @@ Layout::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from limelight._io import atomic_dir
 from limelight.analysis import Analyzer
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
-from limelight.errors import IndexMismatchError
+from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.index_meta import FORMAT, index_size, read_meta
 from limelight.retrieval.spec import RetrieverSpec
 
+DEFAULT_MEMORY_GB = 2.0
+
 
 def build_index(collection: Collection, out: str | os.PathLike, dense: bool = False,
                 analyzer: Analyzer | None = None, model: str | None = None,
-                show_progress: bool = False) -> Path:
+                show_progress: bool = False, memory_gb: float = DEFAULT_MEMORY_GB) -> Path:
     """Build the BM25 index (and the dense one with ``dense``) of ``collection`` into ``out``.
 
     Everything is written into a temporary directory that replaces ``out`` only when complete.
+    The BM25 index is built in chunks within ``memory_gb`` of working memory
+    (``retrieval.bm25_build``; the same files as ``BM25Index.build(collection).save``).
     """
-    from limelight.retrieval.bm25 import BM25Index
+    from limelight.data.stream import DocumentChunks, slices
 
+    chunk = _budget(memory_gb) // 64
+    source = DocumentChunks(collection.name, tuple(collection.text_fields),
+                            slices(collection, chunk), False)
+    return _build(source, out, dense, analyzer, model, show_progress, memory_gb, collection)
+
+
+def build_index_from(source: str | os.PathLike, out: str | os.PathLike, dense: bool = False,
+                     analyzer: Analyzer | None = None, model: str | None = None,
+                     show_progress: bool = False, memory_gb: float = DEFAULT_MEMORY_GB) -> Path:
+    """``build_index`` of the collection ``source`` names (what ``load_collection`` accepts),
+    read in chunks: a JSONL file or a folder with ``docs.jsonl`` is streamed, so that the peak
+    memory is about ``memory_gb`` plus the index's own size (vocabulary, ids, postings), not
+    the corpus's (``limelight index``; ``data.stream.document_chunks``)."""
+    from limelight.data.stream import document_chunks
+
+    chunks = document_chunks(source, _budget(memory_gb) // 64)
+    return _build(chunks, out, dense, analyzer, model, show_progress, memory_gb)
+
+
+def _budget(memory_gb: float) -> int:
+    if not memory_gb > 0:
+        raise LimelightError(f"the memory budget must be positive, got {memory_gb} GB")
+    return int(memory_gb * (1 << 30))
+
+
+def _build(source, out: str | os.PathLike, dense: bool, analyzer: Analyzer | None,
+           model: str | None, show_progress: bool, memory_gb: float,
+           collection: Collection | None = None) -> Path:
+    """Write an index directory from ``source`` (``DocumentChunks``): docs.parquet and the BM25
+    index chunk by chunk, then the dense index (from ``collection``, else the stored texts)."""
     out = Path(out)
     with atomic_dir(out, "index") as tmp:
-        _docs_frame(collection).to_parquet(tmp / "docs.parquet", index=False)
-        BM25Index.build(collection, analyzer or Analyzer(), show_progress=show_progress).save(tmp / "bm25")
+        with atomic_dir(tmp / "bm25", "BM25 index") as btmp:
+            n_docs = _write_docs_and_bm25(source, tmp / "docs.parquet", btmp, analyzer or Analyzer(),
+                                          _budget(memory_gb), show_progress,
+                                          len(collection) if collection is not None else None)
         built = ["bm25"]
         if dense:
             from limelight.retrieval.dense import DenseIndex, Encoder
 
+            coll = collection if collection is not None else _stored_texts(tmp, source.name)
             enc = Encoder(model) if model else Encoder()
-            DenseIndex.build(collection, enc, show_progress=show_progress).save(tmp / "dense")
+            DenseIndex.build(coll, enc, show_progress=show_progress).save(tmp / "dense")
             built.append("dense")
-        meta = {"format": FORMAT, "collection": collection.name, "n_docs": len(collection),
-                "built": built, "text_fields": list(collection.text_fields)}
+        meta = {"format": FORMAT, "collection": source.name, "n_docs": n_docs,
+                "built": built, "text_fields": list(source.text_fields)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     return out
 
 
-def _docs_frame(collection: Collection) -> pd.DataFrame:
+def _write_docs_and_bm25(source, parquet: Path, folder: Path, analyzer: Analyzer,
+                         memory_bytes: int, show_progress: bool, total: int | None) -> int:
+    """One pass over ``source``'s chunks: each is appended to ``parquet`` and fed to a
+    ``BM25Builder`` writing into ``folder``. Returns the number of documents."""
+    from limelight.progress import progress_bar
+    from limelight.retrieval.bm25_build import BM25Builder
+
+    builder = BM25Builder(folder, analyzer, memory_bytes)
+    docs = _DocsWriter(parquet)
+    ids: list[str] = []
+    try:
+        with (progress_bar(f"BM25: analyzing {source.name}", total) if show_progress
+              else contextlib.nullcontext(_no_progress)) as update:
+            for chunk in source.chunks:
+                docs.write(chunk)
+                builder.add(chunk.texts.tolist())
+                ids.extend(chunk.ids.strings.tolist())
+                update(len(ids))
+            update(len(ids), len(ids))  # a streamed source's total is known at its end
+        docs.close()
+        builder.finish(ids, source.name)
+    except BaseException:
+        builder.abort()
+        docs.close()
+        raise
+    return len(ids)
+
+
+def _no_progress(done: int, total: int | None = None) -> None:
+    """A progress callback that shows nothing."""
+
+
+class _DocsWriter:
+    """``docs.parquet`` written a chunk at a time (a row group each): ``doc_id``, ``text`` and
+    the collection's fields, every column a string (lists and objects as JSON; a field named
+    ``text`` or ``doc_id`` is stored as ``field_text``/``field_doc_id``)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.writer = None
+        self.schema = None
+        self.closed = False
+
+    def write(self, chunk: Collection) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = _docs_columns(chunk)
+        if self.writer is None:
+            self.schema = pa.schema([(k, pa.string()) for k in cols])
+            self.writer = pq.ParquetWriter(self.path, self.schema)
+        self.writer.write_table(pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()},
+                                         schema=self.schema))
+
+    def close(self) -> None:
+        """Finish the file (an empty table of ``doc_id`` and ``text`` when nothing came)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.writer is not None:
+            self.writer.close()
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.schema([("doc_id", pa.string()), ("text", pa.string())]).empty_table(),
+                       self.path)
+
+
+def _docs_columns(collection: Collection) -> dict[str, list]:
+    """The columns of ``docs.parquet`` for ``collection`` (see ``_DocsWriter``)."""
     # lists of str, not .astype(str): a fixed-width numpy unicode array is n × longest text × 4
     # bytes (10 GB for the Debian catalog, whose longest description has ~40k characters)
-    df = pd.DataFrame({"doc_id": [str(x) for x in collection.ids.strings.tolist()],
-                       "text": [str(x) for x in collection.texts.tolist()]})
+    cols = {"doc_id": [str(x) for x in collection.ids.strings.tolist()],
+            "text": [str(x) for x in collection.texts.tolist()]}
     for k, v in collection.fields.items():
         if k in ("text", "doc_id"):
             k = f"field_{k}"
-        df[k] = [json.dumps(x, default=str) if isinstance(x, list | dict) else (None if x is None else str(x))
-                 for x in v.tolist()]
-    return df
+        cols[k] = [json.dumps(x, default=str) if isinstance(x, list | dict) else (None if x is None else str(x))
+                   for x in v.tolist()]
+    return cols
+
+
+def _stored_texts(folder: Path, name: str) -> Collection:
+    """The ids and texts just written to ``folder/docs.parquet`` (for the dense index)."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(folder / "docs.parquet", columns=["doc_id", "text"])
+    return Collection(IdMap(t.column("doc_id").to_pylist(), kind="document"),
+                      np.asarray(t.column("text").to_pylist(), dtype=object), name=name)
 
 
 def load_docs(index_dir: str | os.PathLike) -> Collection:

@@ -39,7 +39,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -57,13 +57,14 @@ JOURNAL_FILE = "journal.json"
 #: answers kept in memory before a journal part is written (and at most this many seconds)
 FLUSH_ROWS, FLUSH_SECONDS = 2048, 5.0
 
-#: one answer, best first: document ids, scores (float64, NaN where the service gives none) and
-#: the endpoint's codes of the ids (int32; ``None`` when it has none, e.g. read from a journal)
-Hits = tuple[list[str], array, "array | None"]
+#: one answer, best first: the document ids (``None`` when the codes say it all), their scores
+#: (float64, NaN where the service gives none) and the endpoint's int32 codes of the ids in its
+#: collection (-1: not in it; ``None`` when unknown, e.g. read back from a journal)
+Hits = tuple["list[str] | None", array, "np.ndarray | None"]
 
 
 def _no_hits() -> Hits:
-    return [], array("d"), array("i")
+    return None, array("d"), np.zeros(0, dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,10 @@ class Endpoint(Protocol):
     """What a replay asks: ``url`` (shown in messages: no query string, no credentials),
     ``batch_size`` (queries per request), ``page_size(k)`` (hits per request when a top-k is
     asked page by page, else ``None``), ``request(items, k, offset)`` (``(method, url, params,
-    headers, content)`` for ``items``, a list of ``(qid, text)``) and ``read(status, ctype,
-    content, n)``: per item, its hits or the int HTTP status of its failure (a
-    ``LimelightError`` for a response that is no answer at all)."""
+    headers, content)`` for ``items``, a list of ``(qid, text)``), ``read(status, ctype,
+    content, n)``: per item, its ``Hits`` or the int HTTP status of its failure (a
+    ``LimelightError`` for a response that is no answer at all), and ``join(pages)``: the
+    ``Hits`` of one answer asked page by page."""
 
     url: str
     batch_size: int
@@ -103,6 +105,8 @@ class Endpoint(Protocol):
     def request(self, items: Sequence[tuple[str, str]], k: int, offset: int) -> tuple: ...
 
     def read(self, status: int, ctype: str, content: bytes, n: int) -> list[Hits | int]: ...
+
+    def join(self, pages: list[Hits]) -> Hits: ...
 
 
 def quote_body(content: bytes | str, limit: int = 200) -> str:
@@ -127,20 +131,27 @@ class Journal:
     last request, ``total_ms`` from the first request to the answer, ``error``, ``hits``,
     ``run`` and ``at`` (Unix times)); the hits have ``row`` (the query's row in the log part),
     ``docid`` and ``score`` (null: the service gave none), in the service's order. ``journal.json``
-    describes the requests (no credentials: ``env:`` references only)."""
+    describes the requests (no credentials: ``env:`` references only).
 
-    def __init__(self, folder: str | Path | None, description: dict[str, Any] | None = None):
+    ``dictionary``: the collection's document ids, in code order; answers given by their codes
+    (``Hits``) are written dictionary-encoded, several times faster than as strings (read back as
+    strings all the same)."""
+
+    def __init__(self, folder: str | Path | None, description: dict[str, Any] | None = None,
+                 dictionary: Sequence[str] | None = None):
         self.folder = None if folder is None else Path(folder)
         self.run = time.time()
         self._log: dict[str, list] = {c: [] for c in _LOG_COLUMNS}
         self._hit_row = array("i")
-        self._hit_doc: list[str] = []
+        self._hit_docs: list = []  # per answer: its codes (an array) or its ids (a list)
         self._hit_score = array("d")
+        self._dictionary = dictionary
+        self._arrow_dictionary = None
         self._flushed = time.monotonic()
         self.done: dict[tuple[str, str], tuple[int, int]] = {}  # (qid, query) → (part, row)
         self.counts: dict[tuple[str, str], int] = {}  # (qid, query) → hits of its answer
         self.parts = 0
-        self.memory_log: list[dict[str, Any]] = []  # without a folder: the rows, for the summary
+        self.memory_log: dict[str, list] = {c: [] for c in _LOG_COLUMNS if c != "query"}  # no folder
         if self.folder is not None:
             self._open(description or {})
 
@@ -177,11 +188,11 @@ class Journal:
         row = self.pending
         n = 0
         if ok and hits is not None:
-            ids, scores = hits[0], hits[1]
-            n = len(ids)
+            ids, scores, codes = hits
+            n = len(scores)
             self.counts.setdefault(key, n)
             self._hit_row.extend(array("i", [row]) * n)
-            self._hit_doc.extend(ids)
+            self._hit_docs.append(codes if ids is None else ids)
             self._hit_score.extend(scores)
         vals = (key[0], key[1], ok, status, attempts, latency * 1e3, total * 1e3, error, n,
                 self.run, time.time())
@@ -197,6 +208,11 @@ class Journal:
         """Write what is pending as the next part (atomically: hits first, then the log)."""
         self._flushed = time.monotonic()
         if not self.pending:
+            return
+        if self.folder is None:  # the log rows, for the summary; the hits are not kept
+            for c, values in self.memory_log.items():
+                values.extend(self._log[c])
+            self._clear()
             return
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -214,25 +230,42 @@ class Journal:
             "run": pa.array(self._log["run"], pa.float64()),
             "at": pa.array(self._log["at"], pa.float64()),
         })
-        if self.folder is None:
-            self.memory_log.extend(log.select([c for c in _LOG_COLUMNS if c != "query"]).to_pylist())
-        else:
-            part = self.parts + 1
-            score = np.frombuffer(self._hit_score, dtype=np.float64)
-            hits = pa.table({"row": pa.array(np.frombuffer(self._hit_row, dtype=np.int32)),
-                             "docid": pa.array(self._hit_doc, pa.string()),
-                             "score": pa.array(score, mask=np.isnan(score))})  # null: no score
-            with atomic_path(self.folder / f"hits-{part:06d}.parquet") as tmp:
-                pq.write_table(hits, tmp)
-            with atomic_path(self.folder / f"log-{part:06d}.parquet") as tmp:
-                pq.write_table(log, tmp)
-            self.parts = part
-            for row, (q, text, ok) in enumerate(zip(self._log["qid"], self._log["query"],
-                                                    self._log["ok"], strict=True)):
-                if ok:
-                    self.done.setdefault((q, text), (part, row))
+        part = self.parts + 1
+        score = np.frombuffer(self._hit_score, dtype=np.float64)
+        hits = pa.table({"row": pa.array(np.frombuffer(self._hit_row, dtype=np.int32)),
+                         "docid": self._docids(),
+                         "score": pa.array(score, mask=np.isnan(score))})  # null: no score
+        with atomic_path(self.folder / f"hits-{part:06d}.parquet") as tmp:
+            pq.write_table(hits, tmp)
+        with atomic_path(self.folder / f"log-{part:06d}.parquet") as tmp:
+            pq.write_table(log, tmp)
+        self.parts = part
+        for row, (q, text, ok) in enumerate(zip(self._log["qid"], self._log["query"],
+                                                self._log["ok"], strict=True)):
+            if ok:
+                self.done.setdefault((q, text), (part, row))
+        self._clear()
+
+    def _clear(self) -> None:
         self._log = {c: [] for c in _LOG_COLUMNS}
-        self._hit_row, self._hit_doc, self._hit_score = array("i"), [], array("d")
+        self._hit_row, self._hit_docs, self._hit_score = array("i"), [], array("d")
+
+    def _docids(self):
+        """The pending hits' ids as an Arrow column: dictionary-encoded (the dictionary cut to
+        the ids used) when every answer came as codes, else strings."""
+        import pyarrow as pa
+
+        if not all(isinstance(x, np.ndarray) for x in self._hit_docs) or self._dictionary is None:
+            strings = self._dictionary
+            return pa.array([d for x in self._hit_docs
+                             for d in (x if not isinstance(x, np.ndarray) else [strings[c] for c in x])],
+                            pa.string())
+        codes = (np.concatenate(self._hit_docs) if self._hit_docs else np.zeros(0, dtype=np.int32))
+        if self._arrow_dictionary is None:
+            self._arrow_dictionary = pa.array(list(self._dictionary), pa.string())
+        used, index = np.unique(codes, return_inverse=True)
+        return pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)),
+                                              self._arrow_dictionary.take(pa.array(used)))
 
     def lookup(self, keys: Sequence[tuple[str, str]]) -> dict[int, Hits]:
         """The journaled answers of ``keys`` (position → hits), read from their parts."""
@@ -326,15 +359,14 @@ def _retry_after(value: str | None, cap: float) -> float:
     return min(max(secs, 0.0), cap)
 
 
-@dataclass
 class _Asked:
     """How asking one query went so far (a row of the journal's log)."""
 
-    started: float = field(default_factory=time.perf_counter)
-    status: int = 0
-    attempts: int = 0
-    latency: float = 0.0
-    error: str = ""
+    __slots__ = ("started", "status", "attempts", "latency", "error")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.status, self.attempts, self.latency, self.error = 0, 0, 0.0, ""
 
     def failure(self) -> str:
         return self.error or f"HTTP {self.status}"
@@ -539,9 +571,7 @@ class Replayer:
         """One query: its top-k in one request, or page by page (``endpoint.page_size``)."""
         key, k, a = self._keys[i], self._k, _Asked()
         page = self.endpoint.page_size(k)
-        ids: list[str] = []
-        scores = array("d")
-        codes: array | None = array("i")
+        pages: list[Hits] = []
         offset = 0
         while True:
             size = k if page is None else min(page, k - offset)
@@ -560,13 +590,11 @@ class Replayer:
                                      resp.content, 1)[0]
             if isinstance(got, int):  # a single answer has no per-item status
                 got = _no_hits()
-            ids += got[0]
-            scores += got[1]
-            codes = None if codes is None or got[2] is None else codes + got[2]
+            pages.append(got)
             offset += size
-            if page is None or len(got[0]) < size or offset >= k:
+            if page is None or len(got[1]) < size or offset >= k:
                 break
-        self._answered(i, a, (ids, scores, codes))
+        self._answered(i, a, pages[0] if len(pages) == 1 else self.endpoint.join(pages))
 
     async def _ask_batch(self, client, unit: list[int], units: deque) -> None:
         """Several queries in one request (a batch template such as ``_msearch``): the ones

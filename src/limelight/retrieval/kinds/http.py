@@ -88,6 +88,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 _PLACEHOLDER = re.compile(r"\{(query|qid|k|offset)\}")
+_EXACT = frozenset({"{query}", "{qid}", "{k}", "{offset}"})
 _JSON_PLACEHOLDER = re.compile(r'"\{(k|offset)\}"|\{(query|qid|k|offset)\}')
 _ENV = re.compile(r"^(?P<prefix>(?:[A-Za-z][\w-]*\s+)?)env:(?P<name>[A-Za-z_]\w*)$")
 _SECRET_WORDS = ("auth", "authorization", "authentication", "cookie", "key", "apikey", "token",
@@ -194,9 +195,8 @@ class Template:
         score = p.get("score", pre.get("score", ""))
         self.score = None if score in ("", None) else compile_path(score, "score")
         self.refused_as_empty = p.get("client_errors", "fail") == "empty"
-        # the collection's ids (set by the retriever): an id → its code; a code → the string
-        self.codes: dict[str, int] = {}
-        self.strings: list[str] = []
+        self.strings: list[str] = []  # the collection's ids (set_collection)
+        self.lookup = _Codes([])
         if p.get("client_errors", "fail") not in ("fail", "empty"):
             raise LimelightError(f"http system: client_errors is \"fail\" or \"empty\", not {p['client_errors']!r}")
         self._batch(p, pre, at)
@@ -284,8 +284,11 @@ class Template:
             return ("POST", self.batch_url, None, {"content-type": "application/x-ndjson"}, content)
         qid, text = items[0]
         vals = {"query": text, "qid": qid, "k": k, "offset": offset}
-        url = _PLACEHOLDER.sub(lambda m: quote(str(vals[m[1]]), safe=""), self.url_template)
-        params = {n: _PLACEHOLDER.sub(lambda m: str(vals[m[1]]), v) for n, v in self.params.items()}
+        url = (self.url_template if "{" not in self.url_template else
+               _PLACEHOLDER.sub(lambda m: quote(str(vals[m[1]]), safe=""), self.url_template))
+        params = {n: (str(vals[v[1:-1]]) if v in _EXACT else
+                      _PLACEHOLDER.sub(lambda m: str(vals[m[1]]), v) if "{" in v else v)
+                  for n, v in self.params.items()}
         if self.body is None:
             return (self.method, url, params, None, None)
         return (self.method, url, params, {"content-type": "application/json"},
@@ -319,7 +322,7 @@ class Template:
                 out.append(self._hits(item, content))
         return out
 
-    def _hits(self, doc: Any, content: bytes) -> tuple[list[str], array, array]:
+    def _hits(self, doc: Any, content: bytes) -> tuple:
         from limelight.retrieval.replay import quote_body
 
         hits = resolve(doc, self.hits)
@@ -351,34 +354,70 @@ class Template:
                 scores.append(float(s))
             else:
                 scores.append(math.nan)
-        return self._known(raw, scores)
+        return raw, scores, self.lookup(raw)
 
-
-    def _fast_hits(self, hits: list) -> tuple[list[str], array, array] | None:
-        """The hits' ids and scores when both paths are one key and every hit has them with the
-        usual types (the common case, at a fraction of the general reading's cost); ``None``
-        otherwise, for the general reading (and its messages)."""
+    def _fast_hits(self, hits: list) -> tuple | None:
+        """``(None, scores, codes)`` when both paths are one key and every hit has them with the
+        usual types and an id of the collection (the common case, at a fraction of the general
+        reading's cost: no id string is kept); ``None`` otherwise, for the general reading (and
+        its messages)."""
         if len(self.id) != 1 or not isinstance(self.id[0], str) or (
                 self.score is not None and (len(self.score) != 1 or not isinstance(self.score[0], str))):
             return None
-        idk, get = self.id[0], self.codes.get
+        idk = self.id[0]
         try:
-            codes = array("i", [get(h[idk], -1) for h in hits])
+            raw = [h[idk] for h in hits]
             scores = (array("d", [h[self.score[0]] for h in hits]) if self.score is not None
                       else array("d", [math.nan]) * len(hits))
+            codes = self.lookup(raw)
         except (KeyError, TypeError, IndexError):  # a hit without them, or of another type
             return None
-        if -1 in codes:  # ids the collection lacks (or not strings): the general reading
+        if len(codes) and (codes.min() < 0 or not all(type(x) is str for x in raw)):  # ids the collection lacks (or not strings): in full
             return None
-        strings = self.strings
-        return [strings[c] for c in codes], scores, codes
+        return None, scores, codes
 
-    def _known(self, raw: list[str], scores: array) -> tuple[list[str], array, array]:
-        """``(ids, scores, codes)``: each id the collection has as the collection's own string
-        (answers kept in memory hold no copies), with its code (-1: not in the collection)."""
-        get, strings = self.codes.get, self.strings
-        codes = [get(x, -1) for x in raw]
-        return [strings[c] if c >= 0 else x for c, x in zip(codes, raw, strict=True)], scores, array("i", codes)
+    def set_collection(self, strings: list[str]) -> None:
+        """The collection whose codes answers carry (its ids, in code order)."""
+        self.strings = strings
+        self.lookup = _Codes(strings)
+
+    def join(self, pages: list[tuple]) -> tuple:
+        """One answer of several pages (``Hits`` each, in order)."""
+        scores = array("d")
+        for p in pages:
+            scores.extend(p[1])
+        if all(p[0] is None for p in pages):
+            return None, scores, np.concatenate([p[2] for p in pages])
+        ids = [x for p in pages for x in (p[0] if p[0] is not None else [self.strings[c] for c in p[2]])]
+        return ids, scores, self.lookup(ids)
+
+
+class _Codes:
+    """The collection's codes of id strings (-1: not one of its ids), found by the strings'
+    hashes in a sorted array, one numpy pass per answer: every id of a response is a new string,
+    and a dict lookup per id costs several times more (a large table, cold in the cache). Ids
+    of the collection that share a hash (never seen) make it use a dict instead; an id outside
+    the collection whose 64-bit hash equals one inside would be taken for it (odds about n /
+    2^64 per id)."""
+
+    def __init__(self, strings: list[str]):
+        self.strings = strings
+        h = np.fromiter(map(hash, strings), dtype=np.int64, count=len(strings))
+        order = np.argsort(h, kind="stable")
+        self.sorted, self.code = h[order], order.astype(np.int32)
+        unique = len(h) < 2 or bool((self.sorted[1:] != self.sorted[:-1]).all())
+        self.dict = None if unique else {x: i for i, x in enumerate(strings)}
+
+    def __call__(self, ids: Sequence[str]) -> np.ndarray:
+        """The codes of ``ids`` (strings; anything else is hashed as it is)."""
+        if not len(ids) or not len(self.sorted):
+            return np.full(len(ids), -1, dtype=np.int32)
+        if self.dict is not None:
+            return np.fromiter((self.dict.get(x, -1) for x in ids), dtype=np.int32, count=len(ids))
+        h = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
+        pos = np.searchsorted(self.sorted, h)
+        pos[pos == len(self.sorted)] = 0
+        return np.where(self.sorted[pos] == h, self.code[pos], -1).astype(np.int32, copy=False)
 
 
 def _check_body(value: Any, where: str) -> None:
@@ -443,8 +482,7 @@ class HttpRetriever(Stage):
         self._replayers: dict[int, Any] = {}
         self._queries = queries
         self._last_k: int | None = None
-        self.template.strings = doc_ids.strings.tolist()
-        self.template.codes = {x: i for i, x in enumerate(self.template.strings)}
+        self.template.set_collection(doc_ids.strings.tolist())
         self.dropped = 0
 
     def redact(self, text: str) -> str:
@@ -463,8 +501,8 @@ class HttpRetriever(Stage):
             desc = {"url": self.url, "k": int(k), "identity": ident,
                     "request": {n: self.params.get(n) for n in _REQUEST_PARAMS
                                 if self.params.get(n) is not None}}
-            rep = Replayer(self.template, self.options, Journal(folder, desc), self.redact,
-                           self.template.headers)
+            rep = Replayer(self.template, self.options, Journal(folder, desc, self.template.strings),
+                           self.redact, self.template.headers)
             self._replayers[k] = rep
         return rep
 
@@ -487,16 +525,19 @@ class HttpRetriever(Stage):
         return self._run(queries, answers, k)
 
     def _run(self, queries: Queries, answers: list, k: int) -> Run:
-        """The ``Run`` of ``answers`` (per query: ids, scores, codes or ``None``), top ``k``."""
-        d, sc = array("i"), array("d")
+        """The ``Run`` of ``answers`` (per query ``(ids or None, scores, codes or None)``), top ``k``."""
+        sc, parts, named = array("d"), [], []
         counts = np.zeros(len(answers), dtype=np.int64)
         for i, (ids, scores, codes) in enumerate(answers):
-            n = min(len(ids), k)
+            n = min(len(scores), k)
             counts[i] = n
             sc.extend(scores[:n])
-            d.extend(codes[:n] if codes is not None else self._encode(ids[:n]))
+            c = codes[:n] if codes is not None else self.template.lookup(ids[:n])
+            parts.append(c)
+            if ids is not None:
+                named.append((ids[:n], c))
         q = np.repeat(np.arange(len(answers), dtype=np.int32), counts)
-        d = np.frombuffer(d, dtype=np.int32)
+        d = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
         scores = np.frombuffer(sc, dtype=np.float64).copy()
         ranks = np.arange(len(d)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
         none = np.isnan(scores)  # the service gave no score: its order kept, 1 / rank
@@ -504,8 +545,8 @@ class HttpRetriever(Stage):
         unknown = d < 0
         if unknown.any():
             if self.unknown_docs != "drop":
-                ids = [x for a in answers for x in a[0][:k]]
-                first = list(dict.fromkeys(np.asarray(ids, dtype=object)[unknown].tolist()))[:3]
+                bad = [x for ids, c in named for x, ci in zip(ids, c.tolist(), strict=True) if ci < 0]
+                first = list(dict.fromkeys(bad))[:3]
                 raise LimelightError(
                     f"{self.url}: {int(unknown.sum())} result ids are not documents of the collection "
                     f"(first: {', '.join(map(repr, first))}); set unknown_docs = \"drop\" to leave them out")
@@ -526,11 +567,6 @@ class HttpRetriever(Stage):
         n = len(self._queries)
         return {"queries": n, "with_results": with_results, "without_results": n - with_results}
 
-    def _encode(self, ids: list[str]) -> array:
-        """The collection's codes of ``ids`` (-1: not a document of it)."""
-        get = self.template.codes.get
-        return array("i", [get(x, -1) for x in ids])
-
     def replay_summary(self) -> list[dict[str, Any]]:
         """Per replay journal of this system (one per depth asked): queries asked, answered,
         failed, retried, requests and latency p50/p95/p99 (ms)."""
@@ -542,8 +578,8 @@ class HttpRetriever(Stage):
         for k, rep in self._replayers.items():
             import pandas as pd
 
-            out.append({"url": self.url, "k": k,
-                        **summarize_log(pd.DataFrame(rep.journal.memory_log) if rep.journal.memory_log else None)})
+            log = rep.journal.memory_log
+            out.append({"url": self.url, "k": k, **summarize_log(pd.DataFrame(log) if log["qid"] else None)})
         return out
 
     def __repr__(self) -> str:
