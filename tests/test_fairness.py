@@ -484,3 +484,51 @@ def test_policy_curve_starts_at_the_ranker(cranfield_store):
     # the uniform shuffle of the top 50 keeps R@100 (every document stays within 100) and loses nDCG
     inf = curve.iloc[2]
     assert inf["r@100"] == pytest.approx(t0["r@100"], abs=1e-12) and inf["ndcg@10"] < t0["ndcg@10"]
+
+
+def test_bootstrap_path_agrees_with_the_point_path():
+    # a log of one query repeated: every resample is the log itself up to a common factor, so
+    # each interval (computed from the per-query blocks) collapses onto the point figure
+    # (computed from the per-document sums)
+    rng = np.random.default_rng(3)
+    d, rank = rng.choice(30, size=8, replace=False), np.arange(1, 9)
+    reps = 25
+    qq = np.repeat(np.arange(reps), len(d))
+    dd, rr = np.tile(d, reps), np.tile(rank, reps)
+    g = Groups.from_labels([list(rng.choice(list("xyz"), size=int(rng.integers(1, 3)), replace=False))
+                            for _ in range(30)], "random")
+    mk = np.unique(d)[:3]
+    merit = Merit.from_codes(np.repeat(np.arange(reps), 3), np.tile(mk, reps), np.tile([1, 2, 1], reps),
+                             reps, 30, "m")
+    for target, m in (("size", None), ("uniform", None), ("merit", merit)):
+        r = fairness_from_pairs(qq, dd, rr, np.ones(reps), g, m, target, n_boot=20, seed=1)
+        for k in ("exposure_share", "target_share", "gap"):
+            t = r.groups
+            assert np.allclose(t[f"{k}_lo"], t[k], atol=1e-12) and np.allclose(t[f"{k}_hi"], t[k], atol=1e-12)
+        for k in ("tvd", "awrf"):
+            s = r.summary[k]
+            assert s["lo"] == pytest.approx(s["value"], abs=1e-12) == s["hi"]
+        if m is not None:
+            for k in ("EE-D", "EE-R", "EE-L"):
+                s = r.summary["expected_exposure"][k]
+                assert s["lo"] == pytest.approx(s["value"], abs=1e-12) == s["hi"]
+
+
+def test_fairness_table_is_one_tidy_row_per_group(cranfield_store):
+    from limelight.exposure.fairness import fairness_table
+
+    ds, store = cranfield_store
+    g = Groups.from_values([f"d{int(x) % 3}" for x in ds.collection.ids.strings], "id mod 3")
+    merit = Merit.from_qrels(ds.qrels, store, "cranfield qrels")
+    t = fairness_table(store, g, merit, "merit", n_boot=50, top=3)
+    full = group_fairness(store, g, merit, "merit", n_boot=50, top=3)
+    assert t["group"].tolist() == g.names
+    assert {"gap_lo", "gap_hi", "exposure_share_lo", "dtr_hi", "direction"} <= set(t.columns)
+    for row in t.to_dict("records"):
+        assert row["direction"] == ("deficit" if row["gap"] < 0 else "surplus")
+        c = full.contributors[full.contributors["group"] == row["group"]].sort_values("rank")
+        assert row["top_docids"] == c["docid"].tolist() and len(row["top_docids"]) == 3
+        assert row["top_contributions"] == c["contribution"].tolist()
+        # the documents pull in the gap's direction
+        assert all(np.sign(x) == np.sign(row["gap"]) for x in row["top_contributions"])
+    assert t.attrs["summary"]["merit"] == "cranfield qrels"

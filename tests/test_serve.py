@@ -313,10 +313,11 @@ def test_no_file_system_path_is_taken_from_a_request(client, audit_dir):
 def test_every_page_renders(client, service):
     docid = _busy_doc(service)
     qid = service.system("bm25").store.exposing_queries(docid)[0]["qid"]
-    pages = {"/": "Search", "/?q=star+wars": "results for", f"/documents/{quote(docid)}": "Exposed by",
-             "/queries?search=wars": "queries containing", f"/queries/{quote(qid)}": "issued",
-             "/retrievability": "Lorenz", "/retrievability?system=bm25-classic&c=10&field=MPAA+Rating": "By MPAA Rating",
-             "/eqi": "Which searches show my page?", f"/eqi?docid={quote(docid)}": "Find exposing queries"}
+    pages = {"/": "Search", "/?q=star+wars": "results for", f"/documents/{quote(docid)}": "appears in the top",
+             "/queries?search=wars": "distinct searches of the log", f"/queries/{quote(qid)}": "People typed",
+             "/retrievability": "Lorenz", "/retrievability?system=bm25-classic&c=10&field=MPAA+Rating": "MPAA Rating",
+             "/eqi": "Which searches show my page?", f"/eqi?docid={quote(docid)}": "Find exposing queries",
+             "/groups": "fairness-table", "/glossary": "glossary-retrievability"}
     for url, needle in pages.items():
         r = client.get(url)
         assert r.status_code == 200 and needle in r.text, url

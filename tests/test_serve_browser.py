@@ -16,6 +16,8 @@ import httpx
 import pytest
 import test_serve_support as support
 
+from limelight.service.fmt import num
+
 audit_dir, service, live_server = support.audit_dir, support.service, support.live_server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -57,8 +59,9 @@ def api(base: str, path: str, **params) -> dict:
 def test_every_page_loads_from_the_navigation(page, live_server):
     page.goto(live_server + "/")
     for link, heading in [("#nav-queries", "Queries of the log"), ("#nav-retrievability", "Retrievability"),
-                          ("#nav-eqi", "Which searches show my page?"), ("#nav-api", "JSON API"),
-                          ("#nav-search", None)]:
+                          ("#nav-groups", "Who gets the attention: groups of documents"),
+                          ("#nav-eqi", "Which searches show my page?"), ("#nav-glossary", "Glossary"),
+                          ("#nav-api", "JSON API"), ("#nav-search", None)]:
         page.click(link)
         page.wait_for_load_state()
         if heading:
@@ -87,18 +90,21 @@ def test_search_document_and_query_pages(page, live_server):
     docid = truth["results"][0]["docid"]
     doc = api(live_server, f"/api/documents/{quote(docid)}", limit=50)
     assert page.locator("#docid").inner_text() == docid
-    assert int(page.locator("#n-exposing").inner_text()) == doc["n_exposing"]
+    assert page.locator("#n-exposing").inner_text() == num(doc["n_exposing"])
     rows = page.locator("#exposing-queries tbody tr")
     assert rows.count() == min(50, doc["n_exposing"])
-    assert page.locator("svg.bars rect.bar").count() == min(100, doc["n_exposing"])
+    bars = page.locator("#fig-top-searches svg.hbars rect.bar")
+    assert bars.count() == len(doc["top_searches"]) == min(10, doc["n_exposing"])
+    assert bars.locator("title").all_text_contents() == [t["query"] for t in doc["top_searches"]]
     assert [t.strip() for t in rows.locator("td:nth-child(2)").all_inner_texts()] == [q["query"] for q in doc["queries"]]
 
     # a different browsing model changes the exposure shown
-    page.fill("input[name=browsing]", "cutoff:10")
+    page.select_option("#browsing", "cutoff:10")
     page.click("form.controls button")
     page.wait_for_load_state()
     doc10 = api(live_server, f"/api/documents/{quote(docid)}", browsing="cutoff:10")
-    assert page.locator("#exposure").inner_text() == f"{doc10['exposure']:.4f}"
+    assert page.locator("#exposure").inner_text() == num(doc10["exposure"])
+    assert "first page only" in page.locator("#exposure-summary").inner_text()
 
     page.locator("#exposing-queries tbody tr a").first.click()
     page.wait_for_selector("#exposed-documents")
@@ -114,7 +120,7 @@ def test_retrievability_dashboard(page, live_server):
     assert page.locator("svg.lorenz polyline.curve").count() == len(names)
     for name in names:
         g = api(live_server, "/api/retrievability", system=name)["gini"]
-        assert page.locator(f"#gini-table tr[data-system='{name}'] td.gini").inner_text() == f"{g:.4f}"
+        assert page.locator(f"#gini-table tr[data-system='{name}'] td.gini").inner_text() == num(g)
     most = api(live_server, "/api/retrievability/documents", limit=20)
     assert page.locator("#most-retrievable tbody tr td:nth-child(2)").all_inner_texts()[0].strip() == \
         most["documents"][0]["title"]

@@ -21,10 +21,12 @@ DEPTH = 100
 
 
 def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIES, dense: bool = False,
-                group_field: str | None = "Major Genre") -> Path:
+                group_field: str | None = "Major Genre", run_system: bool = False) -> Path:
     """Build a test audit into ``out`` (skipped when ``out/audit.json`` exists): two BM25 systems
     (bm25s's k1=0.9, b=0.4 and Lucene's classic k1=1.2, b=0.75), the index with a dense part
-    when ``dense`` (then a dense system too)."""
+    when ``dense`` (then a dense system too); with ``run_system``, a third system of kind
+    ``run`` reading a TREC run file written from the classic BM25 store (an external system:
+    results from a file)."""
     from limelight.audit import AuditDir
     from limelight.data import load_catalog, load_dataset, load_query_log
     from limelight.exposure.compute import compute_exposure
@@ -49,6 +51,8 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
             # as the audit does: the query vectors are computed once and kept beside the stores
             retriever = _with_query_vectors(retriever, queries, ad.query_vectors)
         compute_exposure(retriever, queries, ad.store_dir(s["name"]), depth=DEPTH)
+    if run_system:
+        systems.append(_run_system(ad, coll, queries, "bm25-classic"))
     if dense:  # a learned EQI model (a few training steps: the loop, not the quality)
         import numpy as np
 
@@ -67,6 +71,29 @@ def build_audit(out: Path, collection: str = "movies", n_queries: int = N_QUERIE
                 "depth": DEPTH, "cutoffs": [10, 100], "systems": systems}
     ad.manifest_path.write_text(json.dumps(manifest, indent=1))
     return out
+
+
+def _run_system(ad, coll, queries, source: str) -> dict:
+    """A ``run`` system over a TREC run file written from the store of system ``source``, its
+    store computed through the run kind; returns its manifest entry."""
+    import numpy as np
+
+    from limelight.exposure.compute import compute_exposure
+    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.systems import get_kind
+
+    st = ad.store(source)
+    q, d, rank, score = st.pair_arrays()
+    path = ad.path / "external" / "results.run"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    qids, dids = st.queries.ids.decode(q), st.doc_ids.decode(d)
+    path.write_text("".join(f"{a} Q0 {b} {r} {x:.6f} ext\n" for a, b, r, x in
+                            zip(qids.tolist(), dids.tolist(), np.asarray(rank).tolist(),
+                                np.asarray(score).tolist(), strict=True)))
+    params = get_kind("run").resolved({"path": str(path)})
+    retriever = RetrieverSpec.of("run", **params).open(None, collection=coll, queries=queries)
+    compute_exposure(retriever, queries, ad.store_dir("external"), depth=DEPTH)
+    return {"name": "external", "kind": "run", **params}
 
 
 def _with_query_vectors(retriever, queries, path: Path):
@@ -104,6 +131,15 @@ def dense_audit_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.getbasetemp() / "serve-audit-dense"
     with _file_lock(tmp_path_factory.getbasetemp() / "serve-audit-dense.lock"):
         return build_audit(root, "adi", n_queries=300, dense=True, group_field=None)
+
+
+@pytest.fixture(scope="session")
+def run_audit_dir(tmp_path_factory) -> Path:
+    """An audit with an external system (kind ``run``) beside two BM25 systems (movies; 500 log
+    queries)."""
+    root = tmp_path_factory.getbasetemp() / "serve-audit-run"
+    with _file_lock(tmp_path_factory.getbasetemp() / "serve-audit-run.lock"):
+        return build_audit(root, n_queries=500, run_system=True)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,8 @@ from limelight.report import ReportingAuditRunner
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+#: the manual's page of file formats and conventions (moved there from the README, issue 46)
+FORMATS = (REPO / "docs" / "manual" / "formats.md").read_text(encoding="utf-8")
 
 #: a BM25-only audit of adi, its optional stages off: a store and a report in a few seconds
 TINY_AUDIT = """
@@ -83,7 +85,7 @@ def test_exposure_compute_offers_no_duckdb_options(tmp_path):
 
 def test_the_library_has_no_duckdb_options(tmp_path):
     assert [f.name for f in dataclasses.fields(ExposureOptions)] == ["shard_size", "batch_size",
-                                                                    "load"]
+                                                                    "load", "pairs_in_memory"]
     for kw in ({"materialize": False}, {"art_indexes": True}):
         with pytest.raises(TypeError, match="unexpected keyword"):
             compute_exposure(None, None, tmp_path / "o", **kw)
@@ -120,19 +122,20 @@ def test_source_and_docs_name_duckdb_only_for_what_it_does():
 
 
 def test_readme_gives_the_stores_score_type(tiny_audit):
-    """The README said scores are kept as float64; an exposure store keeps float32."""
+    """The README said scores are kept as float64; an exposure store keeps float32 (the manual's
+    conventions say so now)."""
     store = tiny_audit.store_dir("bm25")
     shard = sorted((store / "shards").glob("part-*.parquet"))[0]
     assert pq.read_schema(shard).field("score").type == pa.float32()
-    text = " ".join(README.split())
+    text = " ".join(FORMATS.split())
     assert "score float32" in text and "exposure store keeps each pair's score as float32" in text
     assert not re.search(r"Scores are kept as float64", text)
 
 
 def _readme_query_log_example() -> str:
-    """The code block of the README's query-log format."""
-    part = README.split("### Query files and the query-log format", 1)[1]
-    block = re.search(r"```\n(.*?)```", part, re.S)
+    """The code block of the query-log format (the manual's file formats page)."""
+    part = FORMATS.split("## Query files and the query-log format", 1)[1]
+    block = re.search(r"```[^\n]*\n(.*?)```", part, re.S)
     assert block, "the README shows an example of the query-log format"
     return "".join(line.strip(" ") + "\n" for line in block.group(1).splitlines())
 

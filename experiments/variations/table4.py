@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 from limelight.data import load_dataset
-from limelight.querygen.robustness import robustness_report
+from limelight.querygen.robustness import build_systems, robustness_report
 from limelight.querygen.variations import generate_variations
-from limelight.querygen.robustness import build_systems
 
 OUT = Path(__file__).resolve().parent / "out"
 

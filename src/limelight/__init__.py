@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
     from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
     from limelight.retrieval.fusion import Hybrid
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__)
 __all__ += ["__version__"]

@@ -91,7 +91,15 @@ def lazy_exports(package: str, deprecated: Mapping[str, str] | None = None
             module, attr = lazy[name] if name in lazy else (deprecated[name], name)
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        __import__(module)  # importlib.import_module's work, without importing importlib
+        try:
+            __import__(module)  # importlib.import_module's work, without importing importlib
+        except ModuleNotFoundError as e:  # a package of an extra: one line naming the extra
+            from limelight._extras import missing_extra
+
+            err = missing_extra(e)
+            if err is None:
+                raise
+            raise err from None
         value = getattr(sys.modules[module], attr)
         types.ModuleType.__setattr__(pkg, name, value)
         return value

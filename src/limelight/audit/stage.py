@@ -5,15 +5,17 @@ must have run, else it is skipped); ``skip``, the reason it does not apply to th
 switched-off stage, a collection without judgments; checked first, never cached); ``key``, the
 JSON-able parts of its cache key (hashed with its name: a stage chains the keys of the stages it
 reads through :meth:`Audit.key`, so a changed setting reruns exactly what depends on it);
-``outputs``, the files and folders it owns (removed when its key changes); and ``body``, which
-computes and writes its outputs and returns its JSON-able result. The runner
+``outputs``, the files and folders it owns (removed when its key changes); ``body``, which
+computes and writes its outputs and returns its JSON-able result; and ``report``, its section of
+the HTML report as data (:data:`ReportSection`: headings, sentences, tables, figures, rendered
+by ``limelight.report.html``; the audit layer writes no HTML). The runner
 (:mod:`limelight.audit.runner`) iterates the stages of :func:`limelight.audit.stages.audit_stages`
 and does the caching, progress and records; a body sees the audit only through :class:`Audit`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -117,6 +119,72 @@ class Stage:
     skip: Callable[[Audit], str | None] = _applies
     #: a line shown beside the stage once it is present (e.g. which systems it left out)
     note: Callable[[Audit], str] | None = None
+    #: the stage's section of the report (:data:`ReportSection`), ``None``: no section
+    report: ReportSection | None = None
+
+
+# ---- report sections: what a stage shows, as data the report layer renders ------------------
+#
+# The audit is below the report: a stage does not write HTML. Its report hook reads the audit
+# directory and returns blocks; ``limelight.report.html`` renders them (numbers formatted for
+# reading, tables sortable, figures inlined). In ``Text`` and captions, ``[[key]]`` names a
+# glossary term (``limelight.report.glossary``; shown as its words, linked to its entry) and
+# ``[[key|words]]`` the same term shown as ``words``.
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A section heading (``level`` 2) or a sub-heading (3)."""
+
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Text:
+    """A paragraph in plain words. ``tone``: ``""`` (a finding), ``"note"`` (a caveat, e.g. a
+    system left out for lack of a capability), ``"skipped"`` (why nothing is shown) or
+    ``"muted"`` (small print)."""
+
+    text: str
+    tone: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table whose column labels are words (``frame``: a pandas DataFrame, shown as is, at most
+    ``max_rows`` rows). ``formats`` maps a column to how its numbers read: ``"percent"`` (a
+    fraction shown as a percentage), ``"p"`` (a p-value), ``"signed"`` (a change, with its sign),
+    ``"int"``; other numeric columns get 3 significant digits and thousands separators.
+    ``ids``: columns of identifiers (document ids, file names), shown as code; ``raw``: columns
+    of the collection's or the log's own text (searches, group names), shown as they are and
+    marked so (``data-raw``: a page check reads them as data, not as the page's words).
+    ``source``: the Parquet file the figures come from."""
+
+    frame: Any
+    caption: str
+    formats: Mapping[str, str] = field(default_factory=dict)
+    ids: Sequence[str] = ()
+    raw: Sequence[str] = ()
+    source: str = ""
+    max_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of the audit (``path``: a PNG), its one-line ``caption`` saying what it shows,
+    and the ``command`` that reproduces it."""
+
+    path: Path
+    caption: str
+    command: str = ""
+
+
+Block = Heading | Text | Table | Figure
+
+#: a stage's report hook: ``(audit directory, the stages' records by name)`` → its blocks
+#: (the records are ``audit.json``'s: ``status``, ``reason``, ``result``, ``seconds``)
+ReportSection = Callable[["AuditDir", Mapping[str, dict]], list[Block]]
 
 
 NO_DEFAULT = object()

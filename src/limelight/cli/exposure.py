@@ -107,7 +107,7 @@ def _open_system(spec, base: Path, index: Path | None, collection: str | None, q
 
 @app.command("compute")
 def compute(
-    queries: str = typer.Option(..., help="TSV id<TAB>text, or a query log (header source<TAB>qid<TAB>query: README)"),
+    queries: str = typer.Option(..., help="TSV id<TAB>text, or a query log (header source<TAB>qid<TAB>query: docs/manual/formats.md)"),
     out: Path = typer.Option(..., help="store directory to create (or resume)"),
     index: Path = typer.Option(None, help="index directory (limelight index): for --model"),
     model: str = typer.Option(None, help="bm25, dense or hybrid over --index (default bm25)"),
@@ -199,7 +199,7 @@ def _summary(st, out: Path, depth: int, seconds: float, retriever) -> dict:
     and for a system that answers some queries only (``coverage()``), how many have results."""
     res = st.retrievability(c=depth)
     summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
-               "pairs": int(len(st.pair_arrays()[0])), "depth": depth, "seconds": round(seconds, 3),
+               "pairs": st.n_pairs(), "depth": depth, "seconds": round(seconds, 3),
                f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
     if callable(getattr(retriever, "coverage", None)):
         cov = retriever.coverage()

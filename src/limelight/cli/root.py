@@ -78,6 +78,13 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     except LimelightError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
+    except ModuleNotFoundError as e:  # a package of an extra: one line naming the extra
+        from limelight._extras import missing_extra
+
+        if (err := missing_extra(e)) is None:
+            raise
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)

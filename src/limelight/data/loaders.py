@@ -196,8 +196,21 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     ``ExposureStore`` and the CLI also accept the bare ``QID`` where only one source has it.
     """
     path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
+    if distinct:
+        qs = _distinct_streamed(path)
+        if qs is not None:
+            return qs
     log = read_queries_tsv(path, name="querylog")
     return _distinct(log, path) if distinct else log
+
+
+def _distinct_streamed(path: Path) -> Queries | None:
+    """``_distinct(read_queries_tsv(path))`` of a log read in blocks, holding its distinct
+    queries only (``limelight.data.querylog``); None when it is not a log or a line needs the
+    whole-file reader's error."""
+    from limelight.data.querylog import distinct_log, is_log
+
+    return distinct_log(path, MAX_LOG_QUERY_CHARS) if is_log(path) else None
 
 
 MAX_LOG_QUERY_CHARS = 1 << 16  # a log line's query beyond this is not a query a user typed
@@ -244,6 +257,9 @@ def load_queries_file(path: str | os.PathLike) -> Queries:
     p = Path(path)
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
+    streamed = _distinct_streamed(p)
+    if streamed is not None:
+        return streamed
     qs = read_queries_tsv(p)
     return _distinct(qs, p) if "source" in qs.fields else qs
 

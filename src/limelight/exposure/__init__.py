@@ -19,7 +19,9 @@
 - ``diff_stores``: what changes between two stores over the same documents and queries.
 - ``group_fairness`` (``Groups``, ``Merit``): exposure of groups of documents against a target
   (uniform, size, merit), Singh & Joachims' ratios, AWRF and group expected exposure over the
-  whole log, with bootstrap intervals and the documents behind each group's gap.
+  whole log, with bootstrap intervals and the documents behind each group's gap;
+  ``fairness_table`` the same as one tidy row per group; ``balance_ranks`` / ``balance_curve``:
+  a deterministic re-ranker that moves each query's exposure toward a target per group.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         LogDiscount,
         TruncatedDiscount,
     )
+    from limelight.exposure.balance import balance_curve, balance_ranks
     from limelight.exposure.browsing import (
         BrowsingModel,
         parse_browsing_model,
@@ -52,6 +55,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         Groups,
         Merit,
         fairness_from_pairs,
+        fairness_table,
         group_fairness,
         policy_curve,
     )

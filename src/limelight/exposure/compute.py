@@ -73,11 +73,15 @@ class ExposureOptions:
     Parquet shard (part of the store's identity: a resumed job must use the same), retrieved
     ``batch_size`` at a time (default: a shard at a time); ``load``: complete the store (write
     its index; else only the shards: a later run completes it). The pairs are stored once, as
-    Parquet shards, with a per-document index (``limelight.exposure.store``)."""
+    Parquet shards, with a per-document index (``limelight.exposure.store``). A job of at most
+    ``pairs_in_memory`` pairs (queries × depth) keeps them in memory for the analysis that
+    follows; a larger one holds one shard's pairs at a time, and the store's analyses read the
+    shards one by one (bounded memory, the same figures)."""
 
     shard_size: int = 8192
     batch_size: int | None = None
     load: bool = True
+    pairs_in_memory: int = 1 << 25
 
     def __post_init__(self) -> None:
         if self.shard_size < 1:
@@ -91,6 +95,7 @@ class ExposureKeywords(TypedDict, total=False):
     shard_size: int
     batch_size: int | None
     load: bool
+    pairs_in_memory: int
     address: str | None
     engine_options: dict | None
 
@@ -281,7 +286,8 @@ def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: 
         write_inputs()
     job = ShardJob(retriever, queries, store, depth, opts.shard_size, opts.batch_size or opts.shard_size,
                    doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress,
-                   IndexWriter(store, len(doc_ids), depth, opts.shard_size, write_inputs if local else None))
+                   IndexWriter(store, len(doc_ids), depth, opts.shard_size, write_inputs if local else None),
+                   pairs_in_memory=opts.pairs_in_memory)
     if progress:
         progress(job.n_done(todo), nq)
     res = engine.compute(job, todo) if todo else ComputedShards()

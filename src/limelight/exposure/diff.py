@@ -238,6 +238,10 @@ def field_values(store, field_name: str, index: str | os.PathLike | None = None)
         fields = [n for n in names if n not in ("doc_id", "text")]
         raise LimelightError(f"{idx}: no document field {field_name!r} (fields: {', '.join(fields) or 'none'})")
     t = pq.read_table(path, columns=["doc_id", field_name])
+    own = store.doc_ids.to_arrow()
+    col = t.column("doc_id").combine_chunks()
+    if col.type == own.type and col.equals(own):  # the index's document order is the store's
+        return np.asarray(t.column(field_name).to_pylist(), dtype=object)
     from limelight.data.ids import IdMap
 
     ids = IdMap(t.column("doc_id").to_pylist(), kind="document")

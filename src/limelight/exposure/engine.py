@@ -54,6 +54,14 @@ class ShardJob:
     lex: np.ndarray | None = None
     progress: Progress | None = None
     sink: ShardSink | None = None
+    pairs_in_memory: int = 1 << 25
+
+    @property
+    def keeps_pairs(self) -> bool:
+        """Whether an engine computing every shard in this process may hand back the job's
+        pairs (at most ``pairs_in_memory`` of them: 33.5M, ~470 MB, by default); else it holds
+        one shard's pairs at a time."""
+        return len(self.queries) * min(self.depth, len(self.doc_ids)) <= self.pairs_in_memory
 
     @property
     def n_shards(self) -> int:
@@ -151,7 +159,10 @@ class LocalEngine(ShardEngine):
     def compute(self, job: ShardJob, shards: list[int]) -> ComputedShards:
         nq = len(job.queries)
         done = job.n_done(shards)
-        buf = _PairBuffer(nq - done, job.depth, nq, len(job.doc_ids))
+        # the whole job's pairs, kept for the analysis that follows, when they are few enough;
+        # else one shard's, copied for the writer and overwritten by the next (bounded memory)
+        keep = job.keeps_pairs and len(shards) == job.n_shards
+        buf = _PairBuffer(nq - done if keep else min(nq, job.shard_size), job.depth, nq, len(job.doc_ids))
         retrieve_s = 0.0
         writer = _ShardWriter(job.depth, job.sink)
         with _DeferredInterrupt() as intr, _short_gil_switch():
@@ -169,10 +180,14 @@ class LocalEngine(ShardEngine):
                             done += be - b
                             job.progress(done, nq)
                         intr.check()
-                    writer.put(job.path(i), buf.rows(start, buf.pos), s, e, buf.info(s, e))
+                    rows = buf.rows(start, buf.pos)
+                    if not keep:
+                        rows = tuple(a.copy() for a in rows)
+                        buf.pos = 0
+                    writer.put(job.path(i), rows, s, e, buf.info(s, e))
             finally:
                 writer.close()
-        if len(shards) < job.n_shards:  # a resumed job: the pairs are read from the shards
+        if not keep:  # a resumed or large job: the pairs are read from the shards
             return ComputedShards(retrieve_s)
         return ComputedShards(retrieve_s, buf.rows(), (buf.n_retrieved, buf.threshold))
 

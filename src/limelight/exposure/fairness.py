@@ -144,27 +144,43 @@ class Groups:
     @classmethod
     def from_values(cls, values: Sequence | np.ndarray, source: str = "values") -> Groups:
         """From one field value per document: a string, a list of strings (or a JSON-encoded
-        list, as ``docs.parquet`` stores ``tags``) or nothing."""
-        vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
-        plain = all(isinstance(v, str) and not v.lstrip().startswith("[") for v in vals)
-        g = cls._from_strings(vals, source) if plain else \
-            cls.from_labels([_as_labels(v) for v in vals], source)
+        list, as ``docs.parquet`` stores ``tags``) or nothing. Each distinct value is read once
+        (a catalog's field has a few dozen)."""
+        arr = values if isinstance(values, np.ndarray) and values.ndim == 1 else None
+        if arr is None:  # element by element: lists stay lists, whatever their lengths
+            items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+            arr = np.empty(len(items), dtype=object)
+            for i, v in enumerate(items):
+                arr[i] = v
+        try:
+            codes, uniq = pd.factorize(arr, use_na_sentinel=True)
+        except TypeError:  # unhashable values (lists): one by one
+            g = cls.from_labels([_as_labels(v) for v in arr.tolist()], source)
+        else:
+            labels = [_as_labels(u) for u in uniq.tolist()]
+            if all(len(x) <= 1 for x in labels):
+                g = cls._from_codes(np.asarray(codes, dtype=np.int64),
+                                    [x[0] if x else "" for x in labels], source)
+            else:
+                labels.append([])  # code −1: no value
+                g = cls.from_labels([labels[c] for c in codes.tolist()], source)
         if g.multi_valued:
             g.source += " (multi-valued: a document's groups share it equally)"
         return g
 
     @classmethod
-    def _from_strings(cls, vals: list[str], source: str) -> Groups:
-        """``from_labels`` for one plain string per document (vectorized: a catalog's field)."""
-        v = pd.Series(vals, dtype=object).str.strip()
-        empty = (v == "").to_numpy()
-        names = sorted(set(v[~empty]))
-        code = pd.Categorical(v.where(~empty), categories=names).codes.astype(np.int64)
-        if empty.any():
+    def _from_codes(cls, codes: np.ndarray, uniq: list[str], source: str) -> Groups:
+        """``from_labels`` for one group per document: ``codes`` into the distinct names ``uniq``
+        ("" or code −1: no value), vectorized."""
+        names = sorted({u for u in uniq if u})
+        at = {n: i for i, n in enumerate(names)}
+        none = len(names)
+        look = np.array([at.get(u, none) for u in uniq] + [none], dtype=np.int64)
+        code = look[codes]  # code −1 reads the last entry: no value
+        if (code == none).any():
             names.append(NONE_GROUP)
-            code[empty] = len(names) - 1
-        m = sp.csr_matrix((np.ones(len(vals)), code, np.arange(len(vals) + 1)),
-                          shape=(len(vals), len(names)))
+        n = len(code)
+        m = sp.csr_matrix((np.ones(n), code, np.arange(n + 1)), shape=(n, len(names)))
         return cls(names, m, source, False)
 
     @classmethod
@@ -423,86 +439,217 @@ def _group_sums_kernel(ptr, d, key, tables, a_ptr, a_idx, a_val, n_groups, n_chu
     return indptr, cols, out
 
 
-def _group_sums(q: np.ndarray, d: np.ndarray, key: np.ndarray, tables: np.ndarray,
-                groups: Groups, n_queries: int) -> list[sp.csr_matrix]:
+def _group_sums(q: np.ndarray | None, d: np.ndarray, key: np.ndarray, tables: np.ndarray,
+                groups: Groups, n_queries: int, ptr: np.ndarray | None = None) -> list[sp.csr_matrix]:
     """Σ_d A[d,g] v_qd per (query, group), one queries × groups CSR matrix (sorted indices) per
     row of ``tables``, the pair's value v_qd = tables[v, key_qd]: position weights looked up by
     rank (``key`` the ranks) or per-pair values (``key`` 0..P−1). Pairs grouped by ascending
-    query code; no loop over queries in Python."""
-    ptr = np.searchsorted(q, np.arange(n_queries + 1)).astype(np.int64)
-    a = groups.matrix
+    query code ``q`` (or given by their offsets ``ptr``); no loop over queries in Python."""
+    if ptr is None:
+        ptr = np.searchsorted(q, np.arange(n_queries + 1))
     indptr, cols, out = _group_sums_kernel(
-        ptr, np.asarray(d), np.asarray(key),
-        np.ascontiguousarray(np.atleast_2d(tables), dtype=np.float64), a.indptr.astype(np.int64),
-        a.indices.astype(np.int64), a.data.astype(np.float64), groups.n_groups,
-        max(1, min(64, n_queries // 256)))
+        np.asarray(ptr, dtype=np.int64), np.asarray(d), np.asarray(key),
+        np.ascontiguousarray(np.atleast_2d(tables), dtype=np.float64), *_a_arrays(groups),
+        groups.n_groups, max(1, min(64, n_queries // 256)))
     return [sp.csr_matrix((np.ascontiguousarray(out[:, v]), cols, indptr),
                           shape=(n_queries, groups.n_groups)) for v in range(out.shape[1])]
 
 
 @numba.njit(cache=True, nogil=True)
-def _doc_sums(q, d, key, tables, wq, n_docs):  # pragma: no cover - numba
-    """Σ_q wq[v, q] tables[v, key_qd] per document for every row v (one pass over the pairs)."""
-    out = np.zeros((tables.shape[0], n_docs))
+def _query_ptr(q, n_queries):  # pragma: no cover - numba
+    """Where each query's pairs begin (``n_queries + 1`` offsets) and whether the pairs are
+    grouped by ascending query code within ``0..n_queries − 1`` (one pass)."""
+    ptr = np.zeros(n_queries + 1, np.int64)
+    prev = 0
     for j in range(len(q)):
-        for v in range(tables.shape[0]):
-            out[v, d[j]] += wq[v, q[j]] * tables[v, key[j]]
-    return out
+        x = q[j]
+        if x < prev or x >= n_queries:
+            return ptr, False
+        ptr[x + 1] += 1
+        prev = x
+    for i in range(n_queries):
+        ptr[i + 1] += ptr[i]
+    return ptr, True
 
 
-def _entropy_rows(m: sp.csr_matrix) -> np.ndarray:
-    """Σ_g x log x per row over the stored entries (0 log 0 = 0)."""
-    x = m.data
-    v = np.where(x > 0, x * np.log(np.where(x > 0, x, 1.0)), 0.0)
-    return np.bincount(np.repeat(np.arange(m.shape[0]), np.diff(m.indptr)), weights=v,
-                       minlength=m.shape[0])
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _query_pass(ptr, d, key, mu, att, w, uniform, t_dense, t_ptr, t_d, t_key, t_table, t_via_a,
+                a_ptr, a_idx, a_val, n_groups, n_docs, n_chunks):  # pragma: no cover - numba
+    """One pass over the pairs, query by query (pair j of query i at position ``key[j]``):
+
+    * per document, e[d] = Σ_i w_i mu[key] and, when ``uniform``, u[d] = Σ_i w_i E_i / n_i (query
+      i's exposure spread equally over its n_i documents);
+    * per query, E_i = Σ_j mu[key_j] and n_i;
+    * per query, AWRF_i = 1 − JS(p_i, τ_i): p_i the attention Σ_j att[key_j] A[d_j] normalized,
+      τ_i ``t_dense`` (one distribution for every query, when not empty) or the query's target
+      pairs (``t_ptr``/``t_d``, values ``t_table[t_key]``, through A when ``t_via_a``, else group
+      codes) normalized; NaN where p_i or τ_i is empty. JS in nats over a scratch row of groups
+      (only the groups the query touches are visited).
+
+    ``n_chunks`` blocks of queries (of about equal numbers of pairs) run in parallel, each adding
+    into its own row of document sums, added up in block order at the end: the figures depend on
+    ``n_chunks``, never on the number of threads. When every document has exactly one group
+    (weight 1), the loop reads its group code without a loop over the row of A. Long because
+    it is one numba kernel: splitting the pass would read the pairs twice, the cost the
+    single pass exists to avoid."""
+    single = True
+    for i in range(len(a_ptr) - 1):
+        if a_ptr[i + 1] - a_ptr[i] != 1 or a_val[a_ptr[i]] != 1.0:
+            single = False
+            break
+    nq = len(ptr) - 1
+    e_c = np.zeros((n_chunks, n_docs))
+    u_c = np.zeros((n_chunks, n_docs if uniform else 0))
+    etot = np.zeros(nq)
+    n_ret = np.zeros(nq)
+    out = np.full(nq, np.nan)
+    dense = len(t_dense) > 0
+    half = np.zeros(n_groups)  # (τ/2) log(τ/2) of the dense target
+    ht = 0.0
+    base = 0.0
+    if dense:
+        for g in range(n_groups):
+            x = t_dense[g]
+            if x > 0:
+                ht += x * np.log(x)
+                half[g] = 0.5 * x * np.log(0.5 * x)
+                base += half[g]
+    bounds = np.searchsorted(ptr, np.linspace(0, ptr[nq], n_chunks + 1))
+    bounds[0], bounds[n_chunks] = 0, nq
+    for c in numba.prange(n_chunks):
+        e = e_c[c]
+        u = u_c[c]
+        p = np.zeros(n_groups)
+        t = np.zeros(n_groups)
+        mark = np.full(n_groups, -1, np.int64)
+        touched = np.empty(n_groups + 1, np.int64)
+        for i in range(bounds[c], bounds[c + 1]):
+            wi = w[i]
+            n = 0
+            tot = 0.0
+            ei = 0.0
+            # a group enters ``touched`` on its first pair (branch-free: the slot is written
+            # every time, kept only when new)
+            if single:
+                for j in range(ptr[i], ptr[i + 1]):
+                    k = key[j]
+                    dj = d[j]
+                    m = mu[k]
+                    ei += m
+                    e[dj] += wi * m
+                    v = att[k]
+                    g = a_idx[dj]
+                    touched[n] = g
+                    n += mark[g] != i
+                    mark[g] = i
+                    p[g] += v
+                    tot += v
+            else:
+                for j in range(ptr[i], ptr[i + 1]):
+                    k = key[j]
+                    ei += mu[k]
+                    e[d[j]] += wi * mu[k]
+                    v = att[k]
+                    for s in range(a_ptr[d[j]], a_ptr[d[j] + 1]):
+                        g = a_idx[s]
+                        touched[n] = g
+                        n += mark[g] != i
+                        mark[g] = i
+                        p[g] += a_val[s] * v
+                        tot += a_val[s] * v
+            nr = ptr[i + 1] - ptr[i]
+            etot[i] = ei
+            n_ret[i] = nr
+            if uniform and nr > 0:
+                per = wi * ei / nr
+                for j in range(ptr[i], ptr[i + 1]):
+                    u[d[j]] += per
+            ttot = 0.0
+            if not dense:
+                for j in range(t_ptr[i], t_ptr[i + 1]):
+                    v = t_table[t_key[j]]
+                    if t_via_a and not single:
+                        for s in range(a_ptr[t_d[j]], a_ptr[t_d[j] + 1]):
+                            g = a_idx[s]
+                            touched[n] = g
+                            n += mark[g] != i
+                            mark[g] = i
+                            t[g] += a_val[s] * v
+                            ttot += a_val[s] * v
+                    else:
+                        g = a_idx[t_d[j]] if t_via_a else t_d[j]
+                        touched[n] = g
+                        n += mark[g] != i
+                        mark[g] = i
+                        t[g] += v
+                        ttot += v
+            hp = 0.0
+            hq = 0.0
+            mix = 0.0
+            for m in range(n):
+                g = touched[m]
+                x = p[g] / tot if tot > 0.0 else 0.0
+                y = t_dense[g] if dense else (t[g] / ttot if ttot > 0.0 else 0.0)
+                p[g] = 0.0
+                t[g] = 0.0
+                if x > 0.0:
+                    hp += x * np.log(x)
+                if not dense and y > 0.0:
+                    hq += y * np.log(y)
+                z = 0.5 * (x + y)
+                if z > 0.0:
+                    mix += z * np.log(z)
+                if dense:
+                    mix -= half[g]
+            if tot <= 0.0 or (not dense and ttot <= 0.0):
+                continue
+            js = 0.5 * (hp + ht) - (base + mix) if dense else 0.5 * (hp + hq) - mix
+            out[i] = 1.0 - max(js, 0.0)
+    e = np.zeros(n_docs)
+    u = np.zeros(n_docs if uniform else 0)
+    for c in range(n_chunks):
+        e += e_c[c]
+        u += u_c[c]
+    return e, u, etot, n_ret, out
 
 
-def js_divergence_rows(p: sp.csr_matrix, tau: sp.csr_matrix | np.ndarray) -> np.ndarray:
-    """Per row, the Jensen-Shannon divergence (nats) between distribution rows ``p`` and ``tau``
-    (a matrix of rows, or one dense distribution for every row):
-    JS = ½ [Σ p log p + Σ τ log τ − Σ (p+τ) log((p+τ)/2)], each sum over its own entries."""
-    p = p.tocsr()
-    hp = _entropy_rows(p)
-    if isinstance(tau, np.ndarray):
-        t = np.asarray(tau, dtype=np.float64)
-        ht = float(np.sum(np.where(t > 0, t * np.log(np.where(t > 0, t, 1.0)), 0.0)))
-        tm = np.where(t > 0, t * np.log(np.where(t > 0, t / 2, 1.0)), 0.0)
-        base = float(tm.sum())  # Σ_g τ log(τ/2): the mixture where p = 0
-        tg = t[p.indices]
-        s = p.data + tg
-        corr = np.where(s > 0, s * np.log(np.where(s > 0, s / 2, 1.0)), 0.0) - tm[p.indices]
-        rows = np.repeat(np.arange(p.shape[0]), np.diff(p.indptr))
-        mix = base + np.bincount(rows, weights=corr, minlength=p.shape[0])
-        out = 0.5 * (hp + ht - mix)
-    else:
-        t = tau.tocsr()
-        s = (p + t).tocsr()
-        s.data = s.data / 2
-        out = 0.5 * (hp + _entropy_rows(t)) - _entropy_rows(s)
-    return np.maximum(out, 0.0)
+def _n_chunks(n_pairs: int, n_docs: int) -> int:
+    """Blocks of queries for ``_query_pass``: one per million pairs, at most 8, and at most
+    2^24 document sums in all (a fixed number: the figures never depend on the threads)."""
+    return int(max(1, min(8, n_pairs // 1_000_000, (1 << 24) // max(n_docs, 1))))
+
+
+def _a_arrays(groups: Groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    a = groups.matrix
+    return a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data.astype(np.float64)
+
+
+_NO_TARGET = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), False)
 
 
 def awrf_rows(attention: sp.csr_matrix, groups: Groups,
               target: sp.csr_matrix | np.ndarray) -> np.ndarray:
     """AWRF_q = 1 − JS(p_q, τ_q) per query: p_q the attention-weighted group distribution of the
     query's documents (``attention`` queries × documents), τ_q the rows of ``target`` (queries ×
-    groups, or one distribution for all); NaN for a query with no attention or no target."""
-    return _awrf_groups((attention @ groups.matrix).tocsr(), target)
-
-
-def _awrf_groups(pg: sp.csr_matrix, target: sp.csr_matrix | np.ndarray) -> np.ndarray:
-    """``awrf_rows`` from the attention already summed per group (queries × groups)."""
-    tot = _rows(pg)
-    p = _row_scale(pg, np.divide(1.0, tot, out=np.zeros_like(tot), where=tot > 0))
+    groups, or one distribution for all); NaN for a query with no attention or no target. The
+    same pass ``group_fairness`` makes over a store's pairs."""
+    att = attention.tocsr()
+    nq = att.shape[0]
     if isinstance(target, np.ndarray):
-        t = target / target.sum()
-        ok = tot > 0
+        t_dense = np.asarray(target, dtype=np.float64) / float(np.sum(target))
+        tgt = _NO_TARGET
     else:
-        ttot = _rows(target)
-        t = _row_scale(target, np.divide(1.0, ttot, out=np.zeros_like(ttot), where=ttot > 0))
-        ok = (tot > 0) & (ttot > 0)
-    return np.where(ok, 1.0 - js_divergence_rows(p, t), np.nan)
+        tm = target.tocsr()
+        if tm.shape != (nq, groups.n_groups):
+            raise LimelightError(f"the target is {tm.shape}, not queries × groups {(nq, groups.n_groups)}")
+        t_dense = np.zeros(0)
+        tgt = (tm.indptr.astype(np.int64), tm.indices.astype(np.int64), np.arange(tm.nnz),
+               tm.data.astype(np.float64), False)
+    key = np.arange(att.nnz)
+    data = att.data.astype(np.float64)
+    return _query_pass(att.indptr.astype(np.int64), att.indices.astype(np.int64), key, data, data,
+                       np.zeros(nq), False, t_dense, *tgt, *_a_arrays(groups), groups.n_groups,
+                       groups.n_docs, _n_chunks(att.nnz, groups.n_docs))[4]
 
 
 def group_ee_rows(exposure: sp.csr_matrix, merit: sp.csr_matrix, groups: Groups,
@@ -583,6 +730,24 @@ class GroupFairness:
         return clean({"summary": self.summary, "groups": self.groups.to_dict("records"),
                       "contributors": self.contributors.to_dict("records")})
 
+    def table(self) -> pd.DataFrame:
+        """One tidy row per group: the columns of ``groups`` (figures and their ``_lo``/``_hi``
+        intervals), ``direction`` (``deficit`` or ``surplus``), and the documents carrying its
+        gap in that direction, most first: ``top_docids`` and ``top_contributions`` (lists, share
+        points, summing with every other document of the group to its gap). ``attrs["summary"]``
+        holds the summary (settings, scalar figures, assumptions)."""
+        df = self.groups.copy()
+        df["direction"] = np.where(df["gap"].to_numpy() < 0, "deficit", "surplus")
+        c = self.contributors
+        by: dict[str, tuple[list, list]] = {}
+        if len(c):
+            for name, part in c.sort_values(["group", "rank"]).groupby("group", sort=False):
+                by[str(name)] = (part["docid"].tolist(), part["contribution"].tolist())
+        df["top_docids"] = [by.get(str(g), ([], []))[0] for g in df["group"]]
+        df["top_contributions"] = [by.get(str(g), ([], []))[1] for g in df["group"]]
+        df.attrs["summary"] = self.summary
+        return df
+
     def group(self, name: str) -> dict:
         """The row of group ``name``."""
         rows = self.groups[self.groups["group"] == name]
@@ -593,64 +758,104 @@ class GroupFairness:
 
 @dataclass
 class _Parts:
-    """The per-query matrices every figure is a weighted sum of (rows: queries)."""
+    """What every figure is computed from: per group, the o_q-weighted sums over the queries of
+    each linear block (``totals``: exposure E, target T, merit U, merit × exposure C); per query,
+    the non-linear figures (``scalars``: AWRF, group EE); and, for a bootstrap, the per-query
+    blocks themselves (``blocks``, queries × groups). ``e_doc``/``tu_doc``: the weighted exposure
+    of each document and, for the uniform target, its weighted target (the contributors')."""
 
+    totals: dict[str, np.ndarray]
     blocks: dict[str, sp.csr_matrix]
     scalars: dict[str, np.ndarray]
     size_share: np.ndarray
     etot: np.ndarray
     n_ret: np.ndarray
+    e_doc: np.ndarray
+    tu_doc: np.ndarray
 
 
-def _parts(q, d, rank, nq: int, groups: Groups, merit: Merit | None, target: str, disc: Discount,
-           awrf_disc: Discount, ee_disc: Discount, ee_target: str, ee_depth: int | None) -> _Parts:
-    """Every per-query matrix: group exposure E, target T, merit U, merit × exposure C (S&J),
-    and per-query AWRF and group EE."""
+def _parts(q, d, rank, ptr, w, groups: Groups, merit: Merit | None, target: str, disc: Discount,
+           awrf_disc: Discount, ee_disc: Discount, ee_target: str, ee_depth: int | None,
+           per_query: bool) -> _Parts:
+    """One pass over the store's pairs (``_query_pass``: each document's weighted exposure, each
+    query's exposure and AWRF) and one over the merit pairs (U, C, the merit target and group
+    EE per query); the store's per-query group blocks only when ``per_query`` (a bootstrap)."""
+    nq = len(ptr) - 1
     top = int(rank.max()) if len(rank) else 1
     table = lambda dsc: np.concatenate([[0.0], dsc.weights(np.arange(1, top + 1))])  # noqa: E731
-    e, att, cnt = _group_sums(q, d, rank, np.stack([table(disc), table(awrf_disc), np.ones(top + 1)]),
-                              groups, nq)
-    etot = _rows(e)  # every document's groups share it whole: E_q = Σ_g E_q(g)
-    n_ret = _rows(cnt)
-    blocks = {"E": e}
-    scalars: dict[str, np.ndarray] = {}
     size_share = groups.sizes() / groups.n_docs
-    if target == "uniform":  # E_q spread equally over the query's documents
-        blocks["T"] = _row_scale(cnt, np.divide(etot, n_ret, out=np.zeros_like(etot), where=n_ret > 0))
-    if merit is not None:
-        mm = merit.matrix
+    mm = merit.matrix if merit is not None else None
+    t_dense, tgt = np.zeros(0), _NO_TARGET
+    if target == "size":
+        t_dense = size_share
+    elif target == "uniform":  # each query's documents, equally
+        tgt = (ptr, d, rank, np.ones(top + 1), True)
+    else:  # each query's documents with merit, by merit
+        tgt = (mm.indptr.astype(np.int64), mm.indices.astype(np.int64), np.arange(mm.nnz),  # type: ignore[union-attr]
+               mm.data.astype(np.float64), True)  # type: ignore[union-attr]
+    e_doc, tu_doc, etot, n_ret, aw = _query_pass(
+        ptr, d, rank, table(disc), table(awrf_disc), w, target == "uniform", t_dense, *tgt,
+        *_a_arrays(groups), groups.n_groups, groups.n_docs, _n_chunks(len(d), groups.n_docs))
+    a = groups.matrix
+    totals = {"E": a.T @ e_doc}
+    blocks: dict[str, sp.csr_matrix] = {}
+    if per_query:
+        mats = _group_sums(None, d, rank, np.stack([table(disc), np.ones(top + 1)]), groups, nq, ptr)
+        blocks["E"] = mats[0]
+        if target == "uniform":  # E_q spread equally over the query's documents
+            blocks["T"] = _row_scale(mats[1], np.divide(etot, n_ret, out=np.zeros_like(etot),
+                                                        where=n_ret > 0))
+    if target == "uniform":
+        totals["T"] = a.T @ tu_doc
+    scalars: dict[str, np.ndarray] = {"awrf": np.nan_to_num(aw, nan=0.0),
+                                      "awrf_n": np.isfinite(aw).astype(np.float64)}
+    if mm is not None:
         mq = np.repeat(np.arange(nq), np.diff(mm.indptr))
-        mrank = _ranks_at(np.searchsorted(q, np.arange(nq + 1)), d, np.asarray(rank, np.int64),
-                          mm.indptr.astype(np.int64), mm.indices.astype(np.int64), groups.n_docs)
+        mrank = _ranks_at(ptr, d, rank, mm.indptr.astype(np.int64), mm.indices.astype(np.int64),
+                          groups.n_docs)
         mtot = _rows(mm)
         per = np.divide(etot, mtot, out=np.zeros_like(etot), where=mtot > 0)
         u, c, eps, star, tm = _group_sums(mq, mm.indices, np.arange(mm.nnz), np.stack([
             mm.data, mm.data * table(disc)[mrank], table(ee_disc)[mrank],
-            ideal_exposure(mm, ee_disc).data, mm.data * per[mq]]), groups, nq)
+            ideal_exposure(mm, ee_disc).data, mm.data * per[mq]]), groups, nq, mm.indptr)
         blocks["U"], blocks["C"] = u, c
         if target == "merit":  # E_q spread over the query's documents by merit
             blocks["T"] = tm
+        for k in ("U", "C") + (("T",) if target == "merit" else ()):
+            totals[k] = blocks[k].T @ w
         scalars.update(_ee_groups(eps, star, ee_disc, ee_target, ee_depth))
-    tau = size_share if target == "size" else (cnt if target == "uniform" else blocks["U"])
-    aw = _awrf_groups(att, tau)
-    scalars["awrf"] = np.nan_to_num(aw, nan=0.0)
-    scalars["awrf_n"] = np.isfinite(aw).astype(np.float64)
-    return _Parts(blocks, scalars, size_share, etot, n_ret)
+    return _Parts(totals, blocks, scalars, size_share, etot, n_ret, e_doc, tu_doc)
 
 
-def _layout(parts: _Parts) -> tuple[sp.csr_matrix, dict[str, slice]]:
-    """The per-query columns side by side (queries × F) and where each block sits."""
-    cols, where, at = [], {}, 0
-    for name, m in parts.blocks.items():
-        cols.append(m)
-        where[name] = slice(at, at + m.shape[1])
-        at += m.shape[1]
-    names = list(parts.scalars)
-    if names:
-        cols.append(sp.csr_matrix(np.column_stack([parts.scalars[k] for k in names])))
-        for i, k in enumerate(names):
-            where[k] = slice(at + i, at + i + 1)
-    return sp.hstack(cols, format="csr"), where
+_BLOCKS = ("E", "T", "U", "C")
+
+
+def _layout(parts: _Parts) -> dict[str, slice]:
+    """Where each block's groups and each scalar sit in the vector of weighted sums."""
+    where, at = {}, 0
+    for k in _BLOCKS:
+        if k in parts.totals:
+            n = len(parts.totals[k])
+            where[k] = slice(at, at + n)
+            at += n
+    for i, k in enumerate(parts.scalars):
+        where[k] = slice(at + i, at + i + 1)
+    return where
+
+
+def _point_sums(parts: _Parts, w: np.ndarray) -> np.ndarray:
+    """The weighted sums every point figure is read from (F × 1, in ``_layout``'s order)."""
+    vals = [parts.totals[k] for k in _BLOCKS if k in parts.totals]
+    vals.append(np.array([float(np.dot(w, v)) for v in parts.scalars.values()]))
+    return np.concatenate(vals)[:, None]
+
+
+def _per_query(parts: _Parts, pop: np.ndarray) -> sp.csr_matrix:
+    """The per-query values of the queries ``pop`` side by side (F × queries, ``_layout``'s
+    order of rows): what a bootstrap re-weights."""
+    cols = [parts.blocks[k][pop] for k in _BLOCKS if k in parts.totals]
+    cols.append(sp.csr_matrix(np.column_stack([v[pop] for v in parts.scalars.values()])))
+    return sp.hstack(cols, format="csr").T.tocsr()
 
 
 def _stats(s: np.ndarray, where: dict[str, slice], size_share: np.ndarray, pop: np.ndarray
@@ -709,16 +914,14 @@ def _interval(samples: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray
     return lo, hi
 
 
-def _contributors(q, d, rank, table, w, parts: _Parts, groups: Groups, merit: Merit | None,
-                  target: str, gap: np.ndarray, doc_ids, top: int) -> pd.DataFrame:
+def _contributors(w, parts: _Parts, groups: Groups, merit: Merit | None, target: str,
+                  gap: np.ndarray, doc_ids, top: int) -> pd.DataFrame:
     """Per group, the ``top`` documents whose exposure minus target (A[d,g] (e_d − τ_d), in
     share points) adds most to the group's gap, in the gap's direction; the sums over every
     document of a group equal its gap exactly."""
     n = groups.n_docs
-    total = float(np.dot(w, parts.etot))
-    per = np.divide(parts.etot, parts.n_ret, out=np.zeros_like(parts.etot), where=parts.n_ret > 0)
-    e, tu = _doc_sums(q, d, np.asarray(rank, np.int64), np.stack([table, np.ones_like(table)]),
-                      np.stack([w, w * per]), n)
+    e, tu = parts.e_doc, parts.tu_doc
+    total = float(e.sum())
     if target == "uniform":
         tau = tu
     elif target == "size":
@@ -795,7 +998,8 @@ def _pairwise(point: dict, boot: dict | None, names: list[str], alpha: float) ->
         if k not in point:
             continue
         v = point[k]
-        entry = {"value": float(v[0, 0] / v[1, 0])}
+        with np.errstate(divide="ignore", invalid="ignore"):  # a group with no exposure: inf
+            entry = {"value": float(np.divide(v[0, 0], v[1, 0]))}
         if boot is not None:
             lo, hi = _interval((boot[k][0] / boot[k][1])[None, :], alpha)
             entry.update(lo=float(lo[0]), hi=float(hi[0]))
@@ -815,11 +1019,14 @@ def fairness_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
     treatment and impact ratios, the merit target and group expected exposure); without, every
     query. ``n_boot`` resamples of those queries give percentile intervals (0: none)."""
     _check_settings(target, merit, n_boot, alpha, top)
-    w = _check_weights(weights, len(weights)).copy()
+    w = np.asarray(_check_weights(weights, len(weights)), dtype=np.float64).copy()
     nq = len(w)
-    q, d, rank = np.asarray(q, dtype=np.int64), np.asarray(d, dtype=np.int64), np.asarray(rank)
-    if len(d) and (int(d.max()) >= groups.n_docs or int(q.max()) >= nq):
-        raise LimelightError("a pair's document or query code is outside the groups' documents or the query set")
+    q, d, rank = np.asarray(q), np.asarray(d), np.asarray(rank)
+    if len(d) and (int(d.max()) >= groups.n_docs or int(d.min()) < 0 or int(rank.min()) < 0):
+        raise LimelightError("a pair's document code is outside the groups' documents (or its rank < 0)")
+    ptr, ok = _query_ptr(q, nq)
+    if not ok:
+        raise LimelightError("exposure pairs must be grouped by query (ascending codes within the query set)")
     if merit is not None:
         if merit.matrix.shape != (nq, groups.n_docs):
             raise LimelightError(f"merit is over {merit.matrix.shape} queries × documents, the pairs "
@@ -828,18 +1035,17 @@ def fairness_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
         if not (w > 0).any():
             raise LimelightError(f"{merit.source}: no query with merit has a weight > 0: no overlap")
     disc = parse_discount(browsing)
-    parts = _parts(q, d, rank, nq, groups, merit, target, disc, parse_discount(awrf_browsing),
-                   parse_discount(ee_browsing), ee_target, ee_depth)
-    z, where = _layout(parts)
+    parts = _parts(q, d, rank, ptr, w, groups, merit, target, disc, parse_discount(awrf_browsing),
+                   parse_discount(ee_browsing), ee_target, ee_depth, per_query=n_boot > 0)
+    where = _layout(parts)
+    point = _stats(_point_sums(parts, w), where, parts.size_share, np.array([w.sum()]))
     pop = w > 0
-    zt = z[pop].T.tocsr()
-    point = _stats(np.asarray(zt @ w[pop][:, None]), where, parts.size_share, np.array([w.sum()]))
-    boot = _bootstrap(zt, w[pop], where, parts.size_share, n_boot, seed) if n_boot else None
+    boot = _bootstrap(_per_query(parts, pop), w[pop], where, parts.size_share, n_boot, seed) \
+        if n_boot else None
     table = _group_table(groups, point, boot, alpha)
-    mu = np.concatenate([[0.0], disc.weights(np.arange(1, int(rank.max(initial=1)) + 1))])
     ids = doc_ids if doc_ids is not None else np.arange(groups.n_docs).astype(str)
-    contrib = _contributors(q, d, rank, mu, w, parts, groups, merit, target,
-                            point["gap"][:, 0], ids, top) if top else pd.DataFrame()
+    contrib = _contributors(w, parts, groups, merit, target, point["gap"][:, 0], ids, top) \
+        if top else pd.DataFrame()
     summary = _summary(point, boot, table, parts, w, groups, merit, target, disc, awrf_browsing,
                        ee_browsing, ee_target, ee_depth, n_boot, alpha, seed)
     return GroupFairness(table, summary, contrib)
@@ -892,9 +1098,23 @@ def group_fairness(store, groups: Groups, merit: Merit | None = None, target: st
     res = fairness_from_pairs(q, d, rank, store.queries.weights, groups, merit, target, browsing,
                               awrf_browsing, ee_browsing, ee_target,
                               ee_depth if ee_depth is not None else store.depth, n_boot, alpha,
-                              seed, top, store.doc_ids.strings)
+                              seed, top, store.doc_ids)
     res.summary["store"] = str(store.path)
     return res
+
+
+def fairness_table(store, groups: Groups, merit: Merit | None = None, target: str = "size", *,
+                   browsing: str | Discount = "dcg", n_boot: int = 200, alpha: float = 0.05,
+                   seed: int = 0, top: int = 3) -> pd.DataFrame:
+    """Group fairness of an audit's store as one tidy table: a row per group with its exposure
+    and target shares, gap, ratio and Singh & Joachims' ratios, each with its bootstrap interval
+    (``_lo``/``_hi``; ``n_boot`` resamples of the queries, 0: none), whether it is in deficit or
+    surplus, and the ``top`` documents carrying that gap (``GroupFairness.table``); the summary
+    (TVD, AWRF, group EE with merit, assumptions) in ``attrs["summary"]``. ``groups``: e.g.
+    ``Groups.from_field(store, "section")`` or ``Groups.from_values(values)``; ``merit``: None,
+    ``Merit.from_qrels`` or ``Merit.from_reference``."""
+    return group_fairness(store, groups, merit, target, browsing=browsing, n_boot=n_boot,
+                          alpha=alpha, seed=seed, top=top).table()
 
 
 # ---- changing it: Plackett-Luce policies -----------------------------------------------------------
@@ -974,6 +1194,29 @@ def policy_curve(store, groups: Groups, merit: Merit, temperatures: Sequence[flo
                      "r@100": float(np.dot(w, np.divide(rec, n_rel, out=np.zeros(nq), where=n_rel > 0)) / ws),
                      **{f"gap:{name}": float(x) for name, x in zip(groups.names, gap, strict=True)}})
     return pd.DataFrame(rows)
+
+
+def ranking_effectiveness(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights: np.ndarray,
+                          merit: Merit) -> dict[str, float]:
+    """nDCG@10 (trec_eval's linear gains: the merit values) and R@100 of a deterministic ranking
+    given as parallel pair arrays (``q`` grouped by ascending query code, 1-based ``rank``),
+    o_q-weighted over the queries with merit (``policy_curve``'s figures at T = 0)."""
+    mm = merit.matrix
+    nq = mm.shape[0]
+    w = np.where(merit.queries(), np.asarray(weights, dtype=np.float64), 0.0)
+    ptr, ok = _query_ptr(np.asarray(q), nq)
+    if not ok:
+        raise LimelightError("exposure pairs must be grouped by query (ascending codes within the query set)")
+    mval = _values_at(ptr, np.asarray(d), mm.indptr.astype(np.int64), mm.indices.astype(np.int64),
+                      mm.data, mm.shape[1])
+    r = np.asarray(rank, dtype=np.float64)
+    dcg = np.bincount(q, weights=mval * np.where(r <= 10, 1.0 / np.log2(r + 1.0), 0.0), minlength=nq)
+    rec = np.bincount(q, weights=((mval > 0) & (r <= 100)).astype(np.float64), minlength=nq)
+    idcg = _rows(ideal_exposure(mm, _Dcg10()).multiply(mm))
+    n_rel = np.diff(mm.indptr).astype(np.float64)
+    ws = w.sum()
+    return {"ndcg@10": float(np.dot(w, np.divide(dcg, idcg, out=np.zeros(nq), where=idcg > 0)) / ws),
+            "r@100": float(np.dot(w, np.divide(rec, n_rel, out=np.zeros(nq), where=n_rel > 0)) / ws)}
 
 
 @dataclass(frozen=True, repr=False)

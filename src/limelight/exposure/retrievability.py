@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,13 +96,20 @@ def _r_from_pairs(q, d, rank, w, f_table, n_docs):  # pragma: no cover - numba
     rank)."""
     r = np.zeros(n_docs)
     n = np.zeros(n_docs, np.int64)
+    _r_accumulate(q, d, rank, w, f_table, r, n)
+    return r, n
+
+
+@numba.njit(cache=True, nogil=True)
+def _r_accumulate(q, d, rank, w, f_table, r, n):  # pragma: no cover - numba
+    """``_r_from_pairs``'s pass, adding into ``r`` and ``n`` (pairs given chunk by chunk in row
+    order add up to the one-pass figures, bit for bit)."""
     c = len(f_table) - 1
     for i in range(len(q)):
         k = rank[i]
         n[d[i]] += 1
         if 1 <= k <= c:
             r[d[i]] += w[q[i]] * f_table[k]
-    return r, n
 
 
 def retrievability(ranks: sp.csr_matrix, weights: np.ndarray | None = None, c: int = 100,
@@ -228,6 +235,26 @@ def analyse_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, doc_ids: IdMap
     r, n = _pairs_r_n(q, d, rank, len(doc_ids), w, c, beta)
     retrieved = n > 0
     return summarise(r, retrieved, doc_ids, len(w), c, beta)
+
+
+def analyse_pair_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], doc_ids: IdMap,
+                        weights: np.ndarray, c: int = 100, beta: float | None = None) -> Retrievability:
+    """``analyse_pairs`` of the pairs given as ``(q, d, rank)`` chunks in row order (an exposure
+    store's shards, one at a time): the same r(d), bit for bit, in the memory of one chunk."""
+    w = np.asarray(_check_weights(weights, len(weights)), dtype=np.float64)
+    f = retrievability_discount(c, beta)  # checks c and β
+    n_docs = len(doc_ids)
+    r, n = np.zeros(n_docs), np.zeros(n_docs, np.int64)
+    for q, d, rank in chunks:
+        q, d, rank = np.asarray(q), np.asarray(d), np.asarray(rank)
+        if not len(q):
+            continue
+        if int(d.max()) >= n_docs or int(d.min()) < 0 or int(q.max()) >= len(w) or int(q.min()) < 0:
+            raise LimelightError("a pair's document or query code is outside the collection or query set")
+        top = min(f.c, int(rank.max()))
+        f_table = np.concatenate([[0.0], f.weights(np.arange(1, top + 1))])
+        _r_accumulate(q, d, rank, w, f_table, r, n)
+    return summarise(r, n > 0, doc_ids, len(w), c, beta)
 
 
 # ---- bootstrap --------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from limelight.exposure.docindex import (
     load_pieces,
     remove_index,
 )
-from limelight.exposure.retrievability import Retrievability, analyse_pairs
+from limelight.exposure.retrievability import Retrievability, analyse_pair_chunks, analyse_pairs
 from limelight.exposure.shards import SHARD_GLOB, _huge_empty, _shard_table, shard_path, write_shard
 
 FORMAT = "limelight-exposure/2"
@@ -97,6 +97,8 @@ class ExposureStore:
     """
 
     keep_pairs: bool = True
+    # a store of more pairs is analysed shard by shard (r(d), n_exposing): bounded memory
+    pairs_in_memory: int = 1 << 25
 
     def __init__(self, path: str | os.PathLike, manifest: dict, queries: Queries | None = None,
                  doc_ids: IdMap | None = None):
@@ -319,9 +321,29 @@ class ExposureStore:
         """r(d) over every document with the stored o_q (or ``weights``), Gini and coverage."""
         if c > self.depth:
             raise LimelightError(f"cutoff c={c} exceeds the store's depth {self.depth}")
-        q, d, rank, _ = self.pair_arrays()
         w = self.queries.weights if weights is None else weights
+        if self._streamed():
+            return analyse_pair_chunks(self._shard_columns(["q", "d", "rank"]), self.doc_ids, w, c, beta)
+        q, d, rank, _ = self.pair_arrays()
         return analyse_pairs(q, d, rank, self.doc_ids, w, c, beta)
+
+    def n_pairs(self) -> int:
+        """The number of stored pairs (from the index: no pass over the shards)."""
+        return int(sum(p.n_rows for p in self.pieces()))
+
+    def _streamed(self) -> bool:
+        """Whether analyses read the shards one by one (pairs not in memory, and possibly more
+        of them than ``pairs_in_memory``: queries × depth, no I/O) instead of loading every
+        pair. Both paths give the same figures."""
+        m = self.manifest
+        most = int(m.get("n_queries", 0)) * min(int(m.get("depth", 0)), int(m.get("n_docs", 0)))
+        return self._pairs is None and most > self.pairs_in_memory
+
+    def _shard_columns(self, columns: list[str]):
+        """``columns`` of each shard in turn (numpy arrays), in row order."""
+        for p in self.shard_files():
+            t = _read(p, columns)
+            yield tuple(t.column(c).to_numpy() for c in columns)
 
     def n_exposing(self, c: int | None = None) -> np.ndarray:
         """Number of queries that expose each document (within rank ``c``, default the depth)."""
@@ -329,6 +351,11 @@ class ExposureStore:
             n = np.zeros(len(self.doc_ids), dtype=np.int64)
             for p in self.pieces():
                 n[np.asarray(p.docs)] += np.diff(np.asarray(p.offs))
+            return n
+        if self._streamed():
+            n = np.zeros(len(self.doc_ids), dtype=np.int64)
+            for d, rank in self._shard_columns(["d", "rank"]):
+                n += np.bincount(d[rank <= c], minlength=len(n))
             return n
         _, d, rank, _ = self.pair_arrays()
         return np.bincount(d[rank <= c], minlength=len(self.doc_ids))

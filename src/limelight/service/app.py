@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import quote
 
+import numpy as np
 from fastapi import FastAPI, Form, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
@@ -27,9 +28,12 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import limelight.report.glossary as G
+import limelight.service.fmt as F
+import limelight.service.insight as I
 import limelight.service.schemas as S  # by full name: no edge to the package __init__
 from limelight.errors import LimelightError
-from limelight.service.charts import exposure_bars, lorenz_paths
+from limelight.service.charts import exposure_bars, hbars, histogram, lorenz_paths
 from limelight.service.concurrency import Busy, QueueTimeout
 from limelight.service.core import AuditService, BadRequest, NotFound
 from limelight.service.snippets import segments
@@ -170,7 +174,8 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
                               "exposes and retrievability over one limelight audit (read-only).")
     app.state.service = service
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments)
+    templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments, **F.GLOBALS)
+    templates.env.filters.update(F.FILTERS)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     _add_error_handlers(app, service, templates)
@@ -178,6 +183,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     page = _page_renderer(service, templates)
     _add_pages(app, service, page)
     _add_tool_pages(app, service, page)
+    _add_insight(app, service, page)
     if max_body:
         app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(SecurityHeaders)
@@ -324,10 +330,21 @@ def _add_pages(app: FastAPI, service: AuditService, page) -> None:
 
     @app.get("/documents/{docid:path}", response_class=HTMLResponse, include_in_schema=False)
     def document_page(request: Request, docid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,
-                      browsing: Browsing = "rbp:0.8", offset: Offset = 0):
+                      browsing: Browsing = "rbp:0.8", offset: Offset = 0,
+                      why: Annotated[str | None, Query(max_length=1000)] = None):
         doc = service.document(docid, system, browsing, 50, offset)
-        chart = exposure_bars([b["height"] for b in doc["chart"]], doc["depth"], n_slots=len(doc["chart"]))
-        return page(request, "document.html", doc=doc, chart=chart, browsing=browsing)
+        st = doc["standing"]
+        top = hbars([{"label": t["query"], "value": t["attention"], "content": True}
+                     for t in doc["top_searches"]])
+        sys_chart = hbars([{"label": s["system"], "value": s["r"], "current": s["system"] == doc["system"]}
+                           for s in doc["systems"]])
+        why_qid = why or next((t["qid"] for t in doc["top_searches"]), None)
+        near = I.near_misses(service, doc["docid"], doc["system"])
+        if why_qid is None and near["queries"]:
+            why_qid = near["queries"][0]["qid"]
+        explained = I.explanation(service, doc["docid"], why_qid, doc["system"]) if why_qid else None
+        return page(request, "document.html", doc=doc, browsing=browsing, st_chart=histogram(st["bins"]),
+                    top_chart=top, sys_chart=sys_chart, why=explained, near=near)
 
     @app.get("/queries", response_class=HTMLResponse, include_in_schema=False)
     def queries_page(request: Request, search: Annotated[str, Query(max_length=S.MAX_QUERY)] = "",
@@ -355,10 +372,15 @@ def _add_pages(app: FastAPI, service: AuditService, page) -> None:
         field = field or service.group_field
         if field is not None and field not in service.docs.fields:
             raise NotFound(f"unknown document field {field!r}")
+        n_zero = int((service._served_r(sysm, c) == 0).sum())
+        cur = next(s for s in summaries if s["system"] == sysm.name)
         return page(request, "retrievability.html", system=sysm.name, c=c, summaries=summaries,
-                    lorenz=lorenz_paths(curves),
+                    lorenz=lorenz_paths(curves), n_zero=n_zero,
+                    half_share=float(np.interp(0.5, cur["lorenz"]["x"], cur["lorenz"]["y"])),
                     most=service.ranked_documents(sysm.name, c, "most", 20, offset),
                     least=service.ranked_documents(sysm.name, c, "least", 20, offset),
+                    least_shown=service.ranked_documents(sysm.name, c, "least", 10, n_zero)
+                    if 0 < n_zero < len(service.doc_ids) else None,
                     groups=service.groups(field, sysm.name, c, 50, 0) if field else None, field=field)
 
 
@@ -453,3 +475,59 @@ def _jsonable(errors: list) -> list:
                 e["input"] = f"{text[:MAX_ECHO]}… ({len(text):,} characters in all)"
         out.append(e)
     return out
+
+
+Target = Annotated[str, Query(pattern="^(size|uniform|merit)$",
+                              description="the fair share a group is compared with: size (its share of "
+                                          "documents), uniform (each search's attention spread evenly over what "
+                                          "it retrieves) or merit (another system's scores as relevance)")]
+
+
+def _add_insight(app: FastAPI, service: AuditService, page) -> None:
+    """Why a search shows a document, near misses, groups' fair shares (API and pages), and
+    the glossary page."""
+
+    @app.get("/api/explain", response_model=S.Explanation, responses=API_ERRORS, tags=["exposure"])
+    def api_explain(docid: Annotated[str, Query(max_length=1000)], qid: Annotated[str, Query(max_length=1000)],
+                    system: SystemQ = None) -> dict:
+        """Why the log query ``qid`` shows ``docid``: BM25 matched terms with their shares of the
+        score, the closest sentences for a dense system, or why there is no explanation."""
+        return I.explanation(service, docid, qid, system)
+
+    @app.get("/api/near-misses", response_model=S.NearMisses, responses=API_ERRORS, tags=["exposure"])
+    def api_near_misses(docid: Annotated[str, Query(max_length=1000)], system: SystemQ = None,
+                        limit: Annotated[int, Query(ge=1, le=100)] = 20) -> dict:
+        """Log queries ranking ``docid`` just below the stored depth (ranks n + 1 to 1,000), with
+        the terms they share with it (systems with a BM25 index)."""
+        return I.near_misses(service, docid, system, limit)
+
+    @app.get("/api/fairness", response_model=S.Fairness, responses=VIEW_ERRORS, tags=["retrievability"])
+    def api_fairness(field: Annotated[str, Query(min_length=1, max_length=200)], system: SystemQ = None,
+                     target: Target = "size",
+                     merit: Annotated[str | None, Query(max_length=200, description="another audited system "
+                                                        "whose scores stand in for relevance")] = None) -> dict:
+        """Each group's share of the attention over the log against its fair share, with
+        intervals, and the documents that carry each group's gap."""
+        return I.fairness(service, field, system, target, merit)
+
+    @app.get("/groups", response_class=HTMLResponse, include_in_schema=False)
+    def groups_page(request: Request, system: SystemQ = None,
+                    field: Annotated[str | None, Query(max_length=200)] = None, target: Target = "size",
+                    merit: Annotated[str | None, Query(max_length=200)] = None):
+        field = field or service.group_field
+        sysm = service.system(system)
+        res = I.fairness(service, field, sysm.name, target, merit or None) if field else None
+        chart = None
+        if res is not None:
+            rows = sorted(res["groups"], key=lambda g: -g["size_share"])[:GROUPS_SHOWN]
+            chart = hbars([{"label": g["group"], "value": g["exposure_share"], "ref": g["target_share"],
+                            "content": True} for g in rows])
+        return page(request, "groups.html", res=res, field=field, system=sysm.name, target=target,
+                    merit=merit or "", chart=chart)
+
+    @app.get("/glossary", response_class=HTMLResponse, include_in_schema=False)
+    def glossary_page(request: Request):
+        return page(request, "glossary.html", terms=list(G.TERMS.values()), choices=G.BROWSING_CHOICES)
+
+
+GROUPS_SHOWN = 12  # groups drawn in the groups page's picture (the largest)

@@ -356,6 +356,10 @@ class AuditService:
         queries = [{"qid": q, "query": t, "weight": float(w), "rank": int(rk), "score": float(s),
                     "exposure": float(m)} for (q, t, w, rk, s), m in zip(page, mu_page.tolist(), strict=True)]
         depth = st.depth
+        import limelight.service.insight as _insight
+
+        c = self.lead_cutoff(sysm)
+        all_mu = model.weights(np.asarray(rank, dtype=np.int64)) if len(rank) else np.zeros(0)
         return {
             **self.doc_summary(row),
             "text": str(self.docs.texts[row]),
@@ -369,7 +373,17 @@ class AuditService:
             "chart": [{"position": i + 1, "qid": q, "query": t, "rank": int(rk), "height": depth - (int(rk) - 1)}
                       for i, (q, t, _w, rk, _s) in enumerate(chart_rows)],
             "systems": self.document_systems(row, model),
+            "top_searches": _insight.top_searches(q, np.asarray(rank), weights, all_mu, st.queries),
+            "standing": {"c": c, "n_queries": int(len(st.queries)),
+                         "total_weight": float(np.asarray(st.queries.weights, dtype=np.float64).sum()),
+                         **_insight.standing(self._served_r(sysm, c), row)},
         }
+
+    def lead_cutoff(self, sysm: _System) -> int:
+        """The cutoff the pages' first sentence speaks of: the audit's smallest cutoff (the first
+        page of results), else 10, within the store's depth."""
+        cutoffs = [c for c in self.manifest.get("cutoffs", []) if isinstance(c, int) and c >= 1]
+        return min(min(cutoffs, default=10), sysm.store.depth)
 
     def document_systems(self, row: int, model: BrowsingModel, c: int = 100) -> list[dict]:
         """One document's exposure under every audited system, side by side: the number of
@@ -518,13 +532,25 @@ class AuditService:
                 "documents": [{"rank": offset + i + 1, **self.doc_summary(int(j)), "r": float(r[j])}
                               for i, j in enumerate(page.tolist())]}
 
+    def check_field(self, field: str) -> None:
+        """``NotFound`` (404) naming the fields when ``field`` is not a document field."""
+        if field not in self.docs.fields:
+            raise NotFound(f"unknown document field {field!r} (fields: {', '.join(self.docs.fields) or 'none'})")
+
+    def check_group_field(self, field: str) -> None:
+        """``check_field``, and ``BadRequest`` (422) for a field with too many distinct values
+        to group documents by (the grouping fields listed)."""
+        self.check_field(field)
+        if field not in self.group_fields:
+            raise BadRequest(f"field {field!r} has too many distinct values to group documents by "
+                             f"(grouping fields: {', '.join(self.group_fields) or 'none'})")
+
     def groups(self, field: str, system: str | None = None, c: int = 100, limit: int = 50,
                offset: int = 0) -> dict:
         """Retrievability per group of a document field (``group_retrievability``)."""
         from limelight.exposure.retrievability import group_retrievability
 
-        if field not in self.docs.fields:
-            raise NotFound(f"unknown document field {field!r} (fields: {', '.join(self.docs.fields) or 'none'})")
+        self.check_field(field)
         sysm = self.system(system)
         df = self._memoize(("groups", sysm.name, c, field),
                            lambda: group_retrievability(self._served_r(sysm, c), self.docs.fields[field]))

@@ -84,6 +84,34 @@ class DocumentSystem(BaseModel):
     r: float = Field(description="r(d) at c with the stored query weights o_q")
 
 
+class TopSearch(BaseModel):
+    qid: str
+    query: str
+    weight: float = Field(description="o_q: times the search was issued")
+    rank: int
+    exposure: float = Field(description="μ: the chance a searcher looks at the document at its rank")
+    attention: float = Field(description="o_q · μ: searchers expected to look at it over the log")
+
+
+class HistogramBin(BaseModel):
+    label: str = Field(description="the range of r(d) of the bin (0, 1, 2–3, 4–7, ...)")
+    n: int = Field(description="documents in the bin")
+    here: bool = Field(description="the bin of this document")
+
+
+class Standing(BaseModel):
+    c: int = Field(description="the cutoff of r(d): the audit's smallest")
+    n_queries: int = Field(description="distinct searches of the log")
+    total_weight: float = Field(description="searches of the log, each counted as often as it was issued")
+    r: float = Field(description="this document's r(d) at c")
+    median: float = Field(description="the median r(d) over every document")
+    n_docs: int
+    n_zero: int = Field(description="documents with r(d) = 0 at c")
+    share_below: float = Field(description="share of documents with a smaller r(d)")
+    share_above: float = Field(description="share of documents with a larger r(d)")
+    bins: list[HistogramBin]
+
+
 class Document(BaseModel):
     docid: str
     title: str
@@ -101,6 +129,9 @@ class Document(BaseModel):
     queries: list[ExposingQuery]
     chart: list[ChartBar]
     systems: list[DocumentSystem] = Field(description="the document's exposure under every audited system")
+    top_searches: list[TopSearch] = Field(default=[], description="the searches giving it the most attention "
+                                                                  "over the log (o_q · μ)")
+    standing: Standing | None = Field(default=None, description="where its r(d) stands among every document's")
 
 
 class ExposedDocument(BaseModel):
@@ -233,3 +264,46 @@ class EqiResults(BaseModel):
     exact: EqiList
     learned: list[EqiList]
     note: str | None
+
+
+class Explanation(BaseModel):
+    docid: str
+    qid: str
+    query: str
+    system: str
+    rank: int | None = Field(description="the document's stored rank for the query (null: not in its top n)")
+    score: float | None
+    explained: bool
+    reason: str | None = Field(description="why there is no explanation (null when explained)")
+    parts: list[dict[str, Any]] = Field(description="bm25: matched terms with contribution and share of the "
+                                                    "score, query_html/doc_html with <mark>; dense: the "
+                                                    "closest sentences with their cosine")
+
+
+class NearMiss(BaseModel):
+    qid: str
+    query: str
+    rank: int
+    score: float
+    shared_terms: list[str]
+
+
+class NearMisses(BaseModel):
+    docid: str
+    system: str
+    first_rank: int
+    last_rank: int
+    available: bool
+    reason: str | None
+    queries: list[NearMiss]
+
+
+class Fairness(BaseModel):
+    system: str
+    field: str
+    target: str
+    merit_system: str | None
+    summary: dict[str, Any]
+    groups: list[dict[str, Any]] = Field(description="per group: size, exposure and target shares, their gap, "
+                                                     "Singh & Joachims' ratios, with _lo/_hi intervals")
+    contributors: list[dict[str, Any]] = Field(description="the documents carrying each group's gap")

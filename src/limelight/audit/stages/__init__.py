@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import limelight.audit.stages.ctrlqgen as ctrlqgen
 import limelight.audit.stages.eqi as eqi
+import limelight.audit.stages.exposure as exposure
 import limelight.audit.stages.intervention as intervention
 import limelight.audit.stages.rerank as rerank
+import limelight.audit.stages.retrievability as retrievability
 import limelight.audit.stages.robustness as robustness
-from limelight.audit.stage import Stage, StageOptions
+from limelight.audit.stage import ReportSection, Stage, StageOptions
 from limelight.audit.stages.common import dense_settings
 from limelight.audit.stages.compare import COMPARE
 from limelight.audit.stages.ctrlqgen import CTRLQGEN
@@ -47,4 +49,14 @@ def audit_stages(cfg) -> list[Stage]:
     return [*out, FIGURES, COMPARE, RERANK, EQI, ROBUSTNESS, CTRLQGEN, INTERVENTION]
 
 
-__all__ = ["STAGE_OPTIONS", "audit_stages"]
+def report_sections() -> list[ReportSection]:
+    """The report hooks of the stages, in the order the report shows them: the searches external
+    systems answered (the exposure stages), retrievability (per system), what changes between
+    systems and group fairness (figures), then the optional stages. The report reads them from
+    here, with the audit directory alone (no configuration)."""
+    hooks = [exposure.report_section, retrievability.report_section]
+    return hooks + [s.report for s in (FIGURES, COMPARE, RERANK, EQI, ROBUSTNESS, CTRLQGEN, INTERVENTION)
+                    if s.report is not None]
+
+
+__all__ = ["STAGE_OPTIONS", "audit_stages", "report_sections"]

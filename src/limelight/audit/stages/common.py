@@ -45,7 +45,9 @@ def left_out(systems: list[SystemView], *capabilities: str) -> str:
     for s in systems:
         lacks = [c for c in capabilities if not get_kind(s.kind).has(c)]
         if lacks:
-            why.append(f"{s.name} (a {s.kind} system lacks {lacks[0]}: {CAPABILITIES[lacks[0]]})")
+            # the capability in words (its key has an underscore: the report shows no field names)
+            why.append(f"{s.name} (a {s.kind} system lacks {lacks[0].replace('_', ' ')}: "
+                       f"{CAPABILITIES[lacks[0]]})")
     return ("not run for " + "; ".join(why)) if why else ""
 
 
@@ -77,3 +79,44 @@ def present(audit: Audit, name: str) -> bool:
 
 def eval_qids(audit: Audit) -> list[str]:
     return audit.inputs.eval_queries.ids.strings.tolist()
+
+
+# ---- report sections ----------------------------------------------------------------------------
+def section_start(stages, name: str, heading: str) -> tuple[list, dict | None]:
+    """The first blocks of a stage's report section: its heading and, when the stage did not run,
+    why (``(blocks, None)``); when it ran, the line saying what it left out and why (e.g. a system
+    lacking a capability), if any (``(blocks, record)``)."""
+    from limelight.audit.stage import Heading, Text
+
+    blocks: list = [Heading(heading)]
+    rec = stages.get(name)
+    if rec is None or rec.get("status") == "skipped":
+        reason = rec.get("reason") if rec else "the stage was not run in this audit"
+        blocks.append(Text(f"Skipped: {reason}", tone="skipped"))
+        return blocks, None
+    if rec.get("reason"):
+        blocks.append(Text(rec["reason"], tone="note"))
+    return blocks, rec
+
+
+def read_table(audit_dir, name: str) -> pd.DataFrame | None:
+    """A table of the audit (``None`` when the stage did not write it)."""
+    p = audit_dir.table(name)
+    return pd.read_parquet(p) if p.exists() else None
+
+
+def words(df: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+    """``df``'s columns of ``labels`` (in that order), renamed to their words."""
+    keep = [c for c in labels if c in df.columns]
+    return df[keep].rename(columns={c: labels[c] for c in keep})
+
+
+def pct(x: float) -> str:
+    """A fraction as a percentage for a sentence (one decimal; ``< 0.1 %`` and ``> 99.9 %`` near
+    the ends, so that a rounded 0 % or 100 % never hides a document)."""
+    p = 100.0 * float(x)
+    if 0 < p < 0.1:
+        return "< 0.1 %"
+    if 99.9 < p < 100:
+        return "> 99.9 %"
+    return f"{p:.1f} %"

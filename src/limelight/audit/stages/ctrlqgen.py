@@ -181,4 +181,44 @@ CTRLQGEN = Stage("ctrlqgen", "CtrlQGen synthetic queries and their retrievabilit
                  key=lambda a: (a.key(f"retrievability-{_ctrlqgen_system(a.cfg).name}"),
                                 dict(_ctrlqgen_opts(a)), a.cfg.seed),
                  outputs=lambda a: (a.dir.path / "ctrlqgen",), skip=_ctrlqgen_skip,
-                 note=_ctrlqgen_note)
+                 note=_ctrlqgen_note, report=lambda d, s: report_section(d, s))
+
+
+def report_section(audit_dir, stages) -> list:
+    """How retrievability changes when generated searches (CtrlQGen) join the log."""
+    from limelight.audit.stage import Table, Text
+    from limelight.audit.stages.common import pct, read_table, section_start
+
+    blocks, rec = section_start(stages, "ctrlqgen",
+                                "Would generated searches reach the documents the log misses?")
+    if rec is None:
+        return blocks
+    df = read_table(audit_dir, "ctrlqgen")
+    if df is not None and len(df):
+        c = int(df["c"].max())
+        at = df[df["c"] == c]
+        log = at[at["queries"] == "log"]
+        both = at[at["queries"].str.startswith("log + ")]
+        if len(log) and len(both):
+            b = both.loc[both["retrievable_fraction"].idxmax()]
+            blocks.append(Text(
+                f"With the {b['queries'].removeprefix('log + ')} searches added to the log, "
+                f"{pct(b['retrievable_fraction'])} of the documents are in some top {c}, against "
+                f"{pct(log['retrievable_fraction'].iloc[0])} with the log alone."))
+        blocks.append(Table(df.rename(columns={"queries": "searches", "c": "results looked at",
+                                               "gini": "inequality (Gini)",
+                                               "retrievable_fraction": "documents shown at least once"}),
+                            "[[gini|Inequality]] and the share of documents shown at least once "
+                            "under the first system, for the log, the generated searches of each "
+                            "intent, and both together.",
+                            formats={"documents shown at least once": "percent"},
+                            source=str(audit_dir.table("ctrlqgen"))))
+    for intent in ("narrow", "broad"):
+        sample = read_table(audit_dir, f"ctrlqgen_sample_{intent}")
+        if sample is not None and len(sample):
+            blocks.append(Table(sample.rename(columns={"intent": "intent", "entity_id": "document",
+                                                       "query": "generated search"}),
+                                f"A few generated {intent} searches.", ids=("document",),
+                                raw=("generated search",),
+                                max_rows=10))
+    return blocks

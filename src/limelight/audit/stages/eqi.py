@@ -152,4 +152,38 @@ EQI = Stage("eqi", "exposing-query identification (RELQ) and exact reverse searc
             key=lambda a: ([a.key(f"exposure-{s.name}") for s in _eqi_specs(a)], _eqi_opts(a),
                            a.cfg.seed, a.key("query-vectors"), "models saved"),
             inputs=("index",), outputs=_eqi_model_dirs, skip=_eqi_skip,
-            note=_eqi_not_covered)  # shown in the stage table and under the EQI section
+            note=_eqi_not_covered,  # shown in the stage table and under the EQI section
+            report=lambda d, s: report_section(d, s))
+
+
+def report_section(audit_dir, stages) -> list:
+    """How well each method finds the searches that show a document (RELQ against the exact
+    lists of the store), and the searches that show each system's most shown document."""
+    from limelight.audit.stage import Table, Text
+    from limelight.audit.stages.common import read_table, section_start
+
+    blocks, rec = section_start(stages, "eqi", "Which searches show a document?")
+    if rec is None:
+        return blocks
+    relq = read_table(audit_dir, "relq")
+    if relq is not None and len(relq):
+        score = [c for c in relq.columns if c.startswith("RELQ")]
+        if score:
+            best = relq.loc[relq[score[0]].idxmax()]
+            blocks.append(Text(f"The best way to list the searches that show a document is "
+                               f"{best['method']} on {best['system']}: [[relq|{score[0]}]] "
+                               f"{best[score[0]]:.3f} (1 would list them exactly, best first)."))
+        blocks.append(Table(relq.rename(columns={"method": "method", "n_docs": "documents evaluated"}),
+                            "Mean [[relq]] (Li et al., WWW 2022, equations 1 to 4) of each "
+                            "[[eqi|exposing-query identification]] method against the exact lists "
+                            "of searches that show each document, on a seeded sample of shown "
+                            "documents.", source=str(audit_dir.table("relq"))))
+    rev = read_table(audit_dir, "reverse")
+    if rev is not None and len(rev):
+        rev = rev.rename(columns={"docid": "document", "qid": "search id", "query": "search",
+                                  "rank": "rank of the document", "score": "match score"})
+        blocks.append(Table(rev, "Exact reverse search: the searches that rank each system's most "
+                                 "shown document highest (from the exposure store).",
+                            ids=("document", "search id"), raw=("search",),
+                            source=str(audit_dir.table("reverse"))))
+    return blocks

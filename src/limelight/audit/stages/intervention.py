@@ -100,7 +100,52 @@ INTERVENTION = Stage("intervention", "stochastic rankings: expected retrievabili
                      _intervention,
                      key=lambda a: ([a.key(f"exposure-{n}") for n in _with_exposure(a)],
                                     *_intervention_opts(a), a.cfg.seed),
-                     skip=_intervention_skip)
+                     skip=_intervention_skip, report=lambda d, s: report_section(d, s))
+
+
+def report_section(audit_dir, stages) -> list:
+    """How much randomising each system's rankings (Plackett-Luce) spreads attention, and what it
+    costs in relevance where judgments exist."""
+    import shlex
+
+    from limelight.audit.stage import Figure, Table, Text
+    from limelight.audit.stages.common import read_table, section_start
+
+    blocks, rec = section_start(stages, "intervention",
+                                "Changing who is in the limelight: stochastic rankings")
+    if rec is None:
+        return blocks
+    df = read_table(audit_dir, "intervention")
+    if df is not None and len(df):
+        hot = df.loc[df.groupby("system", sort=False)["temperature"].idxmax()]
+        for _, r in hot.iterrows():
+            blocks.append(Text(f"At temperature {r['temperature']:g}, {r['system']}'s "
+                               f"[[gini|inequality]] goes from "
+                               f"{df[(df.system == r['system']) & (df.temperature == 0)]['gini'].iloc[0]:.3f} "
+                               f"to {r['gini']:.3f} ({r['gini_change']:+.0%})."))
+        words = {"system": "system", "temperature": "temperature", "c": "results looked at",
+                 "samples": "rankings sampled per search", "gini": "inequality (Gini)",
+                 "retrievable_fraction": "documents shown at least once",
+                 "gini_change": "change of inequality", "ndcg10": "expected nDCG@10"}
+        words.update({c: c for c in df.columns if c.startswith("EE-")})
+        keep = [c for c in words if c in df.columns]
+        blocks.append(Table(df[keep].rename(columns=words),
+                            "Inequality and the share of documents shown at least once of the "
+                            "expected retrievability under a Plackett-Luce policy over each "
+                            "system's stored results at temperature T (relative to each search's "
+                            "score spread; T = 0 is the system itself). With relevance judgments, "
+                            "the same policy's expected nDCG@10 and [[expected_exposure|expected "
+                            "exposure]] on the judged searches: the price in relevance.",
+                            formats={"documents shown at least once": "percent",
+                                     "change of inequality": "percent"},
+                            source=str(audit_dir.table("intervention"))))
+    man = audit_dir.manifest
+    blocks.append(Figure(audit_dir.figures_dir / "intervention.png",
+                         "Inequality of the expected retrievability against the temperature (and, "
+                         "with judgments, expected nDCG@10 against that inequality).",
+                         f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} "
+                         f"--out {shlex.quote(str(audit_dir.path))}"))
+    return blocks
 
 
 def _policy_relevance(run, inp: Any, t: float, samples: int, seed: int,

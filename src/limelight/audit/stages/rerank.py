@@ -231,4 +231,41 @@ RERANK = Stage("rerank", "TK re-ranking (trained here under a step budget, or a 
                _rerank, key=_rerank_key, inputs=("index",),
                outputs=lambda a: (_rerank_dir(a), a.dir.table("rerank")),
                skip=lambda a: (switched_off(a, "rerank") or no_qrels(a, "TK needs relevance judgments")
-                               or none_able(a, FIRST_STAGE, "to re-rank")))
+                               or none_able(a, FIRST_STAGE, "to re-rank")),
+               report=lambda d, s: report_section(d, s))
+
+
+def _rerank_caption(rec: dict | None) -> str:
+    """The re-ranking table's caption: which model (trained here: steps, why it stopped, its
+    training/validation queries; or the checkpoint) and on how many held-out queries."""
+    summ = ((rec or {}).get("result") or {}).get("summary") or {}
+    src = summ.get("source")
+    if src == "trained here":
+        model = (f"trained here: {summ.get('steps')} of {summ.get('max_steps')} optimizer steps "
+                 f"(stopped: {summ.get('stopped')}; best validation at step {summ.get('best_step')}) "
+                 f"on {summ.get('train_queries')} judged queries, {summ.get('val_queries')} for "
+                 "validation")
+    elif src:
+        about = [f"{summ['steps']} training steps" if summ.get("steps") is not None else "",
+                 f"weakly supervised: {summ['weak']}" if summ.get("weak") else "",
+                 f"{summ.get('excluded_queries', 0)} judged queries left out as its training or "
+                 "validation queries"]
+        model = f"checkpoint {src} ({'; '.join(x for x in about if x)})"
+    else:
+        return "First stage against TK re-ranked on held-out queries."
+    return (f"First stage against {summ.get('model', 'TK')} re-ranked on {summ.get('test_queries')} "
+            f"held-out judged queries; model {model}.")
+
+
+def report_section(audit_dir, stages) -> list:
+    """The first stage against its TK re-ranking on held-out judged queries."""
+    from limelight.audit.stage import Table
+    from limelight.audit.stages.common import read_table, section_start
+    from limelight.audit.stages.compare import measure_words
+
+    blocks, rec = section_start(stages, "rerank", "Does a neural re-ranker (TK) help?")
+    df = read_table(audit_dir, "rerank") if rec is not None else None
+    if df is not None:
+        df, fmt = measure_words(df)
+        blocks.append(Table(df, _rerank_caption(rec), formats=fmt, source=str(audit_dir.table("rerank"))))
+    return blocks

@@ -81,4 +81,48 @@ ROBUSTNESS = Stage("robustness", "query-variation robustness", _robustness,
                    inputs=("index",),
                    skip=lambda a: (switched_off(a, "robustness") or no_qrels(a)
                                    or none_able(a, NEW_QUERIES, "to retrieve query variations")),
-                   note=lambda a: left_out(a.cfg.systems, NEW_QUERIES))
+                   note=lambda a: left_out(a.cfg.systems, NEW_QUERIES),
+                   report=lambda d, s: report_section(d, s))
+
+_WORDS = {"system": "system", "mode": "mode", "level": "level", "category": "kind of variation",
+          "method": "variation", "n_queries": "judged searches", "n_valid": "searches varied",
+          "original": "original", "value": "varied", "abs_drop": "drop", "rel_drop": "relative drop",
+          "p_value": "p-value (paired t-test)", "p_bonferroni": "p-value (Bonferroni)",
+          "sig": "significant", "judged_original": "judged share, original",
+          "judged": "judged share, varied"}
+
+
+def report_section(audit_dir, stages) -> list:
+    """How much each system's effectiveness drops when the searches are misspelt, reordered or
+    reworded (Penha et al., ECIR 2022, Table 4)."""
+    import shlex
+
+    from limelight.audit.stage import Figure, Table, Text
+    from limelight.audit.stages.common import pct, read_table, section_start
+
+    blocks, rec = section_start(stages, "robustness",
+                                "Do the systems cope with misspelt and reworded searches?")
+    if rec is None:
+        return blocks
+    summ = rec.get("result", {}).get("summary", {})
+    df = read_table(audit_dir, "robustness")
+    if df is not None and len(df):
+        worst = df.loc[df["rel_drop"].idxmax()]
+        blocks.append(Text(f"The largest drop: {worst['system']} loses {pct(worst['rel_drop'])} of "
+                           f"its {summ.get('measure', 'effectiveness')} under {worst['method']} "
+                           f"({worst['category']})."))
+        keep = [c for c in _WORDS if c in df.columns]
+        blocks.append(Table(df[keep].rename(columns=_WORDS),
+                            f"Per system, variation and kind of variation: the mean "
+                            f"{summ.get('measure', '')} on the original and the varied searches, its "
+                            f"drop, and a paired t-test with Bonferroni's correction.",
+                            formats={"relative drop": "percent", "p-value (paired t-test)": "p",
+                                     "p-value (Bonferroni)": "p", "judged share, original": "percent",
+                                     "judged share, varied": "percent"},
+                            source=str(audit_dir.table("robustness"))))
+    man = audit_dir.manifest
+    blocks.append(Figure(audit_dir.figures_dir / "robustness.png",
+                         "How much each system's effectiveness drops under each variation.",
+                         f"limelight audit {shlex.quote(str(man.get('config') or 'CONFIG.toml'))} "
+                         f"--out {shlex.quote(str(audit_dir.path))}"))
+    return blocks

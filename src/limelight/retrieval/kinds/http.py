@@ -300,7 +300,7 @@ class Template:
         from limelight.retrieval.replay import quote_body
 
         try:
-            doc = json.loads(content)
+            doc = _loads(content)
         except ValueError:
             raise LimelightError(f"{self.url}: the response (HTTP {status}, {ctype or 'no content type'}) "
                                  f"is not JSON: {quote_body(content)}") from None
@@ -372,7 +372,7 @@ class Template:
             codes = self.lookup(raw)
         except (KeyError, TypeError, IndexError):  # a hit without them, or of another type
             return None
-        if len(codes) and (codes.min() < 0 or not all(type(x) is str for x in raw)):  # ids the collection lacks (or not strings): in full
+        if len(codes) and codes.min() < 0:  # ids the collection lacks (an id of another type hashes elsewhere): in full
             return None
         return None, scores, codes
 
@@ -390,6 +390,25 @@ class Template:
             return None, scores, np.concatenate([p[2] for p in pages])
         ids = [x for p in pages for x in (p[0] if p[0] is not None else [self.strings[c] for c in p[2]])]
         return ids, scores, self.lookup(ids)
+
+
+
+def _loads(content: bytes) -> Any:
+    """A response's JSON: orjson when it is there (ranx brings it; several times the standard
+    parser's speed, a third of the client's own work per answer), the standard parser for what
+    orjson refuses and ``json`` accepts (NaN, integers past 64 bits)."""
+    if _orjson_loads is not None:
+        try:
+            return _orjson_loads(content)
+        except ValueError:
+            pass
+    return json.loads(content)
+
+
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover - orjson comes with ranx
+    _orjson_loads = None
 
 
 class _Codes:

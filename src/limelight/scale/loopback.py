@@ -1,0 +1,196 @@
+"""A real multi-node Ray cluster on one machine, started with Ray's own CLI, for tests and
+benchmarks: ``ray start --head`` plus one ``ray start --address=...`` per extra node, each a
+separate raylet (its own object store and worker processes) on loopback, in a temporary
+directory of its own, every port chosen free (so that it never meets another cluster on the same
+machine), and stopped by process group (``ray stop`` would stop every Ray on the machine).
+
+    with LoopbackCluster(nodes=2, num_cpus=1) as c:
+        compute_exposure(..., engine="ray", address=c.address)
+        c.kill_node(1)                      # SIGKILL a node: its raylet and its workers
+
+``kill_node`` is what losing a machine looks like to Ray: the node's raylet and workers vanish
+without a goodbye; the tasks they ran are retried elsewhere (``max_retries``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from limelight.errors import LimelightError
+
+#: Ray's failure detection, shortened so that a killed node is declared dead in seconds
+#: (the defaults take about half a minute)
+FAST_FAILURE = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "500",
+                "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _ray_cli() -> list[str]:
+    exe = Path(sys.executable).with_name("ray")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+class LoopbackCluster:
+    """``nodes`` Ray nodes on 127.0.0.1 (node 0 the head), ``num_cpus`` CPUs and
+    ``object_store_mb`` MB of object store each; a context manager (``stop`` on exit, also on
+    errors). ``address`` is the head's ``HOST:PORT`` for ``ray.init`` / ``--address``."""
+
+    def __init__(self, nodes: int = 2, num_cpus: int = 1, object_store_mb: int = 100,
+                 temp_dir: str | os.PathLike | None = None, timeout: float = 120.0):
+        if nodes < 1:
+            raise LimelightError(f"nodes must be ≥ 1, got {nodes}")
+        self.n_nodes, self.num_cpus, self.object_store_mb = nodes, num_cpus, object_store_mb
+        self.timeout = timeout
+        self._own_tmp = temp_dir is None
+        # short: Ray's socket paths must stay under 107 bytes
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="llray-", dir="/tmp") if temp_dir is None
+                             else temp_dir)
+        self.procs: list[subprocess.Popen] = []
+        self.address = ""
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **FAST_FAILURE}
+        self.env.pop("RAY_ADDRESS", None)
+
+    def _start(self, head: bool) -> subprocess.Popen:
+        (p_gcs, p_nm, p_om, p_client, p_agent, p_agent_grpc, p_renv, p_metrics, p_dash,
+         p_wmin) = _free_ports(10)
+        i = len(self.procs)
+        cmd = [*_ray_cli(), "start", "--block", "--node-ip-address=127.0.0.1",
+               f"--num-cpus={self.num_cpus}",
+               f"--object-store-memory={self.object_store_mb * 1024 * 1024}",
+               f"--node-manager-port={p_nm}", f"--object-manager-port={p_om}",
+               f"--dashboard-agent-listen-port={p_agent}",
+               f"--dashboard-agent-grpc-port={p_agent_grpc}",
+               f"--runtime-env-agent-port={p_renv}", f"--metrics-export-port={p_metrics}",
+               "--disable-usage-stats"]
+        if head:
+            cmd += ["--head", f"--port={p_gcs}",
+                    "--include-dashboard=false", f"--dashboard-port={p_dash}",
+                    f"--temp-dir={self.temp_dir}"]
+            self.address = f"127.0.0.1:{p_gcs}"
+        else:
+            cmd += [f"--address={self.address}"]
+        log = open(self.temp_dir / f"node-{i}.log", "wb")  # noqa: SIM115 - closed with the process
+        try:
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                    start_new_session=True)  # its own group: kill_node, stop
+        finally:
+            log.close()
+
+    def start(self) -> LoopbackCluster:
+        """Start the head, then the other nodes; wait until all are alive in the GCS."""
+        self.procs.append(self._start(head=True))
+        self._wait(1)
+        for _ in range(self.n_nodes - 1):
+            self.procs.append(self._start(head=False))
+            self._wait(len(self.procs))
+        return self
+
+    def alive_nodes(self) -> int:
+        """Nodes alive in the cluster (as the GCS says; -1 when it cannot be asked)."""
+        code = ("import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR', "
+                "log_to_driver=False); print(sum(n['Alive'] for n in ray.nodes()))")
+        try:
+            out = subprocess.run([sys.executable, "-c", code, self.address], env=self.env,
+                                 capture_output=True, text=True, timeout=60)
+            return int(out.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            return -1
+
+    def _wait(self, n: int) -> None:
+        end = time.monotonic() + self.timeout
+        while time.monotonic() < end:
+            dead = [p for p in self.procs if p.poll() is not None]
+            if dead:
+                log = self.temp_dir / f"node-{self.procs.index(dead[0])}.log"
+                tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+                raise LimelightError(f"a Ray node exited while starting: "
+                                     f"{tail[-1] if tail else 'no output'}")
+            if self.alive_nodes() >= n:
+                return
+            time.sleep(0.5)
+        raise LimelightError(f"Ray cluster did not reach {n} nodes in {self.timeout:.0f} s "
+                             f"(logs in {self.temp_dir})")
+
+    def node_pids(self, i: int) -> list[int]:
+        """Pids of node ``i``'s processes: its process group (``ray start``, the raylet, its
+        agents) and their descendants (the raylet's worker processes, which Ray starts in
+        process groups of their own)."""
+        pgid = self.procs[i].pid
+        parent: dict[int, int] = {}
+        group: set[int] = set()
+        for p in Path("/proc").iterdir():
+            if p.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+                    pid = int(p.name)
+                    parent[pid] = int(fields[1])
+                    if int(fields[2]) == pgid:
+                        group.add(pid)
+        out = set(group)
+        for pid in parent:
+            seen, q = set(), pid
+            while q in parent and q not in seen and q > 1:
+                if q in group:
+                    out.add(pid)
+                    break
+                seen.add(q)
+                q = parent[q]
+        return sorted(out)
+
+    def kill_node(self, i: int) -> None:
+        """SIGKILL node ``i`` (not the head): every process of it at once (``node_pids``)."""
+        if i == 0:
+            raise LimelightError("kill_node: node 0 is the head (the cluster itself)")
+        for pid in self.node_pids(i):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.procs[i].wait()
+
+    def stop(self) -> None:
+        """Stop every node (workers first, the head last) and remove the temporary directory."""
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            with contextlib.suppress(ProcessLookupError):  # stragglers of the group
+                os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+        if self._own_tmp:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> LoopbackCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,156 @@
+"""The user's manual (issue 46): every fenced code block of its pages runs, and the site builds with
+no warning.
+
+Each page of the manual (``docs/index.md``, ``docs/manual/**/*.md``) is one session: its blocks run
+in order in a fresh folder ``work/`` with ``../shared`` beside it (a link to the shared data, as a
+clone sees it), the repository's ``.venv/bin`` first on ``PATH``:
+
+- ``bash`` (and ``console``, ``sh``): run with ``bash -euo pipefail``; a failing command fails the
+  test with the page and line of the block;
+- ``python``: run with the repository's Python;
+- a block with a ``title="FILE"`` (``toml``, ``tsv``, ``json``, ...): written to ``FILE``, which a
+  later block of the page must use;
+- ``text``: output shown to the reader, not run. Any other block (no language, another language)
+  fails: each block says what it is.
+
+A process a block leaves running (``limelight serve ... &``) is ended with its block's process
+group when the page is done. The generated reference pages hold no runnable block (their
+``text`` blocks are usage lines).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+SHARED = REPO.parent / "shared"
+BIN = Path(sys.executable).parent
+PAGES = [DOCS / "index.md", *sorted((DOCS / "manual").rglob("*.md"))]
+RUN = {"bash", "console", "sh", "python"}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`\n]*)\n(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
+                   re.M | re.S)
+
+
+def blocks(page: Path) -> list[dict]:
+    """The fenced blocks of ``page``: language, title, body (dedented) and 1-based line."""
+    text = page.read_text(encoding="utf-8")
+    out = []
+    for m in FENCE.finditer(text):
+        info = m.group("info").strip()
+        lang = info.split()[0].strip("{}.") if info else ""
+        title = re.search(r'title="([^"]+)"', info)
+        indent = len(m.group("indent"))
+        body = "".join(ln[indent:] + "\n" for ln in m.group("body").splitlines())
+        out.append({"lang": lang, "title": title.group(1) if title else None, "body": body,
+                    "line": text.count("\n", 0, m.start()) + 1})
+    return out
+
+
+def test_blocks_are_read_with_language_title_and_line(tmp_path: Path):
+    """The extractor the page tests rely on: fences of any length, indented ones (in a list),
+    titles, and the line each block starts on."""
+    page = tmp_path / "page.md"
+    page.write_text('# t\n\n```bash\nlimelight --version\n```\n\n- item\n\n  ```tsv title="q.tsv"\n'
+                    '  1\tquery\n  ```\n\n````text\n```\nnested\n```\n````\n', encoding="utf-8")
+    got = [(b["lang"], b["title"], b["body"], b["line"]) for b in blocks(page)]
+    assert got == [("bash", None, "limelight --version\n", 3), ("tsv", "q.tsv", "1\tquery\n", 9),
+                   ("text", None, "```\nnested\n```\n", 13)]
+
+
+def test_every_block_says_what_it_is():
+    """Each block of the manual is run, written to a file, or marked ``text`` (output)."""
+    bad = [f"{p.relative_to(REPO)}:{b['line']}: ```{b['lang']}"
+           for p in PAGES for b in blocks(p)
+           if b["lang"] not in RUN and b["lang"] != "text" and not b["title"]]
+    assert bad == []
+    assert sum(b["lang"] in RUN for p in PAGES for b in blocks(p)) >= 30
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_manual_page_runs(page: Path, tmp_path: Path):
+    if not SHARED.is_dir():
+        pytest.fail(f"the shared data folder {SHARED} is missing")
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "HF_HUB_OFFLINE": "1", "LIMELIGHT_DATA": str(SHARED / "data"), "NO_COLOR": "1",
+           "COLUMNS": "120"}
+    page_blocks = blocks(page)
+    groups: list[int] = []
+    try:
+        for i, b in enumerate(page_blocks):
+            where = f"{page.relative_to(REPO)}:{b['line']}"
+            if b["title"]:
+                target = work / b["title"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(b["body"], encoding="utf-8")
+                later = " ".join(x["body"] for x in page_blocks[i + 1:] if x["lang"] in RUN)
+                assert b["title"] in later, f"{where}: no later block uses {b['title']}"
+                continue
+            if b["lang"] not in RUN:
+                continue
+            script = tmp_path / f"block-{i}.{'py' if b['lang'] == 'python' else 'sh'}"
+            script.write_text(b["body"], encoding="utf-8")
+            cmd = ([sys.executable, str(script)] if b["lang"] == "python"
+                   else ["bash", "-euo", "pipefail", str(script)])
+            log = tmp_path / f"block-{i}.log"
+            with log.open("w") as out:  # a file, not a pipe: a server left running keeps no pipe open
+                proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                groups.append(proc.pid)
+                try:
+                    rc = proc.wait(timeout=300)
+                except subprocess.TimeoutExpired:
+                    rc = None
+            tail = log.read_text(errors="replace")[-3000:]
+            assert rc == 0, f"{where}: the {b['lang']} block exited {rc}:\n{tail}"
+    finally:
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_manual_builds_without_warnings(tmp_path: Path):
+    """``mkdocs build --strict`` (what ``make docs`` runs): every warning is an error, e.g. a broken
+    link or anchor, a docstring mkdocstrings cannot read, a page outside the navigation; and the
+    generated reference pages hold every configuration key and every command."""
+    mkdocs = BIN / "mkdocs"
+    if not mkdocs.exists():
+        pytest.fail("mkdocs is not installed: pip install -e '.[docs]'")
+    site = tmp_path / "site"
+    env = {**os.environ, "DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"}
+    r = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(site)], cwd=REPO,
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "WARNING" not in r.stderr, r.stderr[-4000:]
+    for page in ("index.html", "reference/configuration/index.html", "reference/cli/index.html",
+                 "reference/glossary/index.html", "reference/api/data/index.html",
+                 "results/index.html", "architecture/index.html"):
+        assert (site / page).is_file(), page
+    conf = (site / "reference/configuration/index.html").read_text(encoding="utf-8")
+    from limelight.audit.stages import STAGE_OPTIONS
+    from limelight.retrieval.systems import describe_kinds
+
+    for table, schema in STAGE_OPTIONS.items():
+        assert f"[{table}]" in conf
+        for key in schema.keys:
+            assert f"<code>{key}</code>" in conf, (table, key)
+    for kind in describe_kinds():
+        assert f"kind <code>{kind['kind']}</code>" in conf
+        for param in kind["parameters"]:
+            assert f"<code>{param}</code>" in conf, (kind["kind"], param)
+    cli = (site / "reference/cli/index.html").read_text(encoding="utf-8")
+    for command in ("limelight audit", "limelight exposure compute", "limelight eqi query",
+                    "limelight rerank train", "limelight generate train", "limelight serve"):
+        assert f"<code>{command}</code>" in cli, command

@@ -1,0 +1,120 @@
+"""A real two-node Ray cluster started with Ray's CLI on loopback (``ray start --head`` and a
+second raylet with ``ray start --address=...``, one CPU each, temporary directories, stopped by
+the test): the exposure job with one node SIGKILLed in the middle gives the single-process
+store byte for byte, and no shard that had been written before the kill is written again (same
+inode, same mtime); Ray Data embeddings on the two-node cluster equal the local encoder's."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+ray = pytest.importorskip("ray", reason="the ray engine needs the scale extra (in dev)")
+
+from limelight.data import load_dataset, load_query_log  # noqa: E402
+from limelight.exposure import compute_exposure  # noqa: E402
+from limelight.exposure.shards import shard_path  # noqa: E402
+from limelight.retrieval.index_dir import build_index, open_fingerprinted  # noqa: E402
+from limelight.scale import IndexRetriever  # noqa: E402
+from limelight.scale.loopback import LoopbackCluster  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Head + one worker node, each its own raylet, stopped (process groups killed) at the end."""
+    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
+    try:
+        c.start()
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.stop()
+
+
+def _running_shards(pids: set[int]) -> list[int]:
+    """Pids among ``pids`` that are Ray workers executing an exposure shard right now."""
+    out = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::exposure_shard"):
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+def _stamps(store: Path) -> dict[str, tuple[int, int]]:
+    """(inode, mtime in ns) of every finished shard file of a store."""
+    out = {}
+    for p in (store / "shards").glob("part-*.parquet"):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        out[p.name] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def test_ray_data_embeddings_on_two_nodes_equal_local(cluster):
+    from limelight.retrieval.dense import Encoder
+    from limelight.scale import RayEncoder
+
+    texts = load_query_log().texts[:300].tolist()  # two chunks of 256 texts
+    local = Encoder()
+    remote = RayEncoder(address=cluster.address, workers=2)  # two actors, one CPU each
+    np.testing.assert_array_equal(remote.encode(texts), local.encode(texts))
+    assert cluster.alive_nodes() == 2
+
+
+def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(cluster,
+                                                                             tmp_path):
+    index = build_index(load_dataset("npl").collection, tmp_path / "idx-npl")
+    r, fp, _ = open_fingerprinted(index)
+    qs = load_query_log().head(12000)
+    ref = compute_exposure(r, qs, tmp_path / "local", depth=100, shard_size=400, fingerprint=fp)
+    out = tmp_path / "ray"
+    before_kill: dict[str, tuple[int, int]] = {}
+    killed = threading.Event()
+    stop = threading.Event()
+
+    def killer():
+        while not stop.is_set():
+            # mid-job: shards already written, and a shard task running on node 1
+            if (out.exists() and len(_stamps(out)) >= 2
+                    and _running_shards(set(cluster.node_pids(1)))):
+                before_kill.update(_stamps(out))
+                cluster.kill_node(1)
+                killed.set()
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        st = compute_exposure(IndexRetriever(index), qs, out, depth=100, shard_size=400,
+                              fingerprint=fp, engine="ray", address=cluster.address)
+    finally:
+        stop.set()
+        t.join()
+    assert killed.is_set(), "the job ended before a shard task ran on node 1 to be killed"
+    assert cluster.procs[1].poll() is not None
+    assert cluster.alive_nodes() == 1
+    # the single-process store, byte for byte
+    assert st.n_shards == ref.n_shards == 30
+    for i in range(ref.n_shards):
+        assert filecmp.cmp(shard_path(ref.path, i), shard_path(out, i), shallow=False), i
+    for p in [*sorted((ref.path / "doc_index").glob("part-*.npy")),
+              ref.path / "query_stats.parquet"]:
+        assert filecmp.cmp(p, out / p.relative_to(ref.path), shallow=False), p.name
+    # nothing that had finished was computed again: same files, never replaced
+    after = _stamps(out)
+    assert 2 <= len(before_kill) < ref.n_shards
+    assert {k: after[k] for k in before_kill} == before_kill
