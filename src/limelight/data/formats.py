@@ -642,6 +642,19 @@ def write_queries_tsv(queries: Queries, path: PathLike) -> None:
             f.write(f"{qid}\t{' '.join(t.split())}\n")
 
 
+def json_object(path: str | Path, lineno: int, line: str) -> dict:
+    """One JSONL line as its JSON object; a one-line ``FormatError`` naming ``path:lineno``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise FormatError(path, lineno, f"invalid JSON: {e.msg} column {e.colno}") from None
+    except RecursionError:
+        raise FormatError(path, lineno, "invalid JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise FormatError(path, lineno, "expected a JSON object")
+    return obj
+
+
 def _read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
     """JSON objects, one per line (``.gz`` transparent), and the line number of each; errors
     name the line. Lines are read as bytes and decoded one by one, so a non-UTF-8 byte is told
@@ -666,14 +679,7 @@ def _read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
                 ln = decode_utf8(path, raw, i)
                 if not ln.strip():
                     continue
-                try:
-                    obj = json.loads(ln)
-                except json.JSONDecodeError as e:
-                    raise FormatError(path, i, f"invalid JSON: {e.msg} column {e.colno}") from None
-                except RecursionError:
-                    raise FormatError(path, i, "invalid JSON: nested too deeply") from None
-                if not isinstance(obj, dict):
-                    raise FormatError(path, i, "expected a JSON object")
+                obj = json_object(path, i, ln)
                 out.append(obj)
                 lines.append(i)
     except _READ_ERRORS as e:  # a damaged line: the one after the last line read

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from limelight.data.collection import Collection, document_id, join_fields
-from limelight.data.formats import decode_utf8
+from limelight.data.formats import decode_utf8, json_object
 from limelight.data.ids import IdMap
 from limelight.data.loaders import CATALOGS, SHARED_COLLECTIONS, data_root, load_collection
 from limelight.errors import FormatError, LimelightError
@@ -171,14 +171,7 @@ def _record_chunks(path: Path, chunk_bytes: int) -> Iterator[tuple[list[dict], l
                 ln = decode_utf8(path, raw, i)
                 if not ln.strip():
                     continue
-                try:
-                    obj = json.loads(ln)
-                except json.JSONDecodeError as e:
-                    raise FormatError(path, i, f"invalid JSON: {e.msg} column {e.colno}") from None
-                except RecursionError:
-                    raise FormatError(path, i, "invalid JSON: nested too deeply") from None
-                if not isinstance(obj, dict):
-                    raise FormatError(path, i, "expected a JSON object")
+                obj = json_object(path, i, ln)
                 recs.append(obj)
                 lines.append(i)
                 size += len(raw)

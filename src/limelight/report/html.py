@@ -31,6 +31,7 @@ from limelight._io import atomic_path
 from limelight.audit.layout import AuditDir
 from limelight.audit.stage import Figure, Heading, Table, Text
 from limelight.audit.stages import report_sections
+from limelight.audit.stages.common import pct
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72em;margin:1.5em auto;
@@ -98,17 +99,6 @@ def fmt_number(v: float, digits: int = 3) -> str:
     return s
 
 
-def fmt_percent(v: float) -> str:
-    """A fraction as a percentage with one decimal (``< 0.1 %`` and ``> 99.9 %`` near the ends,
-    so that a rounded 100 % never hides a document left out)."""
-    p = 100.0 * float(v)
-    if 0 < p < 0.1:
-        return "< 0.1 %"
-    if 99.9 < p < 100:
-        return "> 99.9 %"
-    return f"{p:.1f} %"
-
-
 def fmt_seconds(s: float) -> str:
     """A duration for reading: ``0.4 s``, ``12 s``, ``7 min 3 s``, ``1 h 2 min``."""
     s = float(s)
@@ -132,7 +122,7 @@ def _fmt(v: Any, how: str = "") -> tuple[str, str]:
     if isinstance(v, float | np.floating):
         f = float(v)
         if how == "percent":
-            return fmt_percent(f), repr(f)
+            return pct(f), repr(f)
         if how == "points":  # a difference of shares, in percentage points
             return ("+" if f > 0 else "") + fmt_number(100 * f) + " points", repr(f)
         if how == "p":
@@ -311,7 +301,7 @@ def _findings(audit: AuditDir, table: pd.DataFrame, c: int) -> list[tuple[str, s
     out = []
     u = at.loc[unfair]
     out.append(("How unequal?", f"Under {unfair}, the 10 % most retrievable documents get "
-               f"{fmt_percent(u['top10'])} of all the attention searches give in their top {c} "
+               f"{pct(u['top10'])} of all the attention searches give in their top {c} "
                f"([[gini|inequality]] {u['gini']:.2f} on a scale from 0, everyone equal, to 1)."))
     left = "; ".join(f"{int(r['never']):,} under {n}" for n, r in at.iterrows())
     never = f"Of {n_docs:,} documents, no search shows in its top {c}: {left}."
@@ -321,7 +311,7 @@ def _findings(audit: AuditDir, table: pd.DataFrame, c: int) -> list[tuple[str, s
         f = at.loc[fair]
         out.append(("How do the systems differ?", f"{fair} spreads attention most evenly "
                    f"(inequality {f['gini']:.2f}; its top 10 % of documents get "
-                   f"{fmt_percent(f['top10'])}), {unfair} least ({u['gini']:.2f}); "
+                   f"{pct(f['top10'])}), {unfair} least ({u['gini']:.2f}); "
                    f"{fair} leaves {int(f['never']):,} documents unseen, {unfair} "
                    f"{int(u['never']):,}."))
     return out
@@ -339,8 +329,8 @@ def _left_out_group(audit: AuditDir) -> str:
         first = fair[fair["system"] == fair["system"].iloc[0]]
         w = first.loc[first["gap"].idxmin()]
         return (f"The {group} most left out under {w['system']} is {w['group']}: "
-                f"{fmt_percent(w['size_share'])} of the documents, "
-                f"{fmt_percent(w['exposure_share'])} of the attention.")
+                f"{pct(w['size_share'])} of the documents, "
+                f"{pct(w['exposure_share'])} of the attention.")
     grp = _read(audit, "groups")
     if grp is None or not len(grp):
         return ""
