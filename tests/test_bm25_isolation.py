@@ -81,7 +81,6 @@ def test_limelight_kernels_within_bounds_on_mmap_index(tmp_path):
 
 
 def test_bm25s_anchor_in_own_process_matches_mmap_search_and_contains_a_crash(tmp_path):
-    pytest.importorskip("bm25s")
     from bm25_batch import BM25sAnchor
 
     coll = load_dataset("cranfield").collection
