@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import typer
 
 from limelight._io import check_output_file
@@ -39,6 +38,8 @@ def _first_stage(ds, path: Path | None, k: int):
 def _parse_budgets(spec: str) -> list[float]:
     try:
         if ":" in spec:
+            import numpy as np  # imported here: `limelight --help` must not pay for numpy
+
             a, b, s = (float(x) for x in spec.split(":"))
             return list(np.arange(a, b + s / 2, s))
         return [float(x) for x in spec.split(",")]
