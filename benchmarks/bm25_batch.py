@@ -24,10 +24,11 @@ The machine is shared (2 cores): before each 1-thread/2-thread pair the benchmar
 prints how many cores other processes used during each timed run ("others").
 
 bm25s runs in a process of its own (``BM25sAnchor``, spawned; its index built and held there,
-each timed ``retrieve`` measured there): one run of this benchmark died in a segmentation fault
-in bm25s's numba ``retrieve`` after limelight's kernels had run in the same process, which did not
-recur and that no limelight kernel explains under numba's bounds checking (issue 44 item 6,
-``docs/results-bm25.md``); a crash of the anchor now ends only the anchor.
+each timed ``retrieve`` measured there), so that a crash of the anchor ends only the anchor. The
+segmentation fault this benchmark once died in (issue 44 item 6, ``docs/results-bm25.md``) was
+bm25s's: a query without a known token is sent to the vocabulary's empty token, which has no
+score column, and the numba ``retrieve`` reads one word past the end of its ``indptr``;
+``pad_empty_token`` gives that token an empty column (same work, in bounds, zero scores).
 
     .venv/bin/python benchmarks/bm25_batch.py [--repeats 3] [--rank-bm25-sample 500]
 """
@@ -88,6 +89,20 @@ def _timed(fn, name: str | None = None):
     return wall, out
 
 
+def pad_empty_token(bm) -> None:
+    """Give the empty token of a bm25s (0.3.16) index the empty score column it lacks, in place.
+
+    ``index`` adds ``""`` to the vocabulary at id ``V``, one past its ``V`` columns, and
+    ``retrieve`` sends every query without a known token to it; the numba ``retrieve`` then reads
+    ``indptr[V + 1]``, the word after the array's end (numba checks no bounds), and adds up the
+    postings from ``indptr[V]`` to whatever that word holds: on the heap, the size of the next
+    malloc chunk, so a SIGSEGV or nothing depending on the process's allocation history (issue 44
+    item 6). With the column, such a query scores 0 everywhere, as bm25s means it to."""
+    ip = bm.scores["indptr"]
+    if bm.vocab_dict.get("") == len(ip) - 1:
+        bm.scores["indptr"] = np.append(ip, ip[-1])
+
+
 def _anchor_main(conn) -> None:
     """The anchor's process: build a bm25s (numba) index from token lists, then answer
     ``retrieve`` requests, each timed here (wall and process CPU seconds)."""
@@ -102,6 +117,7 @@ def _anchor_main(conn) -> None:
             t = time.perf_counter()
             bm.index(doc_tokens, show_progress=False)
             build = time.perf_counter() - t
+            pad_empty_token(bm)
             q_ids = [bm.get_tokens_ids(q) for q in q_tokens]
             conn.send((build, bm25s.__version__))
         elif msg[0] == "retrieve":

@@ -1,14 +1,26 @@
 """Issue 44 item 6: a SIGSEGV in bm25s's numba ``retrieve`` after limelight had searched a
 memory-mapped index in the same process.
 
+The cause is bm25s 0.3.16's, not limelight's and not numba's cache: ``BM25.index`` adds the
+empty token ``""`` to its vocabulary at id ``V``, one past its ``V`` score columns, and
+``retrieve`` sends every query without a known token to that id; the numba ``retrieve`` reads
+``indptr[V + 1]``, the word after the array's end, and adds up the postings from ``indptr[V]`` to
+whatever that word holds. On the heap that word is the size field of the next malloc chunk, so the
+query either scores nothing or walks millions of words past ``indices``/``data`` and faults —
+depending on what the process allocated before (opening an index with ``BM25Index.load`` instead
+of building it in memory is enough to change it; no limelight kernel needs to run).
+
+- the mechanism, made deterministic by giving bm25s's arrays a next word we choose, and the fix
+  of ``benchmarks/bm25_batch.py`` (``pad_empty_token``: an empty column for ``""``), which makes
+  such queries score 0 with numba's bounds checking on (where unpatched bm25s raises);
 - limelight's numba kernels, run on an index built by ``limelight index`` and opened with
   ``BM25Index.load`` (memory-mapped), under numba's bounds checking in a fresh process with a
   fresh numba cache (the cache's key ignores ``NUMBA_BOUNDSCHECK``: a warm cache silently runs
   unchecked code), read and write nothing outside their arrays; the check is shown to be live
   by a query term id past the vocabulary, which must raise ``IndexError``.
-- the bm25s anchor of ``benchmarks/bm25_batch.py`` runs in a process of its own: its results
-  equal limelight's on the same memory-mapped index searched in this process, and a crash of the
-  anchor (a real SIGSEGV sent to it) ends the anchor only, with a one-line error here.
+- the bm25s anchor of ``benchmarks/bm25_batch.py`` still runs in a process of its own: its
+  results equal limelight's on the same memory-mapped index searched in this process, and a
+  crash of the anchor (a real SIGSEGV sent to it) ends the anchor only, with a one-line error.
 """
 
 from __future__ import annotations
@@ -72,6 +84,67 @@ BOUNDS_SCRIPT = textwrap.dedent("""
 """)
 
 
+def _toy_bm25s():
+    import bm25s
+
+    bm = bm25s.BM25(k1=0.9, b=0.4, method="lucene", backend="numba")
+    bm.index([["apple", "pie"], ["apple", "tart"], ["cherry", "pie"]], show_progress=False)
+    return bm
+
+
+def test_bm25s_empty_query_reads_past_indptr_and_the_pad_stops_it():
+    from bm25_batch import pad_empty_token
+
+    bm = _toy_bm25s()
+    ip, ind, data = bm.scores["indptr"], bm.scores["indices"], bm.scores["data"]
+    V, P = len(ip) - 1, int(ip[-1])
+    assert bm.vocab_dict[""] == V  # the empty-query token: one past the last column
+    # bm25s's arrays as views of longer buffers whose next words we choose: after indptr, P + 1
+    # (one posting past the end), and there a posting of document 0 weighing 7
+    big_ip = np.append(ip, P + 1).astype(ip.dtype)
+    big_ind = np.append(ind, 0).astype(ind.dtype)
+    big_data = np.append(data, 7).astype(data.dtype)
+    bm.scores.update(indptr=big_ip[:V + 1], indices=big_ind[:P], data=big_data[:P])
+    queries = [bm.get_tokens_ids(["pie"]), bm.get_tokens_ids(["durian"])]  # 2nd: no known token
+    r = bm.retrieve(queries, k=3, n_threads=1, show_progress=False)
+    assert r.scores[1].max() == 7  # read indptr[V + 1], then the posting after the last one
+    pad_empty_token(bm)
+    assert len(bm.scores["indptr"]) == V + 2
+    fixed = bm.retrieve(queries, k=3, n_threads=1, show_progress=False)
+    assert (fixed.scores[1] == 0).all()
+    np.testing.assert_array_equal(fixed.scores[0], r.scores[0])
+
+
+BM25S_BOUNDS_SCRIPT = textwrap.dedent("""
+    import sys
+    import numba
+    assert numba.config.BOUNDSCHECK, "bounds checking is off"
+    import bm25s  # its numba kernels are not cached: compiled here, bounds-checked
+    sys.path.insert(0, sys.argv[1])
+    from bm25_batch import pad_empty_token
+
+    for fixed in (False, True):
+        bm = bm25s.BM25(k1=0.9, b=0.4, method="lucene", backend="numba")
+        bm.index([["apple", "pie"], ["apple", "tart"], ["cherry", "pie"]], show_progress=False)
+        if fixed:
+            pad_empty_token(bm)
+        queries = [bm.get_tokens_ids(["pie"]), bm.get_tokens_ids(["durian"]), []]
+        try:
+            r = bm.retrieve(queries, k=3, n_threads=1, show_progress=False)
+            print(fixed, "zero" if (r.scores[1:] == 0).all() else "NONZERO")
+        except IndexError:
+            print(fixed, "IndexError")
+""")
+
+
+def test_bm25s_empty_query_out_of_bounds_under_numba_bounds_checking(tmp_path):
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    res = subprocess.run([sys.executable, "-c", BM25S_BOUNDS_SCRIPT, str(REPO / "benchmarks")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["False", "IndexError", "True", "zero"], res.stdout
+
+
 def test_limelight_kernels_within_bounds_on_mmap_index(tmp_path):
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     res = subprocess.run([sys.executable, "-c", BOUNDS_SCRIPT, str(tmp_path / "idx")], env=env,
@@ -128,10 +201,11 @@ except IndexError:
 
 
 def test_numba_cache_facts_behind_the_isolation(tmp_path):
-    """The two behaviours of numba's on-disk cache the isolation rests on (docs/results-bm25.md):
-    a warm cache runs unchecked code under NUMBA_BOUNDSCHECK=1, and two processes that add
-    signatures at once can leave one signature's index entry on the other's machine code, which
-    numba then runs on arrays of another dtype of the same item size, silently."""
+    """Two behaviours of numba's on-disk cache (docs/results-bm25.md; not the cause of item 6,
+    which is bm25s's, but why the bounds test above uses a fresh cache and a hazard of shared
+    caches): a warm cache runs unchecked code under NUMBA_BOUNDSCHECK=1, and two processes that
+    add signatures at once can leave one signature's index entry on the other's machine code,
+    which numba then runs on arrays of another dtype of the same item size, silently."""
     (tmp_path / "toy.py").write_text(TOY)
     (tmp_path / "run.py").write_text(TOY_RUN)
     cache = tmp_path / "__pycache__"
