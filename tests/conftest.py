@@ -23,6 +23,22 @@ CORE_TESTS = frozenset(line.split("#")[0].strip() for line in
 def pytest_configure(config):
     config.addinivalue_line("markers", "core: needs only the core install and the [test] extra "
                                        "(tests/core_tests.txt)")
+    if os.environ.get("LIMELIGHT_WHEEL_TEST") == "1":
+        _check_installed_from_wheel()
+
+
+def _check_installed_from_wheel() -> None:
+    """``make test`` runs the suite against the installed wheel (LIMELIGHT_WHEEL_TEST=1): stop
+    before any test if ``limelight`` comes from the repository's ``src/`` (an editable install, a
+    ``PYTHONPATH`` or a ``sys.path`` entry) or from outside the running interpreter's environment."""
+    import sys
+
+    import limelight
+
+    where = Path(limelight.__file__).resolve()
+    if where.is_relative_to(REPO / "src") or not where.is_relative_to(Path(sys.prefix).resolve()):
+        raise pytest.UsageError(f"LIMELIGHT_WHEEL_TEST=1 but limelight is imported from {where}, "
+                                f"not from the wheel installed in {sys.prefix}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects by marker

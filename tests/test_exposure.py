@@ -4,7 +4,6 @@ real data."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,7 +21,6 @@ from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
 from limelight.exposure import ExposureStore, compute_exposure, exposure_from_run, gini
 from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
-REPO = Path(__file__).resolve().parents[1]
 LIMELIGHT = [sys.executable, "-m", "limelight.cli"]
 
 
@@ -241,8 +239,7 @@ def test_cli_compute_doc_query_retrievability(movies_index, log_queries, tmp_pat
 
 
 def run_cli(args: list[str], **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run(LIMELIGHT + args, capture_output=True, text=True, env=env, **kw)
+    return subprocess.run(LIMELIGHT + args, capture_output=True, text=True, **kw)
 
 
 def test_cli_errors_are_one_line(movies_index, tmp_path, data_dir):
@@ -310,10 +307,9 @@ def test_killed_job_resumes_to_the_same_tables(sig, kill_setup, tmp_path):
     out = tmp_path / "store"
     cmd = ["exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--out", str(out),
            "--model", "bm25", "--depth", "100", "--shard-size", "50"]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     # SIGINT at its default in the child even when the test run itself ignores it (a suite
     # started in the background by a non-interactive shell inherits SIG_IGN)
-    proc = subprocess.Popen(LIMELIGHT + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    proc = subprocess.Popen(LIMELIGHT + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     shards = out / "shards"
     deadline = time.monotonic() + 120

@@ -103,10 +103,8 @@ def test_mismatched_stores_name_the_difference(stores):
 
 
 def test_cli_diff_json_plot_and_errors(stores, tmp_path):
-    import os
     import subprocess
     import sys
-    from pathlib import Path
 
     from typer.testing import CliRunner
 
@@ -125,10 +123,8 @@ def test_cli_diff_json_plot_and_errors(stores, tmp_path):
     r = CliRunner().invoke(app, ["exposure", "diff", str(a.path), str(b.path), "--c", "20"])
     assert r.exit_code == 0 and "winners" in r.output and "newly_retrievable" in r.output
     # a mismatch through the real entry point: one line on stderr, non-zero exit, no traceback
-    repo = Path(__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, "-m", "limelight.cli", "exposure", "diff", str(a.path),
-                        str(other_q.path)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(repo / "src")})
+                        str(other_q.path)], capture_output=True, text=True)
     assert p.returncode != 0 and "different query sets (4,000 vs 3,000 queries)" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
     # --group-field needs an index: these stores were computed from a retriever, not `limelight index`

@@ -3,11 +3,12 @@ no warning.
 
 Each page of the manual (``docs/index.md``, ``docs/manual/**/*.md``) is one session: its blocks run
 in order in a fresh folder ``work/`` with ``../shared`` beside it (a link to the shared data, as a
-clone sees it), the repository's ``.venv/bin`` first on ``PATH``:
+clone sees it), the running interpreter's ``bin`` folder first on ``PATH`` (``.venv`` or, under
+``make test``, the venv of the installed wheel):
 
 - ``bash`` (and ``console``, ``sh``): run with ``bash -euo pipefail``; a failing command fails the
   test with the page and line of the block;
-- ``python``: run with the repository's Python;
+- ``python``: run with the running interpreter;
 - a block with a ``title="FILE"`` (``toml``, ``tsv``, ``json``, ...): written to ``FILE``, which a
   later block of the page must use;
 - ``text``: output shown to the reader, not run. Any other block (no language, another language)

@@ -28,9 +28,8 @@ from table4 import save_report  # the script's folder is on sys.path
 
 from limelight.data import load_dataset
 from limelight.data.queries import Queries
-from limelight.querygen.robustness import robustness_report
+from limelight.querygen.robustness import build_systems, robustness_report
 from limelight.querygen.variations import generate_variations
-from limelight.querygen.robustness import build_systems
 from limelight.rerank.ranker import NeuralRanker
 
 HERE = Path(__file__).resolve().parent
