@@ -9,8 +9,20 @@ import pytest
 
 from limelight.data import load_dataset
 from limelight.errors import LimelightError
-from limelight.exposure.balance import balance_curve, balance_ranks
-from limelight.exposure.fairness import Groups, Merit, fairness_from_pairs, policy_curve
+from limelight.exposure.balance import (
+    balance_curve,
+    balance_ranks,
+    pool_policy_figures,
+    ranking_figures,
+    top_k_target,
+)
+from limelight.exposure.fairness import (
+    Groups,
+    Merit,
+    fairness_from_pairs,
+    policy_curve,
+    ranking_effectiveness,
+)
 
 # four documents: 0, 1 in X; 2, 3 in Y; one query ranking 0, 1, 2, 3
 XY = Groups.from_values(["X", "X", "Y", "Y"])
@@ -124,3 +136,87 @@ def test_curve_starts_at_the_ranker_and_moves_exposure(cranfield_store):
     assert np.allclose(curve["r@100"].to_numpy(), c0["r@100"], rtol=0, atol=1e-12)
     assert curve.iloc[2]["ndcg@10"] < c0["ndcg@10"]
     assert balance_curve(store, g, merit, [0.5]).iloc[0].equals(curve.iloc[1])
+
+
+# the deeper pool (issue 45): one query ranking 0, 1, 2, 3 with 0, 1, 2 in A and 3 in B
+AB = Groups.from_values(["A", "A", "A", "B"])
+
+
+def test_a_deeper_pool_lets_an_absent_group_enter_the_top_k():
+    # target ½ ½, λ = 1, DCG weights μ = 1, .631, .5, .431, top k = 2 shown.
+    # pool 2: the candidates 0, 1 are both A; the target, renormalized over the groups among the
+    # candidates, is all A: nothing moves, B gets no exposure in the top 2.
+    # pool 4: k = 1: M = 1, each owed ½ < μ = 1 → the ranker's 0 (A). k = 2: M = 1.631, B owed
+    # .815 ≥ .631 → B's best, 3. Then (k > 2) the ranker's order of the rest: 1, 2.
+    half = np.array([0.5, 0.5])
+    small = balance_ranks(Q1, D1, R1, AB, 1.0, half, "dcg", pool=2, k=2)
+    assert small.tolist() == [1, 2, 3, 4]
+    deep = balance_ranks(Q1, D1, R1, AB, 1.0, half, "dcg", pool=4, k=2)
+    assert deep.tolist() == [1, 3, 4, 2]
+    # without k the greedy goes on below rank 2: k = 3: M = 2.131, A owed 1.066 − 1 = .066 < .5,
+    # B owed 1.066 − .631 = .435 but B has no candidate left → the ranker's 1; k = 4: 2
+    assert balance_ranks(Q1, D1, R1, AB, 1.0, half, "dcg", pool=4).tolist() == [1, 3, 4, 2]
+    # a pool of 3 still lacks B: the top 2 stays A, A; pairs below the pool keep their rank
+    assert balance_ranks(Q1, D1, R1, AB, 1.0, half, "dcg", pool=3, k=2).tolist() == [1, 2, 3, 4]
+    # measured on the top 2 against the size target (B: 1 of 4 documents, ¼): B's deficit of ¼
+    # turns into a surplus of .631 / 1.631 − ¼ with the deep pool
+    for new, gap_b in ((small, -0.25), (deep, 1 / np.log2(3) / (1 + 1 / np.log2(3)) - 0.25)):
+        shown = new <= 2
+        res = fairness_from_pairs(Q1[shown], D1[shown], new[shown], np.ones(1), AB, None, "size",
+                                  "dcg", n_boot=0, top=0)
+        assert res.group("B")["gap"] == pytest.approx(gap_b)
+
+
+def test_k_only_limits_where_the_greedy_rule_acts():
+    rng = np.random.default_rng(3)
+    q, d, r = _random_log(rng)
+    g = Groups.from_values(rng.choice(list("abc"), size=40, p=[0.7, 0.2, 0.1]).tolist())
+    full = balance_ranks(q, d, r, g, 1.0)
+    for k in (1, 3, 5):
+        part = balance_ranks(q, d, r, g, 1.0, k=k)
+        assert ((full <= k) == (part <= k)).all() and (full[full <= k] == part[part <= k]).all()
+        for i in range(q.max() + 1):  # below k: the ranker's order of what is left
+            rows = np.flatnonzero((q == i) & (part > k))
+            assert (np.diff(part[rows][np.argsort(r[rows])]) > 0).all()
+    with pytest.raises(LimelightError, match="pool"):
+        balance_ranks(Q1, D1, R1, XY, 0.5, pool=0)
+    with pytest.raises(LimelightError, match="k must be"):
+        balance_ranks(Q1, D1, R1, XY, 0.5, k=0)
+
+
+def test_top_k_figures_agree_with_the_fairness_module(cranfield_store):
+    """The intervention's fast figures over a candidate pool shown down to rank k are the
+    fairness module's: at k = the store's depth ``policy_curve``'s, at k = 10 those of
+    ``fairness_from_pairs`` and ``ranking_effectiveness`` over the pairs shown."""
+    ds, store = cranfield_store
+    g = Groups.from_values([f"d{int(x) % 3}" for x in ds.collection.ids.strings], "id mod 3")
+    gs = {"g": g}
+    merit = Merit.from_qrels(ds.qrels, store, "cranfield qrels")
+    q, d, rank, score = store.pair_arrays()
+    w = store.queries.weights
+    tk = top_k_target(q, rank, w, merit, gs, store.depth)
+    pl = policy_curve(store, g, merit, [0.0, 1.0], n_samples=4, seed=0)
+    for i, t in enumerate((0.0, 1.0)):
+        f = pool_policy_figures(tk, gs, q, d, rank, score, t, n_samples=4, seed=0)
+        for key in ("tvd", "largest_deficit"):
+            assert f["g"][key] == pytest.approx(pl.iloc[i][key], abs=1e-12)
+        for key in ("ndcg@10", "r@100"):
+            assert f[key] == pytest.approx(pl.iloc[i][key], abs=1e-12)
+    tk10 = top_k_target(q, rank, w, merit, gs, 10)
+    top = rank <= 10
+    res = fairness_from_pairs(q[top], d[top], rank[top], w, g, merit, "merit", "dcg", n_boot=0, top=0)
+    eff = ranking_effectiveness(q[top], d[top], rank[top], w, merit)
+    for f in (ranking_figures(tk10, gs, q, d, rank),
+              pool_policy_figures(tk10, gs, q, d, rank, score, 0.0)):
+        assert f["g"]["tvd"] == pytest.approx(res.summary["tvd"]["value"], abs=1e-12)
+        assert np.allclose(list(f["g"]["gap"].values()), res.groups["gap"].to_numpy(), atol=1e-12)
+        assert f["ndcg@10"] == pytest.approx(eff["ndcg@10"], abs=1e-12)
+        assert f["r@100"] == pytest.approx(eff["r@100"], abs=1e-12)
+    # the re-ranker over the top 50 shown down to 10: its curve and the fast figures agree
+    curve = balance_curve(store, g, merit, [0.0, 1.0], pool=50, k=10)
+    for i, lam in enumerate((0.0, 1.0)):
+        f = ranking_figures(tk10, gs, q, d, balance_ranks(q, d, rank, g, lam, pool=50, k=10))
+        assert curve.iloc[i]["tvd"] == pytest.approx(f["g"]["tvd"], abs=1e-12)
+        assert curve.iloc[i]["largest_deficit"] == pytest.approx(f["g"]["largest_deficit"], abs=1e-12)
+        assert curve.iloc[i]["r@100"] == pytest.approx(f["r@100"], abs=1e-12)
+    assert curve.iloc[1]["moved"] > 0.0 == curve.iloc[0]["moved"]

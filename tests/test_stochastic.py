@@ -106,6 +106,22 @@ def test_seeded_and_equal_to_the_sampled_rankings(adi):
     np.testing.assert_allclose(a[0], np.where(docs >= 0, manual, 0.0), atol=1e-12)
 
 
+def test_weights_on_the_top_ranks_only_sort_those_alone(adi):
+    """Position weights that end before a row's length (a policy over a deep pool of which only
+    the top few are shown) take the kernel's partial sort: the same expectations as the means
+    over the full rankings ``sample_rankings`` draws."""
+    _, _, run = adi
+    docs, scores = padded_from_run(run, 30)
+    w = np.stack([np.where(np.arange(30) < 4, rbp_weights(30, 0.8), 0.0), cutoff_weights(30, 6)])
+    a = expected_weights(docs, scores, 1.0, w, 64, seed=3)
+    rk = sample_rankings(docs, scores, 1.0, 64, seed=3)
+    pos = (rk[:, :, :, None] == docs[:, None, None, :])  # (q, s, rank, column)
+    for i in range(2):
+        manual = (pos * w[i][None, None, :, None]).sum(axis=2).mean(axis=1)
+        np.testing.assert_allclose(a[i], np.where(docs >= 0, manual, 0.0), atol=1e-12)
+    assert (a[1] > 0).sum() > 6 * len(docs)  # documents below rank 6 do come up
+
+
 @pytest.fixture(scope="module")
 def adi_store(adi, tmp_path_factory):
     _, bm25, _ = adi

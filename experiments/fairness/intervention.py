@@ -1,22 +1,38 @@
 """Changing it (issue 45, item 5): Plackett-Luce policies and a deterministic exposure-balancing
 re-ranker as interventions on group fairness, against nDCG@10 and R@100, on the CtrlQGen Click
-test sets.
+test sets — over a candidate pool deeper than what is shown.
 
     flock /tmp/heavy.lock .venv/bin/python experiments/fairness/intervention.py
-        [--work /tmp/limelight-fairness] [--samples 32] [--seed 0] [--rerank-only]
+        [--work /tmp/limelight-fairness] [--pool 1000] [--k 100] [--samples 32] [--seed 0]
+        [--refine 4] [--catalogs debian,movies] [--systems bm25,dense,hybrid]
+    .venv/bin/python experiments/fairness/report.py
 
-Per catalog (Debian, groups ``section``; movies, groups ``Major Genre``) and system (BM25,
-MiniLM, hybrid RRF): a store of the Click test queries at depth 200 (``limelight exposure
-compute``; the indexes ``run.py`` prepared), then ``limelight.exposure.fairness.policy_curve``
-over a grid of temperatures: the Plackett-Luce policy over each query's top 200 (so that R@100
-can move), expected exposure shares (1/log2(rank+1)) against the merit target, the largest group
-deficit, expected nDCG@10 and R@100; and ``limelight.exposure.balance.balance_curve`` over a grid
-of strengths λ: the greedy re-ranker of each query's top 200 toward the groups' shares of the
-catalog (deterministic), the same figures. The temperature (strength) at which the largest
-deficit first falls to half its T = 0 (λ = 0) value, and what it costs, go to
-``results/intervention.json``; the curves to ``docs/figures/exposure/fairness_intervention.png|svg``.
-``--rerank-only`` keeps the Plackett-Luce curves already in ``results/intervention.json`` (same
-settings) and recomputes the re-ranker's.
+What is measured is what the report's judged tables measure: each query's ranking shown down to
+rank ``k`` (100), the exposure share of every group (μ = 1/log2(rank+1), o_q = 1) against the
+merit target (each query's exposure to the group of the entity it was written for), the largest
+group deficit (the most negative gap, whichever group holds it), nDCG@10 and R@100 on the Click
+test qrels. With no intervention this is the ranker's top k (the report's tables, up to ties at
+rank k). The interventions choose that top k from each query's top ``pool`` (1,000) of the same
+system (``limelight exposure compute --depth POOL``):
+
+- **Plackett-Luce** over the pool (temperature relative to the spread of the query's pool
+  scores; ``--samples`` sampled rankings per query, seeded; ``limelight.exposure.balance.
+  pool_policy_figures``): a grid of temperatures from 0 (the ranker) to ∞ (the top k a uniform
+  sample of the pool);
+- **the greedy re-ranker** (``limelight.exposure.balance``) over the pool, toward two targets
+  that use no test judgment: the groups' shares of the catalog, and the groups' shares of the
+  entities of the Click *training* set (what a platform can estimate from its own past clicks);
+  a grid of strengths λ, with the pool = k (the ranker's own top k re-ordered) for comparison.
+
+Per catalog, system, grouping and intervention, the first grid point whose largest deficit is at
+most half the no-intervention one brackets the halving point; ``--refine`` bisection steps
+narrow the bracket (in u = T/(1+T) for temperatures, in λ for strengths), the knob is then
+interpolated linearly between the bracket's ends, and the intervention is *measured* at the
+interpolated knob (its deficit, nDCG@10 and R@100). Every evaluated point is cached in
+``WORK/intervention/`` (per catalog × system × settings), so a killed run resumes where it
+stopped (delete that folder after changing the code). ``--catalogs``/``--systems`` subsets
+rewrite ``results/intervention.json`` with the subset only. Results: ``results/intervention.json``; curves: ``docs/figures/exposure/
+fairness_intervention.png|svg``.
 """
 
 from __future__ import annotations
@@ -25,125 +41,241 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
+import time
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 from limelight._io import atomic_path
 from limelight.data.formats import read_trec_qrels
-from limelight.exposure.balance import balance_curve
-from limelight.exposure.fairness import Groups, Merit, policy_curve
+from limelight.exposure.balance import (
+    balance_ranks,
+    pool_policy_figures,
+    ranking_figures,
+    top_k_target,
+)
+from limelight.exposure.fairness import Groups, Merit
 from limelight.exposure.store import ExposureStore
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import click_files, index_for  # noqa: E402
+from run import FIELDS, SYSTEMS, click_files, index_for, limelight  # noqa: E402
 
-SYSTEMS = ("bm25", "dense", "hybrid")
-FIELD = {"debian": "section", "movies": "Major Genre"}
-TEMPS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 2.0, 5.0, math.inf]
-STRENGTHS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0]
-DEPTH = 200
+TEMPS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf]
+STRENGTHS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+TARGETS = ("catalog", "train")
 
 
-def store(catalog: str, system: str, work: Path, idx: Path, qfile: Path) -> ExposureStore:
-    out = work / catalog / f"click{DEPTH}" / system
-    if not (out / "manifest.json").exists() or not json.loads((out / "manifest.json").read_text()).get("complete"):
-        subprocess.run([str(ROOT / ".venv" / "bin" / "limelight"), "exposure", "compute", "--index", str(idx),
-                        "--queries", str(qfile), "--model", system, "--depth", str(DEPTH), "--out", str(out)],
-                       check=True)
+def store(catalog: str, system: str, work: Path, idx: Path, qfile: Path, depth: int) -> ExposureStore:
+    """Each Click test query's top ``depth`` of ``system`` (computed once into ``work``)."""
+    out = work / catalog / f"click{depth}" / system
+    m = out / "manifest.json"
+    if not m.exists() or not json.loads(m.read_text()).get("complete"):
+        limelight("exposure", "compute", "--index", str(idx), "--queries", str(qfile), "--model", system,
+                  "--depth", str(depth), "--out", str(out))
     return ExposureStore.open(out)
 
 
-def halving(curve: list[dict], knob: str = "temperature") -> dict | None:
-    """The first temperature (strength) whose largest deficit is at most half that of T = 0
-    (λ = 0), with costs."""
+def train_target(catalog: str, st: ExposureStore, groups: Groups) -> np.ndarray:
+    """Each group's share of the entities of the Click training set (one per training query)."""
+    df = pd.read_parquet(ROOT / "experiments" / "ctrlqgen" / "results" / catalog / "weaklabels" / "click_train.parquet")
+    codes = st.doc_ids.encode(df["entity_id"].astype(str), missing=-1)
+    codes = codes[codes >= 0]
+    t = np.bincount(codes, minlength=groups.n_docs) @ groups.matrix
+    return np.asarray(t, dtype=np.float64) / t.sum()
+
+
+class Points:
+    """Evaluated points of one catalog × system, cached on disk after each evaluation."""
+
+    def __init__(self, path: Path, settings: dict):
+        self.path = path
+        self.data: dict = {}
+        if path.exists():
+            old = json.loads(path.read_text())
+            if old.get("settings") == settings:
+                self.data = old["points"]
+        self.settings = settings
+
+    def get(self, key: str, compute):
+        if key not in self.data:
+            t = time.perf_counter()
+            self.data[key] = {**compute(), "seconds": time.perf_counter() - t}
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(self.path) as tmp:
+                tmp.write_text(json.dumps({"settings": self.settings, "points": self.data}))
+        return self.data[key]
+
+
+def _u(x: float, kind: str) -> float:
+    return x if kind == "strength" else (1.0 if math.isinf(x) else x / (1.0 + x))
+
+
+def _x(u: float, kind: str) -> float:
+    return u if kind == "strength" else (math.inf if u >= 1.0 else u / (1.0 - u))
+
+
+def _row(x: float, f: dict, field: str, kind: str) -> dict:
+    g = f[field]
+    return {kind: x, "largest_deficit": g["largest_deficit"], "deficit_group": g["deficit_group"],
+            "tvd": g["tvd"], "ndcg@10": f["ndcg@10"], "r@100": f["r@100"]}
+
+
+def locate(evaluate, grid: list[float], field: str, kind: str, refine: int) -> dict:
+    """The curve over ``grid`` and, if some point reaches half the first point's largest deficit,
+    the halving point: the first grid bracket, ``refine`` bisection steps in u, the knob
+    interpolated linearly in u between the bracket's ends, and the figures measured there."""
+    curve = [_row(x, evaluate(x), field, kind) for x in grid]
     base = curve[0]
-    for row in curve[1:]:
-        if abs(row["largest_deficit"]) <= abs(base["largest_deficit"]) / 2:
-            return {knob: row[knob], "largest_deficit": row["largest_deficit"],
-                    "deficit_group": row["deficit_group"],
-                    "r@100_cost": row["r@100"] - base["r@100"], "ndcg@10_cost": row["ndcg@10"] - base["ndcg@10"]}
-    return None
+    half = abs(base["largest_deficit"]) / 2
+    best = min(curve, key=lambda r: abs(r["largest_deficit"]))
+    out = {"curve": curve, "best": {kind: best[kind], "largest_deficit": best["largest_deficit"],
+                                    "deficit_group": best["deficit_group"],
+                                    "cut": 1 - abs(best["largest_deficit"]) / abs(base["largest_deficit"])
+                                    if base["largest_deficit"] else None,
+                                    "ndcg@10": best["ndcg@10"], "r@100": best["r@100"]},
+           "halving": None}
+    i = next((j for j, r in enumerate(curve) if j and abs(r["largest_deficit"]) <= half), None)
+    if i is None or not half:
+        return out
+    lo, hi = curve[i - 1], curve[i]
+    steps = []
+    for _ in range(refine):
+        mid = _x((_u(lo[kind], kind) + _u(hi[kind], kind)) / 2, kind)
+        r = _row(mid, evaluate(mid), field, kind)
+        steps.append(r)
+        if abs(r["largest_deficit"]) <= half:
+            hi = r
+        else:
+            lo = r
+    dlo, dhi = abs(lo["largest_deficit"]), abs(hi["largest_deficit"])
+    ulo, uhi = _u(lo[kind], kind), _u(hi[kind], kind)
+    ustar = ulo + (dlo - half) / (dlo - dhi) * (uhi - ulo) if dlo > dhi else uhi
+    xstar = _x(ustar, kind)
+    at = _row(xstar, evaluate(xstar), field, kind)
+    out["halving"] = {kind: xstar, "bracket": [lo[kind], hi[kind]], "target_deficit": -half,
+                      "largest_deficit": at["largest_deficit"], "deficit_group": at["deficit_group"],
+                      "ndcg@10": at["ndcg@10"], "r@100": at["r@100"],
+                      "ndcg@10_cost": at["ndcg@10"] - base["ndcg@10"], "r@100_cost": at["r@100"] - base["r@100"],
+                      "refined": steps}
+    return out
 
 
-def plot(results: dict, out: Path) -> None:
+def plot(r: dict, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
-    for i, (catalog, systems) in enumerate(results.items()):
-        for n, (s, res) in enumerate(systems.items()):
-            for key, style in (("curve", "-o"), ("rerank", "--s")):
-                c = res.get(key)
-                if not c:
-                    continue
-                x = [100 * abs(r["largest_deficit"]) for r in c]
-                what = "Plackett-Luce T" if key == "curve" else "re-ranker λ"
+    panels = [(c, f) for c in r["results"] for f in r["fields"][c]]
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 3.3 * len(panels)), squeeze=False)
+    styles = {"pl": ("-o", "Plackett-Luce T"), f"rerank:catalog:{r['pool']}": ("--s", "re-ranker λ, catalog"),
+              f"rerank:train:{r['pool']}": (":^", "re-ranker λ, train demand")}
+    for i, (cat, field) in enumerate(panels):
+        for n, s in enumerate(r["results"][cat]):
+            res = r["results"][cat][s][field]
+            for key, (style, what) in styles.items():
+                c = res[key]["curve"]
+                x = [100 * abs(p["largest_deficit"]) for p in c]
                 for j, m in enumerate(("ndcg@10", "r@100")):
-                    ax = axes[i, j]
-                    ax.plot(x, [r[m] for r in c], style, color=f"C{n}", label=f"{s}: {what}",
-                            markersize=4)
-                    ax.set_xlabel(f"largest group deficit ({FIELD[catalog]}), points")
-                    ax.set_ylabel(f"expected {m}" if key == "curve" else m)
-                    ax.set_title(f"{catalog}: T = 0 / λ = 0 at the start of each curve", fontsize=9)
-        for j in range(2):
-            axes[i, j].invert_xaxis()
-    axes[0, 0].legend()
+                    axes[i, j].plot(x, [p[m] for p in c], style, color=f"C{n}", markersize=3,
+                                    label=f"{s}: {what}")
+        base = [100 * abs(r["results"][cat][s][field]["pl"]["curve"][0]["largest_deficit"]) / 2
+                for s in r["results"][cat]]
+        for j, m in enumerate(("ndcg@10", "r@100")):
+            ax = axes[i, j]
+            for n, b in enumerate(base):
+                ax.axvline(b, color=f"C{n}", lw=0.6, alpha=0.6)
+            ax.set_xlabel(f"largest deficit ({field}), points; line: half the ranker's")
+            ax.set_ylabel(m)
+            ax.set_title(f"{cat}, {field}: pool {r['pool']}, top {r['k']} shown", fontsize=9)
+            ax.invert_xaxis()
+    axes[0, 0].legend(fontsize=6)
     fig.tight_layout()
     for ext in ("png", "svg"):
-        fig.savefig(out.with_suffix(f".{ext}"), dpi=110)
+        fig.savefig(out.with_suffix(f".{ext}"), dpi=100)
     plt.close(fig)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("/tmp/limelight-fairness"))
+    ap.add_argument("--pool", type=int, default=1000, help="candidates per query (the store's depth)")
+    ap.add_argument("--k", type=int, default=100, help="the ranking shown and measured: its top k")
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refine", type=int, default=4, help="bisection steps inside the halving bracket")
+    ap.add_argument("--catalogs", default="debian,movies")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--plot-only", action="store_true", help="redraw the figure from results/intervention.json")
-    ap.add_argument("--rerank-only", action="store_true",
-                    help="keep the Plackett-Luce curves of results/intervention.json, recompute the re-ranker's")
     a = ap.parse_args()
     fig = ROOT / "docs" / "figures" / "exposure" / "fairness_intervention"
     saved = HERE / "results" / "intervention.json"
     if a.plot_only:
-        plot(json.loads(saved.read_text())["results"], fig)
+        plot(json.loads(saved.read_text()), fig)
         return
-    old = json.loads(saved.read_text()) if a.rerank_only else None
-    if old is not None and (old["samples"], old["seed"], old["depth"]) != (a.samples, a.seed, DEPTH):
-        sys.exit(f"{saved}: its Plackett-Luce curves are for other settings; run without --rerank-only")
+    if not 1 <= a.k <= a.pool:
+        sys.exit(f"--k must lie in 1..--pool ({a.pool}), got {a.k}")
     results: dict = {}
-    for catalog in ("debian", "movies"):
+    timing: dict = {}
+    for catalog in a.catalogs.split(","):
         idx = index_for(catalog, a.work)
         qfile, qrels = click_files(catalog, a.work)
         results[catalog] = {}
-        for s in SYSTEMS:
-            st = store(catalog, s, a.work, idx, qfile)
-            groups = Groups.from_field(st, FIELD[catalog], idx)
+        for s in a.systems.split(","):
+            t0 = time.perf_counter()
+            st = store(catalog, s, a.work, idx, qfile, a.pool)
+            groupings = {f: Groups.from_field(st, f, idx) for f in FIELDS[catalog]}
             merit = Merit.from_qrels(read_trec_qrels(qrels), st, "CtrlQGen Click test")
-            if old is not None:
-                entry = {k: old["results"][catalog][s][k] for k in ("curve", "halving")}
-            else:
-                curve = policy_curve(st, groups, merit, TEMPS, n_samples=a.samples, seed=a.seed)
-                rows = [{k: v for k, v in r.items() if not k.startswith("gap:")} for r in curve.to_dict("records")]
-                entry = {"curve": rows, "halving": halving(rows)}
-            rr = balance_curve(st, groups, merit, STRENGTHS)
-            rows = [{k: v for k, v in r.items() if not k.startswith("gap:")} for r in rr.to_dict("records")]
-            entry.update(rerank=rows, rerank_halving=halving(rows, "strength"))
-            results[catalog][s] = entry
-            print(catalog, s, entry["halving"], entry["rerank_halving"], flush=True)
-    out = {"results": results, "field": FIELD, "depth": DEPTH, "samples": a.samples, "seed": a.seed,
-           "strengths": STRENGTHS, "rerank_target": "the groups' shares of the catalog",
-           "load": list(os.getloadavg())}
-    if old is not None:
-        out["load_plackett_luce"] = old.get("load")
-    with atomic_path(HERE / "results" / "intervention.json") as tmp:
-        tmp.write_text(json.dumps(out, indent=1, default=lambda x: None if x != x else x).replace("Infinity", '"inf"'))
-    plot(results, fig)
+            q, d, rank, score = st.pair_arrays()
+            w = st.queries.weights
+            tk = top_k_target(q, rank, w, merit, groupings, a.k)
+            settings = {"pool": a.pool, "k": a.k, "samples": a.samples, "seed": a.seed,
+                        "store": st.manifest.get("queries"), "n_pairs": int(len(q))}
+            pts = Points(a.work / "intervention" / f"{catalog}-{s}.json", settings)
+
+            def pl(t: float, pts=pts, tk=tk, groupings=groupings, q=q, d=d, rank=rank, score=score):
+                return pts.get(f"pl:{t!r}", lambda: pool_policy_figures(
+                    tk, groupings, q, d, rank, score, t, a.samples, a.seed))
+
+            results[catalog][s] = {}
+            for field, groups in groupings.items():
+                entry = {"pl": locate(pl, TEMPS, field, "temperature", a.refine)}
+                for target in TARGETS:
+                    tau = None if target == "catalog" else train_target(catalog, st, groups)
+                    for pool in (a.k, a.pool):
+                        cand = rank <= pool
+
+                        def rr(lam: float, field=field, groups=groups, tau=tau, pool=pool, cand=cand,
+                               target=target, pts=pts, tk=tk, q=q, d=d, rank=rank):
+                            def go():
+                                new = balance_ranks(q[cand], d[cand], rank[cand], groups, lam, tau, "dcg", k=a.k)
+                                f = ranking_figures(tk, {field: groups}, q[cand], d[cand], new)
+                                f["moved"] = float(np.mean(new[new <= a.k] != rank[cand][new <= a.k]))
+                                return f
+                            return pts.get(f"rr:{field}:{target}:{pool}:{lam!r}", go)
+
+                        entry[f"rerank:{target}:{pool}"] = locate(rr, STRENGTHS, field, "strength", a.refine)
+                        if target == "train":
+                            entry[f"rerank:{target}:{pool}"]["target"] = dict(zip(groups.names, map(float, tau),
+                                                                                  strict=True))
+                results[catalog][s][field] = entry
+                print(catalog, s, field, {k: (v["halving"] or {}).get("temperature", (v["halving"] or {}).get("strength"))
+                                          for k, v in entry.items()}, flush=True)
+            timing[f"{catalog}/{s}"] = {"seconds": time.perf_counter() - t0,
+                                        "point_seconds": sum(p.get("seconds", 0.0) for p in pts.data.values())}
+    out = {"results": results, "fields": {c: list(FIELDS[c]) for c in results}, "pool": a.pool, "k": a.k,
+           "samples": a.samples, "seed": a.seed, "refine": a.refine, "temperatures": TEMPS,
+           "strengths": STRENGTHS, "targets": {"catalog": "the groups' shares of the catalog",
+                                               "train": "the groups' shares of the Click training set's entities"},
+           "timing": timing, "load": list(os.getloadavg())}
+    with atomic_path(saved) as tmp:
+        tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False,
+                                  default=lambda x: None if x != x else x).replace("Infinity", '"inf"'))
+    plot(json.loads(saved.read_text()), fig)
 
 
 if __name__ == "__main__":

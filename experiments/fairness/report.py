@@ -219,86 +219,110 @@ def searchers() -> list[str]:
     return L
 
 
+def _pts(x: float) -> str:
+    """A gap in percentage points: two decimals, three below half a point."""
+    return f"{100 * x:+.2f}" if abs(100 * x) >= 0.5 else f"{100 * x:+.3f}"
+
+
+def _knob(x, kind: str) -> str:
+    sym = "T" if kind == "temperature" else "λ"
+    return f"{sym} = ∞" if x in ("inf", float("inf")) else f"{sym} = {float(x):.3g}"
+
+
+def _cell(v: dict, kind: str) -> str:
+    """One intervention's outcome: where it halves the largest deficit and what that costs, or
+    the smallest deficit it reaches on the grid."""
+    h, c0 = v["halving"], v["curve"][0]
+    if h is not None:
+        lo, hi = h["bracket"]
+        return (f"**halves** at {_knob(h[kind], kind)} (in [{float(lo):.3g}, {float(hi):.3g}]): "
+                f"`{h['deficit_group']}` {_pts(h['largest_deficit'])}; R@100 {h['r@100_cost']:+.3f}, "
+                f"nDCG@10 {h['ndcg@10_cost']:+.3f}")
+    b = v["best"]
+    cut = "" if b["cut"] is None else f" ({-100 * b['cut']:+.0f} %)"
+    return (f"no: at best {_pts(b['largest_deficit'])}{cut} at {_knob(b[kind], kind)}; "
+            f"R@100 {b['r@100'] - c0['r@100']:+.3f}, nDCG@10 {b['ndcg@10'] - c0['ndcg@10']:+.3f}")
+
+
 def intervention() -> list[str]:
-    """Item 5: the Plackett-Luce curve from ``results/intervention.json``."""
+    """Item 5: the interventions over a deep candidate pool, from ``results/intervention.json``."""
     path = HERE / "results" / "intervention.json"
     if not path.exists():
         return ["(no results: run `experiments/fairness/intervention.py`)"]
     r = json.loads(path.read_text(encoding="utf-8"))
-    L = [f"Plackett-Luce policies over each Click test query's top {r['depth']} (temperature "
-         f"relative to the query's score spread, {r['samples']} sampled rankings per query, seed "
-         f"{r['seed']}; `limelight.exposure.fairness.policy_curve`): expected exposure shares "
-         "against the merit target, and expected nDCG@10 and R@100. The first temperature of the "
-         "grid at which the largest group deficit is half that of the ranker (T = 0), and its "
-         "cost. Generated from `experiments/fairness/results/intervention.json` "
-         "(`experiments/fairness/intervention.py`).", "",
-         "| catalog (groups) | system | largest deficit at T = 0 (points) | T where it halves | deficit "
-         "there | R@100 at T = 0 → there | nDCG@10 at T = 0 → there | at T = ∞ (uniform shuffle): "
-         "deficit, R@100, nDCG@10 |", "|---|---|---|---|---|---|---|---|"]
+    if "pool" not in r:
+        return ["(results of an older `experiments/fairness/intervention.py`: run it again)"]
+    pool, k = r["pool"], r["k"]
+    variants = [("pl", "temperature", f"Plackett-Luce, pool {pool}")]
+    for pl_ in (pool, k):
+        for t in ("catalog", "train"):
+            variants.append((f"rerank:{t}:{pl_}", "strength",
+                             f"re-ranker → {'catalog' if t == 'catalog' else 'train demand'}, pool {pl_}"))
+    temps = ", ".join("∞" if x in ("inf", float("inf")) else f"{x:g}" for x in r["temperatures"])
+    L = [f"Each Click test query's ranking is shown down to rank {k} and measured as in the judged "
+         f"tables above (exposure μ = 1/log2(rank+1) over the top {k} against the merit target; "
+         "the largest group deficit is the most negative gap, whichever group holds it; nDCG@10 "
+         f"and R@100 on the Click test qrels). The interventions choose that top {k} from each "
+         f"query's top {pool} of the same system (`limelight exposure compute --depth {pool}`), so "
+         f"that entries — and groups — the ranker left below rank {k} can come up:", "",
+         f"- **Plackett-Luce** over the top {pool} (temperature relative to the spread of the "
+         f"query's {pool} scores; {r['samples']} sampled rankings per query, seed {r['seed']}; "
+         "`limelight.exposure.balance.pool_policy_figures`): expected figures of the sampled "
+         f"top {k}; grid T = {temps};",
+         "- **the greedy re-ranker** (`limelight.exposure.balance.balance_ranks` with `pool` and "
+         f"`k`): a share λ of every prefix's exposure goes to each group in proportion to a target "
+         "that uses no test judgment — the groups' shares of the catalog (`catalog`), or of the "
+         "entities of the Click *training* set (`train demand`: what a platform can estimate from "
+         "its past clicks) — renormalized over the groups among the query's candidates; grid "
+         f"λ = {', '.join(f'{x:g}' for x in r['strengths'])}; with a pool of {k} (the ranker's "
+         "own top k re-ordered) for comparison.", "",
+         "Where a grid point reaches half the ranker's largest deficit, the bracket before it is "
+         f"narrowed by {r['refine']} bisection steps (in T/(1+T), resp. λ), the knob is "
+         "**interpolated linearly** between the bracket's ends, and the intervention is measured "
+         "at the interpolated knob (the deficit shown there is measured, so it can sit a little "
+         "above or below half); costs are differences to the ranker's top "
+         f"{k}. Otherwise the cell gives the smallest largest deficit on the grid. The ranker's "
+         f"top {k} of the {pool}-deep store equals the judged tables' top 100 up to the order of "
+         "tied scores at its bottom (their value in parentheses). Generated from "
+         "`experiments/fairness/results/intervention.json`; reproduce with", "",
+         "    flock /tmp/heavy.lock .venv/bin/python experiments/fairness/intervention.py "
+         f"--pool {pool} --k {k} --samples {r['samples']} --seed {r['seed']} --refine {r['refine']}",
+         "    .venv/bin/python experiments/fairness/report.py", "",
+         "| catalog (groups) | system | ranker: largest deficit, points | "
+         + " | ".join(v[2] for v in variants) + " |",
+         "|---|---|---|" + "---|" * len(variants)]
+    reached: dict[str, list[str]] = {v[0]: [] for v in variants}
+    none: list[str] = []
     for cat, systems in r["results"].items():
-        for s, res in systems.items():
-            c0, h, ci_ = res["curve"][0], res["halving"], res["curve"][-1]
-            first = f"| {cat} ({r['field'][cat]}) | {NAMES[s]} | `{c0['deficit_group']}` {100 * c0['largest_deficit']:+.2f} |"
-            last = (f" `{ci_['deficit_group']}` {100 * ci_['largest_deficit']:+.2f}, {ci_['r@100']:.3f}, "
-                    f"{ci_['ndcg@10']:.3f} |")
-            if h is None:
-                L.append(first + " not within the grid | – | – | – |" + last)
-                continue
-            L.append(first + f" {h['temperature']} | `{h['deficit_group']}` {100 * h['largest_deficit']:+.2f} | "
-                     f"{c0['r@100']:.3f} → {c0['r@100'] + h['r@100_cost']:.3f} | "
-                     f"{c0['ndcg@10']:.3f} → {c0['ndcg@10'] + h['ndcg@10_cost']:.3f} |" + last)
-    if all(res["halving"] is None for systems in r["results"].values() for res in systems.values()):
-        L += ["", "No temperature of the grid halves the largest deficit, not even the uniform "
-              "shuffle of the top 200, while nDCG@10 and R@100 fall steeply. With one judged "
-              "entity per query, the merit target hands a query's whole exposure to that entity's "
-              "group, and a top 200 holds entries of many groups: a Plackett-Luce policy only "
-              "reorders them, so the deficit comes from what is retrieved, not from its order."]
-    L += rerank(r)
-    L += ["", "![Plackett-Luce (solid) and the re-ranker (dashed): largest group deficit against "
-          "nDCG@10 and R@100](figures/exposure/fairness_intervention.png)", ""]
-    return L
-
-
-def rerank(r: dict) -> list[str]:
-    """Item 5's second intervention: the exposure-balancing re-ranker's curve."""
-    if not any("rerank" in res for systems in r["results"].values() for res in systems.values()):
-        return ["", "(no re-ranker results: run `experiments/fairness/intervention.py`)"]
-    L = ["", f"The deterministic re-ranker (`limelight.exposure.balance`): each query's top "
-         f"{r['depth']} re-ordered greedily so that a share λ of the exposure of every prefix "
-         "goes to each group in proportion to its target, here "
-         f"{r.get('rerank_target', 'the groups’ shares of the catalog')} (renormalized over the "
-         "groups among the query's candidates) — what a platform can aim at without judgments; "
-         "a group's entries keep their order, λ = 0 is the ranker. Measured as above, against "
-         f"the merit target; strengths {', '.join(f'{x:g}' for x in r['strengths'])}.", "",
-         "| catalog (groups) | system | largest deficit at λ = 0 (points) | λ where it halves | "
-         "deficit there | R@100 at λ = 0 → there | nDCG@10 at λ = 0 → there | at λ = 1: deficit, "
-         "R@100, nDCG@10, pairs moved |", "|---|---|---|---|---|---|---|---|"]
-    for cat, systems in r["results"].items():
-        for s, res in systems.items():
-            c = res.get("rerank")
-            if not c:
-                continue
-            c0, h, c1 = c[0], res["rerank_halving"], c[-1]
-            first = f"| {cat} ({r['field'][cat]}) | {NAMES[s]} | `{c0['deficit_group']}` {100 * c0['largest_deficit']:+.2f} |"
-            last = (f" `{c1['deficit_group']}` {100 * c1['largest_deficit']:+.2f}, {c1['r@100']:.3f}, "
-                    f"{c1['ndcg@10']:.3f}, {100 * c1['moved']:.0f} % |")
-            if h is None:
-                L.append(first + " not within the grid | – | – | – |" + last)
-                continue
-            L.append(first + f" {h['strength']:g} | `{h['deficit_group']}` {100 * h['largest_deficit']:+.2f} | "
-                     f"{c0['r@100']:.3f} → {c0['r@100'] + h['r@100_cost']:.3f} | "
-                     f"{c0['ndcg@10']:.3f} → {c0['ndcg@10'] + h['ndcg@10_cost']:.3f} |" + last)
-    ends = [(res["rerank"][0], res["rerank"][-1]) for systems in r["results"].values()
-            for res in systems.values() if res.get("rerank")]
-    cut = [1 - abs(b["largest_deficit"]) / abs(a["largest_deficit"]) for a, b in ends if a["largest_deficit"]]
-    dn = [b["ndcg@10"] - a["ndcg@10"] for a, b in ends]
-    dr = [b["r@100"] - a["r@100"] for a, b in ends]
-    if cut:
-        L += ["", f"At λ = 1 the re-ranker cuts the largest deficit by {100 * min(cut):.0f}-"
-              f"{100 * max(cut):.0f} % (halving it {'in no case' if max(cut) < 0.5 else 'in some cases'}), "
-              f"for a change of {min(dn):+.3f} to {max(dn):+.3f} in nDCG@10 and {min(dr):+.3f} to "
-              f"{max(dr):+.3f} in R@100; like the temperatures, it is bounded by "
-              "what each query's top 200 holds."]
+        for field in r["fields"][cat]:
+            for s, fields in systems.items():
+                e = fields[field]
+                c0 = e["pl"]["curve"][0]
+                old = load(cat, "click", field, s)
+                ref = f" ({_pts(old['summary']['largest_deficit']['gap'])})" if old else ""
+                L.append(f"| {cat} ({field}) | {NAMES[s]} | `{c0['deficit_group']}` "
+                         f"{_pts(c0['largest_deficit'])}{ref} | "
+                         + " | ".join(_cell(e[v], kind) for v, kind, _ in variants) + " |")
+                for v, _, _ in variants:
+                    if e[v]["halving"] is not None:
+                        reached[v].append(f"{cat}/{field}/{NAMES[s]}")
+                if all(e[v]["halving"] is None for v, _, _ in variants):
+                    b = min((e[v]["best"] for v, _, _ in variants), key=lambda x: abs(x["largest_deficit"]))
+                    moved = b.get("deficit_group", c0["deficit_group"]) != c0["deficit_group"]
+                    none.append(f"{cat} `{field}` under {NAMES[s]} (at best {_pts(b['largest_deficit'])} "
+                                f"against {_pts(c0['largest_deficit'])}"
+                                + (f", by then held by `{b['deficit_group']}`" if moved else "") + ")")
+    n = sum(len(fields) for fields in r["fields"].values()) * len(next(iter(r["results"].values())))
+    L += ["", "Halving reached, out of the " + str(n) + " catalog × grouping × system cases: "
+          + "; ".join(f"{name}: {len(reached[v])}" for v, _, name in variants) + "."]
+    if none:
+        L += ["", "No intervention halves the largest deficit, even from the top "
+              f"{pool}, for {'; '.join(none)} — the smallest largest deficit over every "
+              "intervention and grid point, in points, and the group that holds it there when it is "
+              "no longer the ranker's."]
+    L += ["", f"![Plackett-Luce (solid) and the re-ranker toward the catalog (dashed) and the train "
+          f"demand (dotted), pool {pool}, top {k} shown: largest group deficit against nDCG@10 "
+          "and R@100; vertical lines: half the ranker's deficit](figures/exposure/fairness_intervention.png)", ""]
     return L
 
 

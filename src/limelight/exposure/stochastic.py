@@ -88,10 +88,12 @@ def _splitmix(x):  # pragma: no cover - numba
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _pl_expect(keys, nvalid, weights, n_samples, seed, qindex, out):  # pragma: no cover - numba
+def _pl_expect(keys, nvalid, weights, n_samples, seed, qindex, out, top):  # pragma: no cover - numba
     """out[w, i, j] = mean over samples of weights[w, rank of column j] (0-based rank) when row
     ``i``'s valid columns ``0..nvalid[i]-1`` are ranked by ``keys[i, j] + Gumbel``; the noise
-    of (query ``qindex[i]``, sample, column) is splitmix64 of a counter mixed with ``seed``."""
+    of (query ``qindex[i]``, sample, column) is splitmix64 of a counter mixed with ``seed``.
+    Only ranks ``0..top-1`` carry weight: when a row has more columns, its ``top`` smallest sort
+    keys are selected (``np.partition``) and only they are sorted — the same ranks."""
     nq, k = keys.shape
     nw = weights.shape[0]
     inv = 1.0 / n_samples
@@ -100,6 +102,8 @@ def _pl_expect(keys, nvalid, weights, n_samples, seed, qindex, out):  # pragma: 
         if nv == 0:
             continue
         buf = np.empty(nv)
+        sel = np.empty(nv, np.int64)
+        sub = np.empty(nv)
         base = np.uint64(qindex[i]) * np.uint64(n_samples)
         for s in range(n_samples):
             ctr = (base + np.uint64(s)) * np.uint64(k)
@@ -107,6 +111,20 @@ def _pl_expect(keys, nvalid, weights, n_samples, seed, qindex, out):  # pragma: 
                 z = _splitmix((ctr + np.uint64(j)) ^ seed)
                 u = (np.float64(z >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
                 buf[j] = -(keys[i, j] - np.log(-np.log(u)))  # ascending sort = keys descending
+            if top < nv:  # only the first ``top`` ranks carry weight: sort those alone
+                thr = np.partition(buf, top - 1)[top - 1]
+                m = 0
+                for j in range(nv):
+                    if buf[j] <= thr:
+                        sel[m] = j
+                        sub[m] = buf[j]
+                        m += 1
+                order = np.argsort(sub[:m])
+                for r in range(min(m, top)):
+                    c = sel[order[r]]
+                    for w in range(nw):
+                        out[w, i, c] += weights[w, r] * inv
+                continue
             order = np.argsort(buf)
             for r in range(nv):
                 c = order[r]
@@ -167,8 +185,10 @@ def expected_weights(docs: np.ndarray, scores: np.ndarray, temperature: float,
     if not np.isfinite(keys[valid]).all():
         raise LimelightError("scores must be finite")
     qi = np.arange(nq, dtype=np.int64) if qindex is None else np.asarray(qindex, dtype=np.int64)
+    nz = np.flatnonzero((weights != 0).any(axis=0))
+    top = int(nz[-1]) + 1 if len(nz) else 1  # ranks beyond carry no weight
     return _pl_expect(np.ascontiguousarray(keys), nv, np.ascontiguousarray(weights), int(n_samples),
-                      _seed_key(seed), qi, out)
+                      _seed_key(seed), qi, out, top)
 
 
 def sample_rankings(docs: np.ndarray, scores: np.ndarray, temperature: float, n_samples: int,
