@@ -19,7 +19,11 @@ package ids with scores, picked by a hash of the request) is replayed, side by s
    Debian catalog loaded, as an audit has it; figure: its peak RSS (``VmHWM``), target < 1 GB.
 
     flock /tmp/heavy.lock .venv/bin/python benchmarks/replay.py [--queries 4000] [--rounds 6]
-        [--concurrency 16] [--rate 300] [--seconds 60] [--skip-full-log]
+        [--concurrency 16] [--rate 300] [--seconds 60] [--skip-full-log] [--variants]
+
+``--variants`` measures, in the same rounds, limelight's client without its journal (in memory
+only) and without building the ``Run`` (``Replayer.ask`` alone), each against the same round's
+minimal client, so that what the journal and the ``Run`` cost shows.
 """
 
 from __future__ import annotations
@@ -133,15 +137,28 @@ def http_system(base: str, coll, work: Path | None, **params):
         None, collection=coll, work_dir=work)
 
 
-def limelight_client(base: str, coll, queries, k: int, concurrency: int) -> tuple[float, float]:
+#: ``--variants``: limelight's client measured in other ways beside the figure's (journal on,
+#: a Run), to show what each part costs
+VARIANTS = {
+    "no journal": "retrieve() without a work folder: the journal in memory, no Parquet part written",
+    "ask only": "Replayer.ask() with the journal on: the answers' hits, no Run built",
+}
+
+
+def limelight_client(base: str, coll, queries, k: int, concurrency: int,
+                     variant: str = "") -> tuple[float, float]:
     """Queries/s and CPU µs/query of limelight's client: ``retrieve`` (journal on, a Run on
-    the catalog's ids)."""
+    the catalog's ids), or one of the ``VARIANTS``."""
     with tempfile.TemporaryDirectory() as work:
-        r = http_system(base, coll, Path(work), concurrency=concurrency)
+        r = http_system(base, coll, None if variant == "no journal" else Path(work), concurrency=concurrency)
         t0, c0 = time.perf_counter(), time.process_time()
-        run = r.retrieve(queries, k)
+        if variant == "ask only":
+            keys = list(zip(queries.ids.strings.tolist(), queries.texts.tolist(), strict=True))
+            n = len(r._replayer(k).ask(keys, k))
+        else:
+            n = r.retrieve(queries, k).n_queries
         secs, cpu = time.perf_counter() - t0, time.process_time() - c0
-    assert run.n_queries == len(queries)
+    assert n == len(queries)
     return len(queries) / secs, cpu / len(queries) * 1e6
 
 
@@ -182,6 +199,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=300)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--skip-full-log", action="store_true")
+    ap.add_argument("--variants", action="store_true",
+                    help="also measure limelight's client without its journal and without the Run")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     ap.add_argument("--child-full-log", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -207,11 +226,21 @@ def main() -> None:
             minimal_client(f"{base}/search", texts[:500], DEPTH, a.concurrency)  # warm-up
             limelight_client(base, coll, qs.take(list(range(500))), DEPTH, a.concurrency)
             ours, theirs = [], []
+            others: dict[str, list] = {v: [] for v in (VARIANTS if a.variants else ())}
             for i in range(a.rounds):
                 theirs.append(minimal_client(f"{base}/search", texts, DEPTH, a.concurrency))
                 ours.append(limelight_client(base, coll, qs, DEPTH, a.concurrency))
-                print(f"round {i + 1}: minimal {theirs[-1][0]:,.0f} q/s ({theirs[-1][1]:,.0f} µs CPU/query), "
-                      f"limelight {ours[-1][0]:,.0f} q/s ({ours[-1][1]:,.0f} µs CPU/query)", flush=True)
+                line = (f"round {i + 1}: minimal {theirs[-1][0]:,.0f} q/s ({theirs[-1][1]:,.0f} µs CPU/query), "
+                        f"limelight {ours[-1][0]:,.0f} q/s ({ours[-1][1]:,.0f} µs CPU/query)")
+                for v, got in others.items():
+                    got.append(limelight_client(base, coll, qs, DEPTH, a.concurrency, v))
+                    line += f", {v} {got[-1][0]:,.0f} q/s ({got[-1][1]:,.0f} µs)"
+                print(line, flush=True)
+            for v, got in others.items():
+                best_v = max(x[0] for x in got)
+                print(f"variant {v!r} ({VARIANTS[v]}): best {best_v:,.0f} q/s = "
+                      f"{best_v / max(x[0] for x in theirs):.2f}× the minimal client's best; CPU "
+                      f"{min(x[1] for x in got):,.0f} µs/query", flush=True)
             best_o, best_t = max(x[0] for x in ours), max(x[0] for x in theirs)
             cpu_o, cpu_t = min(x[1] for x in ours), min(x[1] for x in theirs)
             record("replay client throughput (limelight)", best_o, unit="queries/s",

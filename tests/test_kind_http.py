@@ -341,6 +341,65 @@ def test_paths_and_placeholders():
     assert (method, url, params, content) == ("GET", "http://h:1/search/a%2Fb%20c", {"n": "5"}, None)
 
 
+def test_answers_settled_at_once_read_as_one_by_one():
+    """The ids of many answers are coded at once (``Template.settle``): every answer reads as
+    the general reading has it, one by one: codes where every id is the collection's, the ids
+    kept where one is not (or is a number), a one-line error in the place of an answer whose
+    id or score is of the wrong type; in a batch (``_msearch``) as alone."""
+    strings = [f"doc{i}" for i in range(200)]
+
+    def answer(hits) -> bytes:
+        return json.dumps({"hits": {"hits": hits}}).encode()
+
+    good = [{"_id": f"doc{i}", "_score": 10.0 - i} for i in (5, 0, 199)]
+    bodies = [answer(good), answer([]), answer([{"_id": "doc3", "_score": 2}, {"_id": "nope", "_score": 1.0}]),
+              answer([{"_id": 7, "_score": 1.5}]), answer([{"_id": None, "_score": 1.0}]),
+              answer([{"_id": "doc1", "_score": "high"}]), answer([{"_id": "doc2"}]), answer(good[::-1])]
+    t = Template({"url": "http://h/i", "preset": "elasticsearch"})
+    t.set_collection(strings)
+    t.reset()
+    def read_all(template, bodies):  # an answer that is none: its error, at reading or settling
+        read = []
+        for b in bodies:
+            try:
+                read.append(template.read(200, "application/json", b, 1)[0])
+            except LimelightError as e:
+                read.append(e)
+        return template.settle(read)
+
+    got = read_all(t, bodies)
+    slow = Template({"url": "http://h/i", "preset": "elasticsearch"})
+    slow.set_collection(strings)
+    for b, g in zip(bodies, got, strict=True):
+        doc = json.loads(b)
+        try:
+            want = slow._hits(doc, b, fast=False)
+        except LimelightError as e:
+            assert isinstance(g, LimelightError) and str(g) == str(e) and "\n" not in str(g)
+            continue
+        assert (g[0] is None) == (want[0] is None or min(want[2].tolist(), default=0) >= 0)
+        assert (g[0] or [strings[c] for c in g[2]]) == (want[0] or [])
+        assert list(g[1]) == list(want[1]) and g[2].tolist() == want[2].tolist()
+    assert got[0][0] is None and got[0][2].tolist() == [5, 0, 199]  # coded at once
+    assert got[2][0] == ["doc3", "nope"] and got[2][2].tolist() == [3, -1]
+    assert got[3][0] == ["7"] and got[3][2].tolist() == [-1]
+    assert isinstance(got[4], LimelightError) and "id path /_id matches None" in str(got[4])
+    assert isinstance(got[5], LimelightError) and "score path /_score matches 'high'" in str(got[5])
+    assert isinstance(got[6], LimelightError) and "score path /_score matches nothing" in str(got[6])
+    # settled one at a time, out of order: the same
+    again = [t.read(200, "application/json", bodies[j], 1)[0] for j in (7, 0, 2, 1)]
+    for j, a in zip((7, 0, 2, 1), again, strict=True):
+        one = t.settle([a])[0]
+        assert list(one[1]) == list(got[j][1]) and one[2].tolist() == got[j][2].tolist()
+    # a batch: each item as alone
+    tb = Template({"url": "http://h/i", "preset": "elasticsearch", "batch_size": 3})
+    tb.set_collection(strings)
+    batch = json.dumps({"responses": [json.loads(bodies[0]), {"status": 503, "error": "busy"},
+                                      json.loads(bodies[2])]}).encode()
+    first, status, third = tb.settle(tb.read(200, "application/json", batch, 3))
+    assert status == 503 and first[2].tolist() == [5, 0, 199] and third[0] == ["doc3", "nope"]
+
+
 def test_journal_keeps_answers_by_codes_or_ids(tmp_path):
     """Answers given as codes (written dictionary-encoded) or as ids (strings) read back alike;
     a part being written when the job was killed is ignored; the log summarises."""

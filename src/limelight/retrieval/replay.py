@@ -94,9 +94,14 @@ class Endpoint(Protocol):
     ``batch_size`` (queries per request), ``page_size(k)`` (hits per request when a top-k is
     asked page by page, else ``None``), ``request(items, k, offset)`` (``(method, url, params,
     headers, content)`` for ``items``, a list of ``(qid, text)``), ``read(status, ctype,
-    content, n)``: per item, its ``Hits`` or the int HTTP status of its failure (a
-    ``LimelightError`` for a response that is no answer at all), and ``join(pages)``: the
-    ``Hits`` of one answer asked page by page."""
+    content, n)`` (``ctype``: the content type, or the response's headers): per item, its
+    ``Hits`` or the int HTTP status of its failure (a ``LimelightError`` for a response that is
+    no answer at all), and ``join(pages)``: the ``Hits`` of one answer asked page by page.
+
+    Optional: ``settle(answers)``: what ``read`` gave for many answers (an endpoint may give
+    a placeholder of its own per answer, and do the work of all of them at once here) as their
+    ``Hits`` (a ``LimelightError`` in the place of an answer that is none); ``reset()``: a
+    replay starts, no answer is outstanding."""
 
     url: str
     batch_size: int
@@ -105,7 +110,7 @@ class Endpoint(Protocol):
 
     def request(self, items: Sequence[tuple[str, str]], k: int, offset: int) -> tuple: ...
 
-    def read(self, status: int, ctype: str, content: bytes, n: int) -> list[Hits | int]: ...
+    def read(self, status: int, ctype: str | Any, content: bytes, n: int) -> list[Hits | int]: ...
 
     def join(self, pages: list[Hits]) -> Hits: ...
 
@@ -143,9 +148,8 @@ class Journal:
         self.folder = None if folder is None else Path(folder)
         self.run = time.time()
         self._log: dict[str, list] = {c: [] for c in _LOG_COLUMNS}
-        self._hit_row = array("i")
         self._hit_docs: list = []  # per answer: its codes (an array) or its ids (a list)
-        self._hit_score = array("d")
+        self._hit_score: list = []  # per answer: its scores (float64)
         self._dictionary = dictionary
         self._arrow_dictionary = None
         self._flushed = time.monotonic()
@@ -186,19 +190,41 @@ class Journal:
     def add(self, key: tuple[str, str], ok: bool, status: int, attempts: int, latency: float,
             total: float, error: str = "", hits: Hits | None = None) -> None:
         """One query asked (``ok``: answered, with ``hits``); written at the next :meth:`flush`."""
-        row = self.pending
-        n = 0
-        if ok and hits is not None:
-            ids, scores, codes = hits
-            n = len(scores)
-            self.counts.setdefault(key, n)
-            self._hit_row.extend(array("i", [row]) * n)
-            self._hit_docs.append(codes if ids is None else ids)
-            self._hit_score.extend(scores)
-        vals = (key[0], key[1], ok, status, attempts, latency * 1e3, total * 1e3, error, n,
-                self.run, time.time())
-        for c, v in zip(_LOG_COLUMNS, vals, strict=True):
-            self._log[c].append(v)
+        self.add_many([key], [ok], [status], [attempts], [latency], [total], [time.time()],
+                      [hits if ok else None], error)
+
+    def add_many(self, keys: Sequence[tuple[str, str]], ok: Sequence[bool], status: Sequence[int],
+                 attempts: Sequence[int], latency: Sequence[float], total: Sequence[float],
+                 at: Sequence[float], hits: Sequence[Hits | None], error: str = "") -> None:
+        """Several queries asked, column by column (as :meth:`add`; ``at``: Unix times of the
+        answers, ``error`` the same for all)."""
+        counts = self.counts
+        ns = []
+        docs, scores = self._hit_docs, self._hit_score
+        for key, good, h in zip(keys, ok, hits, strict=True):
+            if good and h is not None:
+                ids, sc, codes = h
+                n = len(sc)
+                if key not in counts:
+                    counts[key] = n
+                if n:
+                    docs.append(codes if ids is None else ids)
+                    scores.append(sc)
+                ns.append(n)
+            else:
+                ns.append(0)
+        log = self._log
+        log["qid"].extend(k[0] for k in keys)
+        log["query"].extend(k[1] for k in keys)
+        log["ok"].extend(ok)
+        log["status"].extend(status)
+        log["attempts"].extend(attempts)
+        log["latency_ms"].extend(x * 1e3 for x in latency)
+        log["total_ms"].extend(x * 1e3 for x in total)
+        log["error"].extend([error] * len(keys))
+        log["hits"].extend(ns)
+        log["run"].extend([self.run] * len(keys))
+        log["at"].extend(at)
 
     def due(self) -> bool:
         """Whether enough is pending to write a part."""
@@ -227,7 +253,7 @@ class Journal:
             return None
         import pyarrow as pa
 
-        log_rows, docs, rows, scores = self._log, self._hit_docs, self._hit_row, self._hit_score
+        log_rows, docs, scores = self._log, self._hit_docs, self._hit_score
         self.parts = part = self.parts + 1
         self._clear()
         folder = self.folder
@@ -237,8 +263,11 @@ class Journal:
         def write() -> None:
             import pyarrow.parquet as pq
 
-            score = np.frombuffer(scores, dtype=np.float64)
-            hits = pa.table({"row": pa.array(np.frombuffer(rows, dtype=np.int32)),
+            score = (np.concatenate([np.asarray(x, dtype=np.float64) for x in scores]) if scores
+                     else np.zeros(0, dtype=np.float64))
+            n_hits = np.asarray(log_rows["hits"], dtype=np.int64)
+            rows = np.repeat(np.arange(len(n_hits), dtype=np.int32), n_hits)
+            hits = pa.table({"row": pa.array(rows),
                              "docid": self._docids(docs),
                              "score": pa.array(score, mask=np.isnan(score))})  # null: no score
             log = pa.table({
@@ -272,7 +301,7 @@ class Journal:
 
     def _clear(self) -> None:
         self._log = {c: [] for c in _LOG_COLUMNS}
-        self._hit_row, self._hit_docs, self._hit_score = array("i"), [], array("d")
+        self._hit_docs, self._hit_score = [], []
 
     def _docids(self, docs: list):
         """The ids of ``docs`` (per answer: its codes, an array, or its ids, a list) as an Arrow
@@ -436,6 +465,14 @@ class Replayer:
         units = deque(todo[i:i + b] for i in range(0, len(todo), b))
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal")
         self._writing = None
+        self._answers: list = []  # (position, _Asked, perf_counter time, what endpoint.read gave)
+        self._settled_at = time.monotonic()
+        self._clock = (time.time(), time.perf_counter())
+        settle = getattr(self.endpoint, "settle", None)
+        self._settle_answers = settle if settle is not None else list
+        reset = getattr(self.endpoint, "reset", None)
+        if reset is not None:
+            reset()
         try:
             if _loop_running():  # inside a running event loop (a notebook): a thread of its own
                 t = threading.Thread(target=self._loop, args=(units,))
@@ -446,6 +483,7 @@ class Replayer:
                     self._loop(units)
         finally:
             self._finish_writing()
+            self._settle()
             self.journal.flush()
         if self._error is not None:
             raise self._error
@@ -519,8 +557,11 @@ class Replayer:
             except LimelightError as e:
                 self._stop_now(LimelightError(self.redact(str(e))))
                 return
-            if self.journal.due() and self._writing is None:
-                await self._write_part()
+            if self._writing is None and (len(self._answers) >= FLUSH_ROWS or self.journal.due() or (
+                    self._answers and time.monotonic() - self._settled_at > FLUSH_SECONDS)):
+                self._settle()
+                if self.journal.pending:
+                    await self._write_part()
 
     async def _write_part(self) -> None:
         """The pending answers as the journal's next part, written in a thread (pyarrow lets
@@ -636,10 +677,14 @@ class Replayer:
                     self._gave_up([i], [a], verdict, units)
                     return
                 await self._backoff(tries, resp)
-            got = self.endpoint.read(resp.status_code, resp.headers.get("content-type", ""),
+            got = self.endpoint.read(resp.status_code, resp.headers,
                                      resp.content, 1)[0]
             if isinstance(got, int):  # a single answer has no per-item status
                 got = _no_hits()
+            if page is not None:  # a page: its hits now (their number says whether more follow)
+                got = self._settle_answers([got])[0]
+                if isinstance(got, LimelightError):
+                    raise got
             pages.append(got)
             offset += size
             if page is None or len(got[1]) < size or offset >= k:
@@ -658,7 +703,7 @@ class Replayer:
             resp = await self._send(client, len(pending), keys, self._k, 0, [asked[i] for i in pending])
             verdict = "retry" if resp is None else self._check_status(resp)
             if verdict == "ok":
-                got = self.endpoint.read(resp.status_code, resp.headers.get("content-type", ""),
+                got = self.endpoint.read(resp.status_code, resp.headers,
                                          resp.content, len(pending))
                 again = []
                 for i, g in zip(pending, got, strict=True):
@@ -681,10 +726,34 @@ class Replayer:
                 return
             await self._backoff(tries, resp)
 
-    def _answered(self, i: int, a: _Asked, hits: Hits) -> None:
-        self._results[i] = hits
-        self.journal.add(self._keys[i], True, a.status, a.attempts, a.latency,
-                         time.perf_counter() - a.started, "", hits)
+    def _answered(self, i: int, a: _Asked, hits: Any) -> None:
+        """Query ``i`` answered: kept as the endpoint read it, settled (:meth:`_settle`) with the
+        others of its part."""
+        self._answers.append((i, a, time.perf_counter(), hits))
+
+    def _settle(self) -> None:
+        """The answers received since the last part: turned into ``Hits`` all at once
+        (``endpoint.settle``: the ids of many answers coded in one pass), kept as results and
+        added to the journal; an answer that turns out to be no answer (its one-line error in
+        the place of its hits) stops the replay, as it would have where it was read."""
+        answers, self._answers = self._answers, []
+        self._settled_at = time.monotonic()
+        if not answers:
+            return
+        hits = self._settle_answers([x[3] for x in answers])
+        wall, perf = self._clock
+        keys, asked, good = self._keys, [], []
+        for (i, a, t, _), h in zip(answers, hits, strict=True):
+            if isinstance(h, LimelightError):
+                self._stop_now(LimelightError(self.redact(str(h))))
+                continue
+            self._results[i] = h
+            asked.append((i, a, t))
+            good.append(h)
+        self.journal.add_many([keys[i] for i, _, _ in asked], [True] * len(asked),
+                              [a.status for _, a, _ in asked], [a.attempts for _, a, _ in asked],
+                              [a.latency for _, a, _ in asked], [t - a.started for _, a, t in asked],
+                              [wall + t - perf for _, _, t in asked], good)
 
     def _gave_up(self, items: list[int], asked: list[_Asked], verdict: str, units: deque) -> None:
         """Queries that failed for good this time: refused ones answered with no hits when the

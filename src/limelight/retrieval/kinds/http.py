@@ -53,6 +53,7 @@ import os
 import re
 from array import array
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -183,6 +184,8 @@ class Template:
             raise LimelightError(f"http system: method must be GET or POST, not {self.method!r}")
         self.params = {k: self._value(f"params.{k}", v)
                        for k, v in {**pre.get("params", {}), **p.get("params", {})}.items()}
+        self._exact_params = (None if any("{" in v and v not in _EXACT for v in self.params.values())
+                              else [(n, v, v[1:-1] if v in _EXACT else None) for n, v in self.params.items()])
         self.headers = {k: self._value(f"headers.{k}", v) for k, v in p.get("headers", {}).items()}
         self._check_query_string(parts.query)
         body = p.get("body", pre.get("body"))
@@ -196,7 +199,7 @@ class Template:
         self.score = None if score in ("", None) else compile_path(score, "score")
         self.refused_as_empty = p.get("client_errors", "fail") == "empty"
         self.strings: list[str] = []  # the collection's ids (set_collection)
-        self.lookup = _Codes([])
+        self.set_collection([])
         if p.get("client_errors", "fail") not in ("fail", "empty"):
             raise LimelightError(f"http system: client_errors is \"fail\" or \"empty\", not {p['client_errors']!r}")
         self._batch(p, pre, at)
@@ -286,22 +289,29 @@ class Template:
         vals = {"query": text, "qid": qid, "k": k, "offset": offset}
         url = (self.url_template if "{" not in self.url_template else
                _PLACEHOLDER.sub(lambda m: quote(str(vals[m[1]]), safe=""), self.url_template))
-        params = {n: (str(vals[v[1:-1]]) if v in _EXACT else
-                      _PLACEHOLDER.sub(lambda m: str(vals[m[1]]), v) if "{" in v else v)
-                  for n, v in self.params.items()}
+        if self._exact_params is not None:  # every value a literal or exactly one placeholder
+            params = {n: v if p is None else str(vals[p]) for n, v, p in self._exact_params}
+        else:
+            params = {n: (str(vals[v[1:-1]]) if v in _EXACT else
+                          _PLACEHOLDER.sub(lambda m: str(vals[m[1]]), v) if "{" in v else v)
+                      for n, v in self.params.items()}
         if self.body is None:
             return (self.method, url, params, None, None)
         return (self.method, url, params, {"content-type": "application/json"},
                 _render_json(self.body, vals).encode())
 
-    def read(self, status: int, ctype: str, content: bytes, n: int) -> list:
-        """Per item asked: its hits ``(ids, scores)`` or the int status of its failure (a batch
-        item's); a one-line ``LimelightError`` for a response that is no answer."""
+    def read(self, status: int, ctype: str | Mapping[str, str], content: bytes, n: int) -> list:
+        """Per item asked: its hits (``Hits``, or a ``_Pending`` that :meth:`settle` turns into
+        them) or the int status of its failure (a batch item's); a one-line ``LimelightError``
+        for a response that is no answer. ``ctype``: the content type, or the response's
+        headers (read only for that message)."""
         from limelight.retrieval.replay import quote_body
 
         try:
             doc = _loads(content)
         except ValueError:
+            if not isinstance(ctype, str):
+                ctype = ctype.get("content-type", "")
             raise LimelightError(f"{self.url}: the response (HTTP {status}, {ctype or 'no content type'}) "
                                  f"is not JSON: {quote_body(content)}") from None
         if n == 1 and self.batch_size <= 1:
@@ -312,17 +322,19 @@ class Template:
                                  f"{_show_path(self.batch_responses)}, found "
                                  f"{'nothing' if items is _MISSING else type(items).__name__}: {quote_body(content)}")
         out: list = []
-        for item in items:
+        for j, item in enumerate(items):
             st = resolve(item, self.batch_status) if self.batch_status is not None else _MISSING
             if isinstance(st, int) and not 200 <= st < 300:
                 out.append(st)
             elif isinstance(item, dict) and "error" in item and resolve(item, self.hits) is _MISSING:
                 out.append(st if isinstance(st, int) else 500)
             else:
-                out.append(self._hits(item, content))
+                out.append(self._hits(item, content, j))
         return out
 
-    def _hits(self, doc: Any, content: bytes) -> tuple:
+    def _hits(self, doc: Any, content: bytes, item: int | None = None, fast: bool = True) -> Any:
+        """The hits of one answer: a ``_Pending`` (the common case, see :meth:`_fast_hits`), or
+        ``Hits`` read in full (``fast = False``: always)."""
         from limelight.retrieval.replay import quote_body
 
         hits = resolve(doc, self.hits)
@@ -332,9 +344,10 @@ class Template:
             found = "nothing" if hits is _MISSING else f"a {type(hits).__name__}, not a list"
             raise LimelightError(f"{self.url}: hits path {_show_path(self.hits)} matches {found} in the "
                                  f"response: {quote_body(content)}")
-        fast = self._fast_hits(hits)
-        if fast is not None:
-            return fast
+        if fast:
+            token = self._fast_hits(hits, content, item)
+            if token is not None:
+                return token
         raw: list[str] = []
         scores = array("d")
         for h in hits:
@@ -356,41 +369,128 @@ class Template:
                 scores.append(math.nan)
         return raw, scores, self.lookup(raw)
 
-    def _fast_hits(self, hits: list) -> tuple | None:
-        """``(None, scores, codes)`` when both paths are one key and every hit has them with the
-        usual types and an id of the collection (the common case, at a fraction of the general
-        reading's cost: no id string is kept); ``None`` otherwise, for the general reading (and
-        its messages)."""
-        if len(self.id) != 1 or not isinstance(self.id[0], str) or (
-                self.score is not None and (len(self.score) != 1 or not isinstance(self.score[0], str))):
+    def _fast_hits(self, hits: list, content: bytes, item: int | None) -> _Pending | None:
+        """The common case (both paths one key, every hit a dict with them, the scores
+        numbers): the hashes of the ids and the scores appended to the pending answers'
+        arrays, a ``_Pending`` returned; ``None`` otherwise, for the general reading (and its
+        messages). Nothing else is done per answer: :meth:`settle` codes the ids of many
+        answers in one pass, and reads an answer with an id the collection lacks (or an id of
+        another type) in full from its ``content``."""
+        if self._getters is None:
             return None
-        idk = self.id[0]
+        get_id, get_score = self._getters
+        acc = self._acc
+        start = len(acc.hashes)
         try:
-            raw = [h[idk] for h in hits]
-            scores = (array("d", [h[self.score[0]] for h in hits]) if self.score is not None
-                      else array("d", [math.nan]) * len(hits))
-            codes = self.lookup(raw)
-        except (KeyError, TypeError, IndexError):  # a hit without them, or of another type
+            acc.hashes.extend(map(hash, map(get_id, hits)))
+            if get_score is not None:
+                acc.scores.extend(map(get_score, hits))
+            else:
+                acc.scores.extend(array("d", [math.nan]) * len(hits))
+        except (KeyError, TypeError, IndexError, OverflowError):  # a hit without them, or of another type
+            del acc.hashes[start:], acc.scores[start:]
             return None
-        if len(codes) and codes.min() < 0:  # ids the collection lacks (an id of another type hashes elsewhere): in full
+        if len(acc.scores) != len(acc.hashes):  # a score past the ids' end (cannot happen) in full
+            del acc.hashes[start:], acc.scores[start:]
             return None
-        return None, scores, codes
+        acc.issued += 1
+        return _Pending(acc, start, len(hits), content, item)
+
+    def settle(self, answers: list) -> list:
+        """``answers`` (what :meth:`read` gave: ``Hits``, ``_Pending`` or int statuses) with
+        every ``_Pending`` turned into its ``Hits``: the ids of all of them coded in one numpy
+        pass; an answer with an id the collection lacks, or of another type, read again in full
+        (the general reading: its ids kept, or its one-line error raised, as a ``LimelightError``
+        in the place of its ``Hits``)."""
+        todo = [j for j, a in enumerate(answers) if type(a) is _Pending]
+        if not todo:
+            return list(answers)
+        out = list(answers)
+        by_acc: dict[int, list[int]] = {}
+        for j in todo:
+            by_acc.setdefault(id(answers[j].acc), []).append(j)
+        for js in by_acc.values():
+            acc = answers[js[0]].acc
+            starts = np.fromiter((answers[j].start for j in js), dtype=np.int64, count=len(js))
+            ns = np.fromiter((answers[j].n for j in js), dtype=np.int64, count=len(js))
+            offs = np.cumsum(ns) - ns
+            hashes = np.frombuffer(acc.hashes, dtype=np.int64)
+            scores = np.frombuffer(acc.scores, dtype=np.float64)
+            if len(js) == 1 or bool((starts[1:] == starts[:-1] + ns[:-1]).all()):  # in order: one slice
+                lo = int(starts[0])
+                sel_h, sel_s = hashes[lo:lo + int(ns.sum())], scores[lo:lo + int(ns.sum())].copy()
+            else:
+                at = np.repeat(starts - offs, ns) + np.arange(int(ns.sum()))
+                sel_h, sel_s = hashes[at], scores[at]
+            codes = self.lookup.of_hashes(sel_h)
+            del hashes, scores, sel_h  # the arrays' buffers free again
+            bad = set()
+            missing = codes < 0
+            if missing.any():
+                has = np.flatnonzero(ns > 0)
+                bad = set(has[np.add.reduceat(missing, offs[has]) > 0].tolist()) if len(has) else set()
+            for t, j in enumerate(js):
+                if t in bad:
+                    out[j] = self._again(answers[j])
+                    continue
+                o, n = int(offs[t]), int(ns[t])
+                out[j] = (None, sel_s[o:o + n], codes[o:o + n])
+            acc.settled += len(js)
+        if self._acc.settled == self._acc.issued:  # nothing pending: a fresh start
+            self._acc = _Acc()
+        return out
+
+    def _again(self, p: _Pending) -> tuple | LimelightError:
+        """A pending answer read in full (the general reading) from its response."""
+        try:
+            doc = _loads(p.content)
+            if p.item is not None:
+                doc = resolve(doc, self.batch_responses)[p.item]
+            return self._hits(doc, p.content, fast=False)
+        except LimelightError as e:
+            return e
+
+    def reset(self) -> None:
+        """Forget the pending answers (a replay starts: none of them is still outstanding)."""
+        self._acc = _Acc()
 
     def set_collection(self, strings: list[str]) -> None:
         """The collection whose codes answers carry (its ids, in code order)."""
         self.strings = strings
         self.lookup = _Codes(strings)
+        one_key = len(self.id) == 1 and isinstance(self.id[0], str) and (
+            self.score is None or (len(self.score) == 1 and isinstance(self.score[0], str)))
+        self._getters = ((itemgetter(self.id[0]), None if self.score is None else itemgetter(self.score[0]))
+                         if one_key and self.lookup.dict is None else None)
+        self._acc = _Acc()
 
     def join(self, pages: list[tuple]) -> tuple:
         """One answer of several pages (``Hits`` each, in order)."""
-        scores = array("d")
-        for p in pages:
-            scores.extend(p[1])
+        scores = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in pages]) if pages else np.zeros(0)
         if all(p[0] is None for p in pages):
             return None, scores, np.concatenate([p[2] for p in pages])
         ids = [x for p in pages for x in (p[0] if p[0] is not None else [self.strings[c] for c in p[2]])]
         return ids, scores, self.lookup(ids)
 
+
+class _Acc:
+    """The pending answers' id hashes and scores (appended per answer, coded by ``settle``)."""
+
+    __slots__ = ("hashes", "scores", "issued", "settled")
+
+    def __init__(self) -> None:
+        self.hashes, self.scores = array("q"), array("d")
+        self.issued = self.settled = 0
+
+
+class _Pending:
+    """An answer read but not yet coded: its place in an ``_Acc`` and its response (read again
+    in full when it needs to be)."""
+
+    __slots__ = ("acc", "start", "n", "content", "item")
+
+    def __init__(self, acc: _Acc, start: int, n: int, content: bytes, item: int | None):
+        self.acc, self.start, self.n, self.content, self.item = acc, start, n, content, item
 
 
 def _loads(content: bytes) -> Any:
@@ -413,30 +513,65 @@ except ImportError:  # pragma: no cover - orjson comes with ranx
 
 class _Codes:
     """The collection's codes of id strings (-1: not one of its ids), found by the strings'
-    hashes in a sorted array, one numpy pass per answer: every id of a response is a new string,
-    and a dict lookup per id costs several times more (a large table, cold in the cache). Ids
-    of the collection that share a hash (never seen) make it use a dict instead; an id outside
-    the collection whose 64-bit hash equals one inside would be taken for it (odds about n /
-    2^64 per id)."""
+    hashes in an open-addressing table of numpy arrays, many ids in one pass: every id of a
+    response is a new string, and a dict lookup per id costs several times more (a large table,
+    cold in the cache). Ids of the collection that share a hash (never seen) make it use a dict
+    instead; an id outside the collection whose 64-bit hash equals one inside would be taken
+    for it (odds about n / 2^64 per id)."""
 
     def __init__(self, strings: list[str]):
         self.strings = strings
         h = np.fromiter(map(hash, strings), dtype=np.int64, count=len(strings))
-        order = np.argsort(h, kind="stable")
-        self.sorted, self.code = h[order], order.astype(np.int32)
-        unique = len(h) < 2 or bool((self.sorted[1:] != self.sorted[:-1]).all())
+        srt = np.sort(h)
+        unique = len(h) < 2 or bool((srt[1:] != srt[:-1]).all())
         self.dict = None if unique else {x: i for i, x in enumerate(strings)}
+        # linear probing, at most two thirds full (code -1: a free slot); built in rounds (a
+        # round places, per free slot, the first key that probes it), so that a key's probe
+        # sequence never crosses a free slot
+        size = 1 << max(4, int(1.5 * max(len(h), 1) - 1).bit_length())
+        self.mask = np.uint64(size - 1)
+        self.table = np.zeros(size, dtype=np.int64)
+        self.code = np.full(size, -1, dtype=np.int32)
+        hu = h.view(np.uint64)
+        pending = np.arange(len(h)) if unique else np.zeros(0, dtype=np.int64)
+        self.probes = 0
+        while len(pending):
+            slots = ((hu[pending] + np.uint64(self.probes)) & self.mask).astype(np.int64)
+            free = self.code[slots] < 0
+            won_slots, first = np.unique(slots[free], return_index=True)
+            won = pending[free][first]
+            self.table[won_slots], self.code[won_slots] = h[won], won.astype(np.int32)
+            placed = np.zeros(len(h), dtype=bool)
+            placed[won] = True
+            pending = pending[~placed[pending]]
+            if len(pending):
+                self.probes += 1
 
     def __call__(self, ids: Sequence[str]) -> np.ndarray:
         """The codes of ``ids`` (strings; anything else is hashed as it is)."""
-        if not len(ids) or not len(self.sorted):
-            return np.full(len(ids), -1, dtype=np.int32)
         if self.dict is not None:
             return np.fromiter((self.dict.get(x, -1) for x in ids), dtype=np.int32, count=len(ids))
-        h = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
-        pos = np.searchsorted(self.sorted, h)
-        pos[pos == len(self.sorted)] = 0
-        return np.where(self.sorted[pos] == h, self.code[pos], -1).astype(np.int32, copy=False)
+        return self.of_hashes(np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)))
+
+    def of_hashes(self, h: np.ndarray) -> np.ndarray:
+        """The codes of the ids whose hashes (int64) are ``h``; -1 where none matches."""
+        out = np.full(len(h), -1, dtype=np.int32)
+        if not len(h) or not len(self.strings):
+            return out
+        hu = h.view(np.uint64)
+        active = None  # all of them
+        for p in range(self.probes + 1):
+            key = h if active is None else h[active]
+            slots = (((hu if active is None else hu[active]) + np.uint64(p)) & self.mask).astype(np.int64)
+            code = self.code[slots]
+            hit = self.table[slots] == key
+            hit &= code >= 0
+            out[np.flatnonzero(hit) if active is None else active[hit]] = code[hit]
+            go_on = (code >= 0) & ~hit  # a key that is not this one: probe on
+            active = np.flatnonzero(go_on) if active is None else active[go_on]
+            if not len(active):
+                break
+        return out
 
 
 def _check_body(value: Any, where: str) -> None:
@@ -545,19 +680,20 @@ class HttpRetriever(Stage):
 
     def _run(self, queries: Queries, answers: list, k: int) -> Run:
         """The ``Run`` of ``answers`` (per query ``(ids or None, scores, codes or None)``), top ``k``."""
-        sc, parts, named = array("d"), [], []
+        sc, parts, named = [], [], []
         counts = np.zeros(len(answers), dtype=np.int64)
         for i, (ids, scores, codes) in enumerate(answers):
             n = min(len(scores), k)
             counts[i] = n
-            sc.extend(scores[:n])
+            sc.append(scores[:n])
             c = codes[:n] if codes is not None else self.template.lookup(ids[:n])
             parts.append(c)
             if ids is not None:
                 named.append((ids[:n], c))
         q = np.repeat(np.arange(len(answers), dtype=np.int32), counts)
         d = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        scores = np.frombuffer(sc, dtype=np.float64).copy()
+        scores = (np.concatenate([np.asarray(x, dtype=np.float64) for x in sc]) if sc
+                  else np.zeros(0, dtype=np.float64))
         ranks = np.arange(len(d)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
         none = np.isnan(scores)  # the service gave no score: its order kept, 1 / rank
         scores[none] = 1.0 / ranks[none]
