@@ -7,7 +7,10 @@ query exposes, plus the 20 most exposed ones):
 
 * ``exposure doc``: what the command does after Python has started — open the store
   (``ExposureStore.open``) and list the document's exposing queries (``exposing_queries``), a
-  fresh store object per document, as each command is a fresh process;
+  fresh store object per document, as each command is a fresh process: its default page (the
+  first 100, ``exposing_queries(limit=100)``, and their count, ``exposing_count``) — the figure
+  with the target — and every exposing query (``--limit 0``, no target: a document of a 10M-query
+  log can have 400,000, and turning them into Python rows dominates);
 * the web app's document endpoint: ``limelight serve`` on loopback over an audit directory made
   of INDEX and STORE (symbolic links), ``GET /api/documents/{docid}`` one request at a time
   after a first request (which loads r(d) and the scores).
@@ -52,15 +55,22 @@ def sample_docs(store: Path, n: int) -> list[str]:
     return st.doc_ids.decode(codes).tolist()
 
 
-def doc_command(store: Path, docids: list[str]) -> dict:
-    """``exposure doc``'s work per document (a fresh store object each time)."""
+def doc_command(store: Path, docids: list[str], limit: int | None = None) -> dict:
+    """``exposure doc``'s work per document (a fresh store object each time): with ``limit``
+    its page (the first ``limit`` exposing queries and their count), else every exposing query."""
     from limelight.exposure.store import ExposureStore
 
-    ExposureStore.open(store).exposing_queries(docids[0])  # the page cache, as a rerun has it
+    def one(d: str) -> None:
+        st = ExposureStore.open(store)
+        st.exposing_queries(d, limit)
+        if limit is not None:
+            st.exposing_count(d)
+
+    one(docids[0])  # the page cache, as a rerun has it
     times = []
     for d in docids:
         t = time.perf_counter()
-        ExposureStore.open(store).exposing_queries(d)
+        one(d)
         times.append(time.perf_counter() - t)
     return percentiles_ms(times)
 
@@ -131,17 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     docids = sample_docs(a.store, a.docs)
     res = {"store": str(a.store), "n_queries": man["n_queries"], "n_pairs": man.get("n_pairs"),
            "load": [round(x, 2) for x in os.getloadavg()]}
-    res["exposure_doc"] = doc_command(a.store, docids)
-    print(f"exposure doc: {res['exposure_doc']}", flush=True)
+    res["exposure_doc"] = doc_command(a.store, docids, 100)
+    print(f"exposure doc (default page, 100 rows): {res['exposure_doc']}", flush=True)
+    res["exposure_doc_all"] = doc_command(a.store, docids)
+    print(f"exposure doc --limit 0 (every row): {res['exposure_doc_all']}", flush=True)
     res["endpoint"] = endpoint(a.store, a.index, docids)
     print(f"GET /api/documents: {res['endpoint']}", flush=True)
     if a.out:
         a.out.write_text(json.dumps(res, indent=1))
-    for key, fig in (("exposure_doc", "`exposure doc` (open the store + exposing queries)"),
-                     ("endpoint", "web app GET /api/documents/{docid}")):
+    for key, fig, target in (
+            ("exposure_doc", "`exposure doc` (open the store, its default page of 100 and the count)", True),
+            ("exposure_doc_all", "`exposure doc --limit 0` (every exposing query as rows)", False),
+            ("endpoint", "web app GET /api/documents/{docid}", True)):
         r = res[key]
-        record(f"{fig}, p99 on the largest store", r["p99_ms"], unit="ms", anchor="", target="≤ 50 ms",
-               met=r["p99_ms"] <= 50, note=f"{what}; {r['n']} documents; p50 {r['p50_ms']:.1f} ms, "
+        record(f"{fig}, p99 on the largest store", r["p99_ms"], unit="ms", anchor="",
+               target="≤ 50 ms" if target else "", met=(r["p99_ms"] <= 50) if target else None, note=f"{what}; {r['n']} documents; p50 {r['p50_ms']:.1f} ms, "
                                            f"max {r['max_ms']:.1f} ms")
     return 0
 

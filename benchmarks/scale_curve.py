@@ -204,7 +204,7 @@ def run(a) -> dict:
         store = work / f"store-idx-{cfg['catalog']}-log-{q1}"
         docids = el.sample_docs(store, 200)
         res["latency"] = {"store": store.name, "load": load(), "when": time.strftime("%Y-%m-%d %H:%M"),
-                          "exposure_doc": el.doc_command(store, docids),
+                          "exposure_doc": el.doc_command(store, docids, 100),  # its default page
                           "endpoint": el.endpoint(store, cat, docids)}
         save()
     print(f"latency: {json.dumps(res['latency'])}", flush=True)
@@ -253,7 +253,7 @@ def report(res: dict, quick: bool) -> None:
         record(f"exposure job peak RSS, {what}{tag}", p["peak_rss"] / 2**20, unit="MB", anchor="",
                target="≤ 3 GB, ≤ 10 min", met=p["peak_rss"] <= 3 * GB and p["seconds"] <= 600, note=note)
     lat, s = res["latency"], pts[f"queries-{q1}"]["summary"]
-    for key, fig in (("exposure_doc", "`exposure doc` (open the store + exposing queries)"),
+    for key, fig in (("exposure_doc", "`exposure doc` (open the store, its default page of 100 and the count)"),
                      ("endpoint", "web app GET /api/documents/{docid}")):
         r = lat[key]
         record(f"{fig}, p99, {s['queries']:,}-query store{tag}", r["p99_ms"], unit="ms", anchor="",

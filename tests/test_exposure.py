@@ -206,11 +206,17 @@ def test_cli_compute_doc_query_retrievability(movies_index, log_queries, tmp_pat
     assert not (out / "exposure.duckdb").exists()  # the pairs are stored once, in the shards
     st = ExposureStore.open(out)
     docid = st.doc_ids[int(np.argmax(st.n_exposing()))]
-    r = runner.invoke(app, ["exposure", "doc", "--store", str(out), docid, "--json"])
+    r = runner.invoke(app, ["exposure", "doc", "--store", str(out), docid, "--json", "--limit", "0"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.output)
+    rows = json.loads(r.stdout)
     assert set(rows[0]) == {"qid", "query", "rank", "score"} and rows[0]["rank"] >= 1
     assert [x["rank"] for x in rows] == sorted(x["rank"] for x in rows)
+    assert len(rows) == st.exposing_count(docid) == st.n_exposing()[st.doc_code(docid)] > 3
+    # a page: the same rows, and a line on stderr saying which
+    r = runner.invoke(app, ["exposure", "doc", "--store", str(out), docid, "--json", "--limit", "2",
+                            "--offset", "1"])
+    assert r.exit_code == 0 and json.loads(r.stdout) == rows[1:3]
+    assert r.stderr.strip() == f"queries 2-3 of {len(rows):,} exposing {docid} (--limit 0: all; --offset: a later page)"
     r = runner.invoke(app, ["exposure", "query", "--store", str(out), rows[0]["qid"], "--json"])
     assert r.exit_code == 0 and docid in [x["docid"] for x in json.loads(r.output)]
     rfile = tmp_path / "r.tsv"

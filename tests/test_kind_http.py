@@ -42,6 +42,7 @@ from limelight.retrieval.systems import (
     EXACT_REVERSE,
     LOCAL_INDEX,
     NEW_QUERIES,
+    REMOTE,
     get_kind,
 )
 
@@ -291,7 +292,7 @@ def _env(name: str, value: str):
 # ---- the kind -------------------------------------------------------------------------------------
 def test_kind_capabilities_and_settings_without_secrets(monkeypatch):
     kind = get_kind("http")
-    assert kind.capabilities == {NEW_QUERIES} and not kind.needs_index
+    assert kind.capabilities == {NEW_QUERIES, REMOTE} and not kind.needs_index
     assert not any(kind.has(c) for c in (EXACT_REVERSE, LOCAL_INDEX, DETERMINISTIC))
     monkeypatch.setenv("ES_TOKEN", "s3cr3t-value")
     spec = RetrieverSpec.of("http", url="http://127.0.0.1:9/idx", preset="elasticsearch",

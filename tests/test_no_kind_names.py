@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "limelight"  # the source, a
 #: the modules above the kinds that must not branch on a kind's name
 CHECKED = [*sorted((SRC / "audit").glob("stage*.py")), *sorted((SRC / "audit" / "stages").glob("*.py")),
            *sorted((SRC / "service").glob("*.py")), *sorted((SRC / "report").glob("*.py")),
-           SRC / "audit" / "runner.py"]
+           *sorted((SRC / "cli").glob("*.py")), SRC / "audit" / "runner.py"]
 
 
 def _kind_expr(node: ast.AST) -> bool:

@@ -106,7 +106,7 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
         t.join()
     assert killed.is_set(), "the job ended before a shard task ran on node 1 to be killed"
     assert cluster.procs[1].poll() is not None
-    assert cluster.alive_nodes() == 1
+    assert cluster.wait_alive(1) == 1  # declared dead
     # the single-process store, byte for byte
     assert st.n_shards == ref.n_shards == 30
     for i in range(ref.n_shards):

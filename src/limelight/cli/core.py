@@ -48,6 +48,10 @@ def index(
     memory_gb: float = typer.Option(2.0, "--memory-gb", help="working memory of the BM25 build "
                                     "(GB); a JSONL file or folder is read in chunks, so the peak "
                                     "is about this plus the index's size"),
+    engine: str = typer.Option("local", help="local, or ray: the documents' analysis as Ray "
+                                             "tasks (BM25; the same index)"),
+    address: str = typer.Option(None, help="with --engine ray: a running cluster "
+                                           "(HOST:PORT or auto); default a local one"),
 ) -> None:
     """Index a collection (BM25, and dense with --dense)."""
     from limelight.analysis import Analyzer
@@ -56,9 +60,22 @@ def index(
     check_output_dir(out, "index")  # before the work: a folder of the user's is never replaced
     if not memory_gb > 0:
         raise LimelightError(f"--memory-gb must be positive, got {memory_gb}")
+    if engine not in ("local", "ray"):
+        raise LimelightError(f"unknown engine {engine!r} (local or ray)")
+    if address is not None and engine != "ray":
+        raise LimelightError("--address goes with --engine ray")
+    if engine == "ray" and dense:
+        raise LimelightError("--engine ray builds the BM25 index; build the dense one with "
+                             "--engine local (or RayEncoder in Python)")
     analyzer = Analyzer(stopwords=stopwords, stemmer="english" if stem else None)
-    build_index_from(collection, out, dense=dense, analyzer=analyzer, model=model,
-                     show_progress=True, memory_gb=memory_gb)
+    if engine == "ray":  # runs of documents analyzed as Ray tasks, merged here (resumable)
+        from limelight.scale.index import build_index_ray_from
+
+        build_index_ray_from(collection, out, address=address, analyzer=analyzer,
+                             memory_gb=memory_gb)
+    else:
+        build_index_from(collection, out, dense=dense, analyzer=analyzer, model=model,
+                         show_progress=True, memory_gb=memory_gb)
     meta = read_meta(out)
     typer.echo(f"indexed {meta['n_docs']} documents of {meta['collection']} into {out}")
 

@@ -141,14 +141,14 @@ def compute(
     from limelight.exposure.compute import compute_exposure
     from limelight.exposure.fingerprints import validate_queries
     from limelight.retrieval.index_dir import index_size
-    from limelight.retrieval.systems import get_kind
+    from limelight.retrieval.systems import REMOTE, get_kind
 
     _check_run_options(engine, address, depth, shard_size)
     spec, base = _system(model, k1, b, system, run, url, preset)
     kind = get_kind(spec.kind)
     if kind.needs_index and index is None:
         raise LimelightError(f"a {spec.kind} system needs --index (limelight index)")
-    if engine == "ray" and not kind.needs_index:
+    if engine == "ray" and not kind.needs_index and not kind.has(REMOTE):
         raise LimelightError(f"--engine ray opens the system over an index in each worker; a "
                              f"{spec.kind} system runs with --engine local")
     check_resumable_dir(out, "manifest.json", "exposure store")
@@ -157,10 +157,8 @@ def compute(
     qs = load_queries_file(queries)
     validate_queries(qs)
     retriever, fp, settings = _open_system(spec, base, index, collection, qs, threads)
-    if engine == "ray":  # workers open the index by path, memory-mapped
-        from limelight.scale.exposure import IndexRetriever
-
-        retriever = IndexRetriever(index, spec=spec, retriever=retriever)
+    if engine == "ray":
+        retriever = _for_ray(spec, kind.has(REMOTE), retriever, index, out)
 
     t0 = time.perf_counter()
     try:
@@ -181,6 +179,21 @@ def compute(
     summary = _summary(st, out, depth, time.perf_counter() - t0, retriever)
     typer.echo(json.dumps(summary) if json_out else
                "\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+def _for_ray(spec, remote: bool, retriever, index: Path | None, out: Path):
+    """The retriever as the Ray engine ships it: a remote service (an ``http`` system) as a ``ShardedReplay`` (a
+    journal per shard, beside the store in ``OUT.replay``: a store cleared after a failure must
+    be left empty), a system over an index as an ``IndexRetriever`` (opened by path in each
+    worker, memory-mapped)."""
+    if remote:
+        from limelight.scale.replay import ShardedReplay
+
+        return ShardedReplay(spec, retriever.doc_ids, out.with_name(out.name + ".replay"),
+                             name=retriever.name)
+    from limelight.scale.exposure import IndexRetriever
+
+    return IndexRetriever(index, spec=spec, retriever=retriever)
 
 
 def _check_run_options(engine: str, address: str | None, depth: int, shard_size: int) -> None:
@@ -213,12 +226,22 @@ def doc(
     docid: str = typer.Argument(..., help="document id"),
     store: Path = typer.Option(..., help="exposure store directory"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    limit: int = typer.Option(100, help="show this many (0: all; a document of a large log can "
+                                        "have hundreds of thousands)"),
+    offset: int = typer.Option(0, help="skip this many first"),
 ) -> None:
-    """The queries that expose a document, by rank (1-based)."""
+    """The queries that expose a document, by rank (1-based), then query id."""
     from limelight.exposure.store import ExposureStore
 
-    print_rows(ExposureStore.open(store).exposing_queries(docid), json_out,
-               f"queries exposing {docid}")
+    if limit < 0 or offset < 0:
+        raise LimelightError(f"--limit and --offset must be ≥ 0, got {limit} and {offset}")
+    st = ExposureStore.open(store)
+    rows = st.exposing_queries(docid, limit=limit or None, offset=offset)
+    total = st.exposing_count(docid)
+    if offset or offset + len(rows) < total:  # a page: say which, on stderr (stdout stays data)
+        typer.echo(f"queries {offset + 1:,}-{offset + len(rows):,} of {total:,} exposing {docid} "
+                   f"(--limit 0: all; --offset: a later page)", err=True)
+    print_rows(rows, json_out, f"queries exposing {docid}")
 
 
 @app.command("query")

@@ -125,12 +125,14 @@ class Queries:
 
     def check_nonempty(self) -> None:
         """Raise naming the first query whose text is empty or blank."""
-        texts = self.texts.tolist()
-        try:  # one regex pass over all texts; the loop below only runs to name the culprit
-            if not _BLANK.search("\x00" + "\x00".join(texts) + "\x00"):
-                return
-        except TypeError:  # a text that is not a string
-            pass
-        for i, t in enumerate(texts):
-            if not isinstance(t, str) or not t.strip():
-                raise LimelightError(f"query {self.ids[i]!r} is empty")
+        batch = 1 << 16  # one regex pass per batch (not one joined copy of every text)
+        for s in range(0, len(self.texts), batch):
+            texts = self.texts[s:s + batch].tolist()
+            try:  # the loop below only runs to name the culprit
+                if not _BLANK.search("\x00" + "\x00".join(texts) + "\x00"):
+                    continue
+            except TypeError:  # a text that is not a string
+                pass
+            for i, t in enumerate(texts, start=s):
+                if not isinstance(t, str) or not t.strip():
+                    raise LimelightError(f"query {self.ids[i]!r} is empty")

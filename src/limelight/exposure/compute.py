@@ -36,6 +36,7 @@ from limelight.exposure.docindex import (
     QUERY_STATS,
     IndexWriter,
     complete_index,
+    remove_lookup_tables,
     remove_piece,
 )
 from limelight.exposure.engine import (
@@ -271,8 +272,9 @@ def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: 
     if json.loads((store / "manifest.json").read_text()).get("complete"):
         _write_manifest(store, {**manifest, "complete": False})  # being completed again
     todo = _missing_shards(store, int(manifest["n_shards"]))
-    if todo:  # the statistics of an earlier run (if any) no longer cover every shard
+    if todo:  # the statistics and lookup tables of an earlier run (if any) no longer cover every shard
         (store / QUERY_STATS).unlink(missing_ok=True)
+        remove_lookup_tables(store)
     has_batch = hasattr(retriever, "search_batch")
 
     def write_inputs() -> None:  # the query set and the documents: a partial store describes itself

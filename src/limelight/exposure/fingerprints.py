@@ -26,16 +26,50 @@ def _sha(parts: Sequence[bytes]) -> str:
     return h.hexdigest()[:32]
 
 
+_JOIN_BATCH = 1 << 16
+
+
+class _Joined:
+    """``"\\x1f".join(strings).encode("utf-8")`` as a part of ``_sha`` without building it: its
+    length (one pass) and its bytes in chunks (a second pass), ``_JOIN_BATCH`` strings at a
+    time, so that hashing millions of ids or texts holds one batch's bytes, not all of them."""
+
+    def __init__(self, strings: np.ndarray):
+        self.strings = strings
+        self.length = sum(len(c) for c in self.chunks())
+
+    def chunks(self):
+        n = len(self.strings)
+        for s in range(0, n, _JOIN_BATCH):
+            b = "\x1f".join(self.strings[s:s + _JOIN_BATCH].tolist()).encode("utf-8")
+            yield b"\x1f" + b if s else b
+
+
+def _sha_stream(parts: Sequence[bytes | _Joined]) -> str:
+    """``_sha`` of ``parts``, some given as ``_Joined`` (the same digest)."""
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, _Joined):
+            h.update(p.length.to_bytes(8, "little"))
+            for c in p.chunks():
+                h.update(c)
+        else:
+            h.update(len(p).to_bytes(8, "little"))
+            h.update(p)
+    return h.hexdigest()[:32]
+
+
 def ids_fingerprint(ids: IdMap) -> str:
     """A fingerprint of an ordered id set."""
-    return _sha(["\x1f".join(ids.strings.tolist()).encode("utf-8")])
+    return _sha_stream([_Joined(ids.strings)])
 
 
 def queries_fingerprint(queries: Queries) -> str:
-    """A fingerprint of a query set: ids, texts and weights, in order."""
-    return _sha([
-        "\x1f".join(queries.ids.strings.tolist()).encode("utf-8"),
-        "\x1f".join(queries.texts.tolist()).encode("utf-8"),
+    """A fingerprint of a query set: ids, texts and weights, in order (hashed a batch at a
+    time: the same digest as hashing them joined)."""
+    return _sha_stream([
+        _Joined(queries.ids.strings),
+        _Joined(np.asarray(queries.texts, dtype=object)),
         np.ascontiguousarray(queries.weights, dtype="<f8").tobytes(),
     ])
 

@@ -9,6 +9,9 @@ A store directory looks like::
     DIR/doc_index/part-NNNNN.npy       the shard's rows grouped by document (and its queries'
                                        number of documents and threshold)
     DIR/query_stats.parquet   q, n_retrieved, threshold     (written when the job completes)
+    DIR/doc_table/*.npy       every pair again, grouped by document and ordered as a lookup
+                              shows them (rank, then query id): q, rank, score and offsets
+    DIR/queries.arrow         the query set as Arrow IPC (memory-mapped: a row costs a slice)
 
 The shards are the only copy of the pairs (``limelight.exposure.shards`` writes them, one file per
 shard of queries, atomically), their rows in query order and, within a query, in rank order, so
@@ -16,7 +19,11 @@ that a row number is a query and a rank (``limelight.exposure.docindex``). Each 
 piece lists its row numbers grouped by document; the pieces are memory-mapped, so a document's
 exposing queries cost a few slices and a read of the score column, never a pass over the pairs.
 ``manifest.json`` says ``complete`` once every piece and ``query_stats.parquet`` are written (it
-is written last, atomically).
+is written last, atomically). The document table and ``queries.arrow`` (``docindex.
+write_lookup_tables``) make a document's lookup one slice of four memory-mapped files and a
+gather of its queries' rows: its cost is the document's number of exposing queries, not the
+store's size (no column of the store is read to open it or to look a document up). Stores
+written before they existed are read through the pieces and the shards, as before.
 
 DuckDB reads the store without a copy: ``ExposureStore.connect()`` gives an in-memory connection
 whose ``exposure`` is a view over the shards and whose ``queries`` (with ``n_retrieved`` and
@@ -46,8 +53,10 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError, UnknownIdError
 from limelight.exposure.docindex import (
+    DOC_TABLE,
     INDEX_DIR,
     QUERY_STATS,
+    QUERY_TABLE,
     Piece,
     complete_index,
     global_index,
@@ -112,6 +121,8 @@ class ExposureStore:
         self._qstats: tuple[np.ndarray, np.ndarray] | None = None
         self._qoff: np.ndarray | None = None
         self._pieces: list[Piece] | None = None
+        self._lookup: dict[str, np.ndarray] | None = None
+        self._qtable: tuple | None = None  # queries.arrow opened, and its batches' first rows
         self._arrow: dict[str, pa.Table] = {}  # queries.parquet / documents.parquet as read
 
     def __repr__(self) -> str:
@@ -178,11 +189,69 @@ class ExposureStore:
 
     def _query_columns(self, q: np.ndarray) -> tuple[list[str], list[str]]:
         """The ids and texts of query codes ``q`` (from the Arrow columns while the query set
-        is not built: no Python object for the other queries)."""
+        is not built: no Python object for the other queries; from the memory-mapped query
+        table when the store has one: only those rows are read)."""
         if self._queries is not None:
             return self._queries.ids.decode(q).tolist(), self._queries.texts[q].tolist()
-        t = self._table("queries").select(["qid", "text"]).take(pa.array(q, type=pa.int64()))
-        return t.column("qid").to_pylist(), t.column("text").to_pylist()
+        if self._query_file() is None:
+            t = self._table("queries").select(["qid", "text"]).take(pa.array(np.asarray(q, dtype=np.int64)))
+            return t.column("qid").to_pylist(), t.column("text").to_pylist()
+        return self.query_rows(q, ["qid", "text"])  # type: ignore[return-value]
+
+    def _query_file(self):
+        """``queries.arrow`` opened (memory-mapped; its batches' first rows), or None."""
+        if self._qtable is None and (self.path / QUERY_TABLE).exists():
+            import pyarrow.ipc as ipc
+
+            f = ipc.open_file(pa.memory_map(str(self.path / QUERY_TABLE)))
+            starts = np.zeros(f.num_record_batches + 1, dtype=np.int64)
+            np.cumsum([f.get_batch(i).num_rows for i in range(f.num_record_batches)], out=starts[1:])
+            self._qtable = (f, starts)
+        return self._qtable
+
+    def query_rows(self, q: np.ndarray, columns: list[str]) -> list[list]:
+        """``columns`` (of ``qid, text, weight``) of query codes ``q`` as Python lists, read from
+        the memory-mapped ``queries.arrow``: only the record batches that hold them, and of
+        those only the rows (no column is read whole). The store must have the table."""
+        f, starts = self._query_file()
+        q = np.asarray(q, dtype=np.int64)
+        out = [np.empty(len(q), dtype=object) for _ in columns]
+        b = np.searchsorted(starts, q, side="right") - 1
+        order = np.argsort(b, kind="stable")
+        bs = b[order]
+        cuts = np.flatnonzero(np.diff(bs)) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(q)], strict=True):
+            if lo == hi:
+                continue
+            i = int(bs[lo])
+            idx = order[lo:hi]
+            part = f.get_batch(i).select(columns).take(pa.array(q[idx] - starts[i]))
+            for o, c in zip(out, columns, strict=True):
+                o[idx] = part.column(c).to_pylist()
+        return [o.tolist() for o in out]
+
+    def query_table(self) -> pa.Table | None:
+        """``qid, text, weight`` of every query, memory-mapped from ``queries.arrow`` (None for a
+        store without it): zero-copy, its batches as chunks."""
+        qf = self._query_file()
+        return None if qf is None else qf[0].read_all()
+
+    def lookup_tables(self) -> dict[str, np.ndarray] | None:
+        """The document table (``offsets``, ``q``, ``rank``, ``score``, memory-mapped; see
+        ``limelight.exposure.docindex``), or None for a store written without it."""
+        if self._lookup is None:
+            folder = self.path / DOC_TABLE
+            if not (folder / "offsets.npy").exists():
+                return None
+            self._lookup = {c: np.load(folder / f"{c}.npy", mmap_mode="r")
+                            for c in ("offsets", "q", "rank", "score")}
+        return self._lookup
+
+    @property
+    def has_lookup_tables(self) -> bool:
+        """Whether a document's lookup reads its own rows only (the store has a document table
+        and a query table): then nothing needs to be preloaded for fast lookups."""
+        return self.lookup_tables() is not None and (self.path / QUERY_TABLE).exists()
 
     @doc_ids.setter
     def doc_ids(self, value: IdMap) -> None:
@@ -291,13 +360,30 @@ class ExposureStore:
         return r, q, r - qoff[q] + 1
 
     def document_ranks(self, d: int) -> np.ndarray:
-        """The ranks (1-based) at which the queries that expose document code ``d`` put it, in
-        query order."""
-        return self._document_rows(d)[2]
+        """The ranks (1-based) at which the queries that expose document code ``d`` put it,
+        ascending."""
+        lt = self.lookup_tables()
+        if lt is not None:
+            s, e = int(lt["offsets"][d]), int(lt["offsets"][d + 1])
+            return np.asarray(lt["rank"][s:e], dtype=np.int64)
+        return np.sort(self._document_rows(d)[2])
 
-    def document_pairs(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def document_pairs(self, d: int, start: int = 0, stop: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(q, rank, score)`` of the queries that expose document code ``d``, ordered by rank
-        (1-based), then query id."""
+        (1-based), then query id (``start:stop`` of them: a page)."""
+        lt = self.lookup_tables()
+        if lt is not None:  # one slice, already in this order
+            s, e = int(lt["offsets"][d]), int(lt["offsets"][d + 1])
+            a, b, _ = slice(start, stop).indices(e - s)
+            a, b = s + a, s + max(a, b)
+            return (np.asarray(lt["q"][a:b], dtype=np.int64), np.asarray(lt["rank"][a:b], dtype=np.int64),
+                    np.array(lt["score"][a:b], dtype=np.float32))
+        q, rank, score = self._document_pairs_from_pieces(d)
+        return q[start:stop], rank[start:stop], score[start:stop]
+
+    def _document_pairs_from_pieces(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``document_pairs`` of a store without a document table (from the pieces and shards)."""
         r, q, rank = self._document_rows(d)
         score = self.scores_at(r)
         order = _rank_then_id_order(rank, self._query_columns(q)[0])
@@ -385,13 +471,23 @@ class ExposureStore:
         return qt.append_column("n_retrieved", st.column("n_retrieved")).append_column(
             "threshold", st.column("threshold"))
 
-    def exposing_queries(self, docid: str) -> list[dict]:
+    def exposing_queries(self, docid: str, limit: int | None = None, offset: int = 0) -> list[dict]:
         """The queries whose top-n contains ``docid``: ``{"qid", "query", "rank", "score"}``
-        sorted by rank (1-based), then query id."""
-        q, rank, score = self.document_pairs(self.doc_code(docid))
+        sorted by rank (1-based), then query id (``limit`` of them from ``offset``: all by
+        default)."""
+        stop = None if limit is None else offset + limit
+        q, rank, score = self.document_pairs(self.doc_code(docid), offset, stop)
         qids, texts = self._query_columns(q)
         return [{"qid": a, "query": b, "rank": int(c), "score": float(s)} for a, b, c, s in
                 zip(qids, texts, rank.tolist(), score.tolist(), strict=True)]
+
+    def exposing_count(self, docid: str) -> int:
+        """How many queries expose ``docid`` (the length of ``exposing_queries(docid)``)."""
+        d = self.doc_code(docid)
+        lt = self.lookup_tables()
+        if lt is not None:
+            return int(lt["offsets"][d + 1] - lt["offsets"][d])
+        return sum(len(p.rows_of(d)) for p in self.pieces())
 
     def query_code(self, qid: str) -> int:
         """The code of query ``qid``: its id, or for a query-log id ``SOURCE:QID`` the bare
@@ -486,12 +582,16 @@ def _write_manifest(store: Path, manifest: dict) -> None:
         tmp.write_text(json.dumps(manifest, indent=1))
 
 
-def _queries_table(queries: Queries) -> pa.Table:
-    """The query set as the ``queries.parquet`` table."""
-    return pa.table({"q": pa.array(np.arange(len(queries), dtype=np.int32)),
-                     "qid": pa.array(queries.ids.strings.tolist(), pa.string()),
-                     "text": pa.array(queries.texts.tolist(), pa.string()),
-                     "weight": pa.array(np.asarray(queries.weights, dtype=np.float64))})
+_QUERY_BATCH = 1 << 18  # queries written to queries.parquet at a time (one row group each)
+
+
+def _queries_table(queries: Queries, start: int = 0, stop: int | None = None) -> pa.Table:
+    """Queries ``start:stop`` of the query set as rows of the ``queries.parquet`` table."""
+    stop = len(queries) if stop is None else stop
+    return pa.table({"q": pa.array(np.arange(start, stop, dtype=np.int32)),
+                     "qid": pa.array(queries.ids.strings[start:stop].tolist(), pa.string()),
+                     "text": pa.array(np.asarray(queries.texts[start:stop], dtype=object).tolist(), pa.string()),
+                     "weight": pa.array(np.asarray(queries.weights[start:stop], dtype=np.float64))})
 
 
 def _write_small(table: pa.Table, path: Path) -> None:
@@ -501,14 +601,18 @@ def _write_small(table: pa.Table, path: Path) -> None:
         pq.write_table(table, tmp, compression="none", use_dictionary=False)
 
 
-def _write_inputs(store: Path, queries: Queries, doc_ids: IdMap) -> pa.Table:
-    """Write ``queries.parquet`` and ``documents.parquet``; returns ``_queries_table(queries)``."""
-    qtable = _queries_table(queries)
-    _write_small(qtable, store / "queries.parquet")
+def _write_inputs(store: Path, queries: Queries, doc_ids: IdMap) -> None:
+    """Write ``queries.parquet`` (``_QUERY_BATCH`` queries at a time: one batch's Arrow copy
+    held, not the whole query set's) and ``documents.parquet``."""
+    n = len(queries)
+    with atomic_path(store / "queries.parquet") as tmp:
+        with pq.ParquetWriter(tmp, _queries_table(queries, 0, 0).schema, compression="none",
+                              use_dictionary=False) as w:
+            for s in range(0, max(n, 1), _QUERY_BATCH):
+                w.write_table(_queries_table(queries, s, min(n, s + _QUERY_BATCH)))
     _write_small(pa.table({"d": pa.array(np.arange(len(doc_ids), dtype=np.int32)),
                            "docid": pa.array(doc_ids.strings.tolist(), pa.string())}),
                  store / "documents.parquet")
-    return qtable
 
 
 # the one-file document index of this format's first weeks (commit caa4a2c): replaced by pieces

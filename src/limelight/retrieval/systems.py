@@ -43,6 +43,7 @@ LOCAL_INDEX = "local_index"
 DETERMINISTIC = "deterministic"
 QUERY_VECTORS = "query_vectors"
 FIRST_STAGE = "first_stage"
+REMOTE = "remote"
 
 #: every capability a kind may declare, with the sentence ``limelight systems`` and the report use
 CAPABILITIES: dict[str, str] = {
@@ -53,6 +54,8 @@ CAPABILITIES: dict[str, str] = {
     DETERMINISTIC: "the same query always gets the same ranking",
     QUERY_VECTORS: "encodes queries with the dense model (the audit encodes the log once for it)",
     FIRST_STAGE: "can be the first stage of a reranked system",
+    REMOTE: "a service reached over the network: any worker can ask it any shard of the log "
+            "(the Ray engine replays it shard by shard)",
 }
 
 

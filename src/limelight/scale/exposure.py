@@ -132,10 +132,15 @@ def _resolve(shared: list):
 
 
 def exposure_shard(shared: list, sub: Queries, s: int, batch_size: int, depth: int,
-                   doc_ids: IdMap, lex: np.ndarray | None, path: str | None, threads: int):
-    """One shard (queries with codes ``s, s+1, ...``): its rows, written to ``path`` (then the
-    row count is returned) or returned (``path`` None). Runs in a Ray worker."""
+                   doc_ids: IdMap, lex: np.ndarray | None, path: str | None, threads: int,
+                   shard: int = 0):
+    """One shard (number ``shard``, queries with codes ``s, s+1, ...``): its rows, written to
+    ``path`` (then the row count is returned) or returned (``path`` None). Runs in a Ray worker.
+    A retriever with ``for_shard(shard)`` (``limelight.scale.replay.ShardedReplay``) hands the
+    shard the retriever it runs with."""
     retriever = _resolve(shared)
+    if hasattr(retriever, "for_shard"):
+        retriever = retriever.for_shard(shard)
     _set_threads(retriever, threads)
     n = len(sub)
     parts = [_batch_rows(retriever, sub, b, min(n, b + batch_size), depth, doc_ids, lex)
@@ -195,7 +200,7 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
             sub = queries.take(np.arange(s, e))
             path = None if write_on == "driver" else str(shard_path(store, i))
             pending[task.remote(shared, sub, s, batch_size, depth, doc_ref, lex_ref, path,
-                                cpus_per_task)] = i
+                                cpus_per_task, i)] = i
             sizes[i] = e - s
             return True
 
@@ -219,27 +224,35 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
 def _finish_shard(ray, ref, path: Path, i: int, depth: int, write_on: str, max_retries: int) -> None:
     """The end of shard ``i``'s task ``ref``: its rows written to ``path`` by the driver with
     ``write_on="driver"``, their count checked; the task's error as one line."""
-    from ray.exceptions import RayError, RayTaskError
-
     try:
         res = ray.get(ref)
-    except RayTaskError as e:
-        c = _cause(e)
-        if isinstance(c, LimelightError):
-            raise c from None
-        raise LimelightError(f"shard {i}: {type(c).__name__}: "
-                             f"{str(c).strip().splitlines()[0] if str(c).strip() else ''}"
-                             ) from None
-    except RayError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise LimelightError(f"shard {i} failed after {max_retries} retries "
-                             f"({first}); run the job again to resume") from None
+    except Exception as e:  # noqa: BLE001 - told as one line
+        raise _finish_error(e, f"shard {i}", max_retries) from None
     if write_on == "driver":
         write_shard(path, res, depth)
         n_rows = len(res[0])
     else:
         n_rows = int(res)
     _check_shard(path, n_rows)
+
+
+def _finish_error(e: BaseException, what: str, max_retries: int) -> BaseException:
+    """The one-line error of a Ray task ``what`` that failed with ``e``: a ``LimelightError``
+    raised in the task as itself, another error of the task as its type and first line, a task
+    whose worker or node died more than ``max_retries`` times as that; anything else as it is."""
+    from ray.exceptions import RayError, RayTaskError
+
+    if isinstance(e, RayTaskError):
+        c = _cause(e)
+        if isinstance(c, LimelightError):
+            return c
+        return LimelightError(f"{what}: {type(c).__name__}: "
+                              f"{str(c).strip().splitlines()[0] if str(c).strip() else ''}")
+    if isinstance(e, RayError):
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return LimelightError(f"{what} failed after {max_retries} retries "
+                              f"({first}); run the job again to resume")
+    return e
 
 
 def _check_shard(path: Path, n_rows: int) -> None:

@@ -67,8 +67,14 @@ class LoopbackCluster:
         self.temp_dir = Path(tempfile.mkdtemp(prefix="llray-", dir="/tmp") if temp_dir is None
                              else temp_dir)
         self.procs: list[subprocess.Popen] = []
+        self.killed: set[int] = set()  # nodes lost by kill_node
+        self.last_error = ""  # why alive_nodes could not ask the cluster, when it could not
         self.address = ""
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **FAST_FAILURE}
+        # token authentication off, explicitly: with RAY_AUTH_MODE unset, Ray 2.60's `ray start`
+        # turns it on whenever ~/.ray/auth_token exists (any local ray.init() writes one), while
+        # a driver joining by address does not send the token, and cannot connect
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+                    **FAST_FAILURE}
         self.env.pop("RAY_ADDRESS", None)
 
     def _start(self, head: bool) -> subprocess.Popen:
@@ -106,21 +112,48 @@ class LoopbackCluster:
             self._wait(len(self.procs))
         return self
 
-    def alive_nodes(self) -> int:
-        """Nodes alive in the cluster (as the GCS says; -1 when it cannot be asked)."""
+    def add_node(self) -> int:
+        """Start one more worker node (after a ``kill_node``, to lose another); wait until it
+        is alive. Returns its number (for ``node_pids`` and ``kill_node``)."""
+        alive = len(self.procs) - len(self.killed)
+        self.procs.append(self._start(head=False))
+        self._wait(alive + 1)
+        return len(self.procs) - 1
+
+    def alive_nodes(self, tries: int = 3) -> int:
+        """Nodes alive in the cluster (as the GCS says; -1 when it cannot be asked in ``tries``
+        attempts, the last failure kept in ``last_error``)."""
         code = ("import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR', "
-                "log_to_driver=False); print(sum(n['Alive'] for n in ray.nodes()))")
-        try:
-            out = subprocess.run([sys.executable, "-c", code, self.address], env=self.env,
-                                 capture_output=True, text=True, timeout=60)
-            return int(out.stdout.strip().splitlines()[-1])
-        except (subprocess.TimeoutExpired, ValueError, IndexError):
-            return -1
+                "log_to_driver=False); print('ALIVE', sum(n['Alive'] for n in ray.nodes()))")
+        for _ in range(max(1, tries)):
+            try:
+                out = subprocess.run([sys.executable, "-c", code, self.address], env=self.env,
+                                     capture_output=True, text=True, timeout=60)
+            except subprocess.TimeoutExpired:
+                self.last_error = "timed out after 60 s"
+                continue
+            found = [ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("ALIVE ")]
+            if found and found[-1].isdigit():
+                return int(found[-1])
+            self.last_error = (out.stderr.strip().splitlines() or ["no output"])[-1]
+            time.sleep(1)
+        return -1
+
+    def wait_alive(self, n: int, timeout: float = 60.0) -> int:
+        """Wait until the GCS counts ``n`` nodes alive (a killed node is declared dead after
+        its missed health checks: seconds with ``FAST_FAILURE``); returns the last count."""
+        end = time.monotonic() + timeout
+        alive = self.alive_nodes()
+        while alive != n and time.monotonic() < end:
+            time.sleep(0.5)
+            alive = self.alive_nodes()
+        return alive
 
     def _wait(self, n: int) -> None:
         end = time.monotonic() + self.timeout
         while time.monotonic() < end:
-            dead = [p for p in self.procs if p.poll() is not None]
+            dead = [p for i, p in enumerate(self.procs)
+                    if i not in self.killed and p.poll() is not None]
             if dead:
                 log = self.temp_dir / f"node-{self.procs.index(dead[0])}.log"
                 tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
@@ -166,6 +199,7 @@ class LoopbackCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.procs[i].wait()
+        self.killed.add(i)
 
     def stop(self) -> None:
         """Stop every node (workers first, the head last) and remove the temporary directory."""

@@ -403,7 +403,10 @@ class AuditService:
     def _scores_in_memory(self, sysm: _System) -> None:
         """Load the system's score column once (4 bytes a pair: 46 MB for 11.5M pairs), on its
         first document request: a document's exposing pairs are spread over every shard, and
-        reading their row groups each time cost 25 ms a request, most of the document page."""
+        reading their row groups each time cost 25 ms a request, most of the document page.
+        A store with lookup tables reads a document's own rows only: nothing to load."""
+        if sysm.store.has_lookup_tables:
+            return
         self._resources.get(("scores", sysm.name), lambda: sysm.store.scores() is not None)
 
     def query_row(self, sysm: _System, qid: str) -> int:

@@ -112,7 +112,11 @@ def top_searches(q: np.ndarray, rank: np.ndarray, weights: np.ndarray, mu: np.nd
     rank; ties by rank, then query code): ``qid``, ``query``, ``weight``, ``rank``,
     ``exposure`` (μ) and ``attention`` (o_q · μ)."""
     att = weights * mu
-    order = np.lexsort((q, rank, -att))[:k]
+    if len(att) > 4 * k > 0:  # only the candidates (every tie of the k-th largest kept): same order
+        cand = np.flatnonzero(att >= np.partition(att, len(att) - k)[len(att) - k])
+        order = cand[np.lexsort((q[cand], rank[cand], -att[cand]))][:k]
+    else:
+        order = np.lexsort((q, rank, -att))[:k]
     return [{"qid": str(qs.ids[int(q[i])]), "query": str(qs.texts[int(q[i])]),
              "weight": float(weights[i]), "rank": int(rank[i]), "exposure": float(mu[i]),
              "attention": float(att[i])} for i in order.tolist()]

@@ -490,7 +490,7 @@ class ExactReverse:
         if text is None:
             if docid is None:
                 raise LimelightError("give a document id or a text")
-            return self.store.exposing_queries(docid)[:k]
+            return self.store.exposing_queries(docid, limit=k)
         res = self.add_documents([text], [docid] if docid is not None else None)
         q, r, s = res.lists(0)
         return rows(self.queries, q[:k], s[:k], r[:k])

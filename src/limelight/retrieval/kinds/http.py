@@ -65,7 +65,7 @@ from limelight.data.queries import Queries
 from limelight.data.run import Run
 from limelight.errors import LimelightError
 from limelight.retrieval.base import Stage
-from limelight.retrieval.systems import NEW_QUERIES, Param, SystemKind, register_kind
+from limelight.retrieval.systems import NEW_QUERIES, REMOTE, Param, SystemKind, register_kind
 
 NUMBER = (int, float)
 SCALAR = (str, int, float, bool)
@@ -808,7 +808,7 @@ KIND = register_kind(SystemKind(
      "unknown_docs": Param(str, "fail", "a result id the collection lacks: fail, or drop it"),
      "client_errors": Param(str, "fail", "another 4xx for a query: fail, or empty (no results)"),
      "deterministic": Param(bool, False, "the service always answers a query the same way")},
-    frozenset({NEW_QUERIES}),
+    frozenset({NEW_QUERIES, REMOTE}),
     open_http,
     "a live search service over HTTP (Elasticsearch, OpenSearch, Solr, limelight serve, or a template)",
     needs_index=False,
