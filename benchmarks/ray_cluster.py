@@ -60,17 +60,7 @@ def _stamps(paths) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _running(pids: list[int], task: bytes) -> bool:
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::" + task):
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def on_cluster(args, task: bytes, units, job, snapshot=None) -> dict:
+def on_cluster(args, task: str, units, job, snapshot=None) -> dict:
     """Run ``job(address)`` on a fresh two-node cluster, killing node 1 once ``--kill-after``
     of ``units()`` exist and a ``task`` runs there; the times, the units before the kill and
     ``snapshot()`` taken then."""
@@ -84,7 +74,7 @@ def on_cluster(args, task: bytes, units, job, snapshot=None) -> dict:
 
         def killer():
             while not stop.is_set():
-                if len(units()) >= args.kill_after and _running(c.node_pids(1), task):
+                if len(units()) >= args.kill_after and c.runs_task(1, task):
                     info["before"] = _stamps(units())
                     info["snapshot"] = snapshot() if snapshot else None
                     info["at"] = time.perf_counter() - t0
@@ -148,7 +138,7 @@ def job_exposure(args, work: Path) -> bool:
     print(f"exposure: {size}; {ref.n_shards} shards of {args.shard_size}; one process "
           f"{t_local:.1f} s; load average {load()}")
     out = work / "ray"
-    info = on_cluster(args, b"exposure_shard", lambda: list((out / "shards").glob("part-*.parquet")),
+    info = on_cluster(args, "exposure_shard", lambda: list((out / "shards").glob("part-*.parquet")),
                       lambda a: compute_exposure(IndexRetriever(index), qs, out, depth=args.depth,
                                                  shard_size=args.shard_size, fingerprint=fp,
                                                  engine="ray", address=a))
@@ -170,7 +160,7 @@ def job_index(args, work: Path) -> bool:
     print(f"index: {size}; one process {t_local:.1f} s; load average {load()}")
     runs = work / "runs"
     out = work / "idx-ray"
-    info = on_cluster(args, b"index_run", lambda: list(runs.glob("run-*/meta.json")),
+    info = on_cluster(args, "index_run", lambda: list(runs.glob("run-*/meta.json")),
                       lambda a: build_index_ray_from(src, out, address=a, memory_gb=args.memory_gb,
                                                      run_chars=args.run_chars, runs_dir=runs,
                                                      keep_runs=True))
@@ -224,7 +214,7 @@ def job_http(args, work: Path) -> bool:
                 got.update(q for q, ok in zip(tb["query"], tb["ok"], strict=True) if ok)
             return got
 
-        info = on_cluster(args, b"exposure_shard",
+        info = on_cluster(args, "exposure_shard",
                           lambda: list((out / "shards").glob("part-*.parquet")),
                           lambda a: compute_exposure(rep, qs, out, depth=20,
                                                      shard_size=args.http_shard_size,

@@ -60,3 +60,21 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def trec_eval_dir() -> Path:
     return DATA / "runs" / "trec_eval_test"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The Ray tests' two-node loopback cluster (``tests/test_ray_*.py``): head + one worker
+    node, each its own raylet, stopped (process groups killed) at the end."""
+    import ray
+
+    from limelight.scale.loopback import LoopbackCluster
+
+    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
+    try:
+        c.start()
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.stop()

@@ -23,32 +23,6 @@ from limelight.exposure import compute_exposure  # noqa: E402
 from limelight.exposure.shards import shard_path  # noqa: E402
 from limelight.retrieval.index_dir import build_index, open_fingerprinted  # noqa: E402
 from limelight.scale import IndexRetriever  # noqa: E402
-from limelight.scale.loopback import LoopbackCluster  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """Head + one worker node, each its own raylet, stopped (process groups killed) at the end."""
-    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
-    try:
-        c.start()
-        yield c
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        c.stop()
-
-
-def _running_shards(pids: set[int]) -> list[int]:
-    """Pids among ``pids`` that are Ray workers executing an exposure shard right now."""
-    out = []
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::exposure_shard"):
-                out.append(pid)
-        except OSError:
-            continue
-    return out
 
 
 def _stamps(store: Path) -> dict[str, tuple[int, int]]:
@@ -89,7 +63,7 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
         while not stop.is_set():
             # mid-job: shards already written, and a shard task running on node 1
             if (out.exists() and len(_stamps(out)) >= 2
-                    and _running_shards(set(cluster.node_pids(1)))):
+                    and cluster.runs_task(1, "exposure_shard")):
                 before_kill.update(_stamps(out))
                 cluster.kill_node(1)
                 killed.set()

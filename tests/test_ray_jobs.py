@@ -37,33 +37,10 @@ from limelight.exposure.shards import shard_path  # noqa: E402
 from limelight.retrieval.index_dir import build_index  # noqa: E402
 from limelight.retrieval.spec import RetrieverSpec  # noqa: E402
 from limelight.scale import ShardedReplay, build_index_ray  # noqa: E402
-from limelight.scale.loopback import LoopbackCluster  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """Head + one worker node, each its own raylet, stopped (process groups killed) at the end."""
-    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
-    try:
-        c.start()
-        yield c
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        c.stop()
-
-
-def _running(pids: list[int], task: bytes) -> bool:
-    """Whether one of ``pids`` is a Ray worker executing ``task`` right now."""
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::" + task):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _stamps(paths) -> dict[str, tuple[int, int]]:
@@ -83,7 +60,7 @@ class Killer:
     call ``snapshot()`` (kept in ``self.before``) and SIGKILL that node. A node lost by an
     earlier test is replaced first (``add_node``), so that the cluster has two nodes."""
 
-    def __init__(self, cluster: LoopbackCluster, task: bytes, ready, snapshot):
+    def __init__(self, cluster, task: str, ready, snapshot):
         self.cluster, self.task, self.ready, self.snapshot = cluster, task, ready, snapshot
         alive = [i for i in range(1, len(cluster.procs)) if i not in cluster.killed]
         self.node = alive[0] if alive else cluster.add_node()
@@ -94,7 +71,7 @@ class Killer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.ready() and _running(self.cluster.node_pids(self.node), self.task):
+            if self.ready() and self.cluster.runs_task(self.node, self.task):
                 self.before = self.snapshot()
                 self.cluster.kill_node(self.node)
                 self.killed.set()
@@ -128,7 +105,7 @@ def test_index_build_with_a_node_killed_equals_the_single_process_build(cluster,
     def run_files():
         return list(runs.glob("run-*/meta.json"))
 
-    with Killer(cluster, b"index_run", lambda: len(run_files()) >= 2,
+    with Killer(cluster, "index_run", lambda: len(run_files()) >= 2,
                 lambda: _stamps(run_files())) as k:
         out = build_index_ray(coll, tmp_path / "ray", address=cluster.address,
                               run_chars=chars // 16, runs_dir=runs, keep_runs=True)
@@ -243,7 +220,7 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
     def snapshot():
         return {"shards": _stamps(shard_files()), "journaled": _journaled(tmp_path / "work-ray")}
 
-    with Killer(cluster, b"exposure_shard", lambda: len(shard_files()) >= 2, snapshot) as k:
+    with Killer(cluster, "exposure_shard", lambda: len(shard_files()) >= 2, snapshot) as k:
         st = compute_exposure(replay, qs, out, depth=depth, shard_size=shard, engine="ray",
                               address=cluster.address)
     assert k.killed.is_set(), "the replay ended before a shard task ran on node 1 to be killed"

@@ -123,6 +123,32 @@ class BM25Builder:
             a.astype(np.int32).tofile(f)
         self.n_postings += len(gid)
 
+    # ---- runs: builders of parts of a collection, merged into one (the Ray build) -----------
+    def close_spill(self) -> Path:
+        """Analyze the pending documents and close the spill: the folder whose ``term.i32``,
+        ``doc.i32`` and ``tf.i32`` (int32) hold every posting so far, with this builder's term
+        ids (``terms``) and document numbers. Nothing can be added afterwards; another builder
+        takes these postings with ``add_postings``."""
+        self._flush()
+        for f in self._files:
+            f.close()
+        return self.folder / _SPILL
+
+    def term_ids(self, words: Sequence[str]) -> np.ndarray:
+        """This builder's term id of each word (words it has not seen get the next ids)."""
+        return self._term_ids(list(words))
+
+    def add_postings(self, term: np.ndarray, doc: np.ndarray, tf: np.ndarray,
+                     doc_lens: np.ndarray | None = None) -> None:
+        """Append postings written by another builder after the documents indexed so far: their
+        term ids already this builder's (``term_ids`` of that builder's vocabulary), their
+        document numbers ``doc`` counted from 0; with ``doc_lens`` (that builder's document
+        lengths) its documents are counted in, so give them with its last postings."""
+        self._spill(np.asarray(term, dtype=np.int64), np.asarray(doc, dtype=np.int64) + self.n_docs, tf)
+        if doc_lens is not None:
+            self.doc_lens.append(np.asarray(doc_lens, dtype=np.int32))
+            self.n_docs += len(doc_lens)
+
     # ---- output ----------------------------------------------------------------------------
     def finish(self, doc_ids: Sequence[str], name: str = "collection", k1: float = DEFAULT_K1,
                b: float = DEFAULT_B) -> None:

@@ -124,12 +124,10 @@ def index_run(texts: list[str], runs_dir: str, i: int, key: str, analyzer: Analy
     try:
         b = BM25Builder(tmp, analyzer, memory_bytes)
         b.add(texts)
-        b._flush()  # the last batch: its postings spilled
-        for f in b._files:
-            f.close()
+        spill = b.close_spill()  # the last batch: its postings spilled
         for name, _ in _SPILL:
-            os.replace(tmp / ".postings" / f"{name}.i32", tmp / f"{name}.i32")
-        os.rmdir(tmp / ".postings")
+            os.replace(spill / f"{name}.i32", tmp / f"{name}.i32")
+        os.rmdir(spill)
         (tmp / "words.json").write_text(json.dumps(list(b.terms), ensure_ascii=False),
                                         encoding="utf-8")
         lens = np.concatenate(b.doc_lens) if b.doc_lens else np.zeros(0, dtype=np.int32)
@@ -208,21 +206,20 @@ class _Merger:
         b = self.builder
         folder = run_path(self.runs_dir, i)
         words = json.loads((folder / "words.json").read_text(encoding="utf-8"))
-        to_final = b._term_ids(words)  # the run's term ids → the builder's
+        to_final = b.term_ids(words)  # the run's term ids → the builder's
         lens = np.load(folder / "doc_len.npy")
         files = [open(folder / f"{name}.i32", "rb") for name, _ in _SPILL]  # noqa: SIM115
         try:
-            while True:
+            while True:  # a block at a time: bounded memory
                 term, doc, tf = (np.fromfile(f, dtype=t, count=b.block)
                                  for f, (_, t) in zip(files, _SPILL, strict=True))
                 if not len(term):
                     break
-                b._spill(to_final[term], doc.astype(np.int64) + b.n_docs, tf)
+                b.add_postings(to_final[term], doc, tf)
         finally:
             for f in files:
                 f.close()
-        b.doc_lens.append(lens.astype(np.int32))
-        b.n_docs += len(lens)
+        b.add_postings(*(np.zeros(0, dtype=np.int64),) * 3, doc_lens=lens)
         return len(lens)
 
 

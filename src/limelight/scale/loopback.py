@@ -191,6 +191,16 @@ class LoopbackCluster:
                 q = parent[q]
         return sorted(out)
 
+    def runs_task(self, i: int, task: str) -> bool:
+        """Whether a worker of node ``i`` is executing the Ray task ``task`` (a remote
+        function's name) right now: Ray titles such a process ``ray::TASK``."""
+        title = b"ray::" + task.encode()
+        for pid in self.node_pids(i):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(title):
+                    return True
+        return False
+
     def kill_node(self, i: int) -> None:
         """SIGKILL node ``i`` (not the head): every process of it at once (``node_pids``)."""
         if i == 0:
