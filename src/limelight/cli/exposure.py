@@ -134,11 +134,10 @@ def compute(
     document, rank, float32 score) under DIR/shards/, the query and document tables and a
     per-document index. The system: --model over --index, or --system FILE.toml (any kind),
     --run FILE (results you have) or --url URL --preset NAME (a live service)."""
-    import time
+    import tempfile
 
     from limelight._io import check_resumable_dir
     from limelight.data.loaders import load_queries_file
-    from limelight.exposure.compute import compute_exposure
     from limelight.exposure.fingerprints import validate_queries
     from limelight.retrieval.index_dir import index_size
     from limelight.retrieval.systems import REMOTE, get_kind
@@ -154,16 +153,36 @@ def compute(
     check_resumable_dir(out, "manifest.json", "exposure store")
     if index is not None:
         index_size(index)  # a clear error when it is not an index, before reading the queries
-    qs = load_queries_file(queries)
-    validate_queries(qs)
-    retriever, fp, settings = _open_system(spec, base, index, collection, qs, threads)
-    if engine == "ray":
-        retriever = _for_ray(spec, kind.has(REMOTE), retriever, index, out)
+    # a query log's distinct queries are kept on disk while the job reads them (bounded memory)
+    with tempfile.TemporaryDirectory(prefix="limelight-queries-") as tmp:
+        qs = load_queries_file(queries, on_disk=tmp)
+        validate_queries(qs)
+        retriever, fp, settings = _open_system(spec, base, index, collection, qs, threads)
+        if engine == "ray":
+            retriever = _for_ray(spec, kind.has(REMOTE), retriever, index, out)
+        summary = _run(retriever, qs, out, depth, shard_size, fp, settings, spec.kind, engine,
+                       address, cpus_per_task)
+    typer.echo(json.dumps(summary) if json_out else
+               "\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+# the pairs a job keeps in memory for the one analysis that follows (its summary): ~56 MB; a
+# larger job's summary reads the shards again, so that the command's memory stays flat
+CLI_PAIRS_IN_MEMORY = 1 << 22
+
+
+def _run(retriever, qs, out: Path, depth: int, shard_size: int, fp: str, settings: dict,
+         kind: str, engine: str, address: str | None, cpus_per_task: int) -> dict:
+    """``compute_exposure`` with a progress bar; its summary (``_summary``)."""
+    import time
+
+    from limelight.exposure.compute import compute_exposure
 
     t0 = time.perf_counter()
     try:
-        with progress_bar(f"exposure ({spec.kind}, top {depth})", len(qs), elapsed=True) as progress:
+        with progress_bar(f"exposure ({kind}, top {depth})", len(qs), elapsed=True) as progress:
             st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
+                                  pairs_in_memory=CLI_PAIRS_IN_MEMORY,
                                   fingerprint=fp, settings=settings, progress=progress,
                                   engine=engine, address=address,
                                   engine_options={"cpus_per_task": cpus_per_task}
@@ -176,9 +195,7 @@ def compute(
         typer.echo(f"interrupted after {n_done} of {n_shards} shards; rerun the same command "
                    "to resume", err=True)
         raise typer.Exit(130) from None
-    summary = _summary(st, out, depth, time.perf_counter() - t0, retriever)
-    typer.echo(json.dumps(summary) if json_out else
-               "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return _summary(st, out, depth, time.perf_counter() - t0, retriever)
 
 
 def _for_ray(spec, remote: bool, retriever, index: Path | None, out: Path):
@@ -211,7 +228,7 @@ def _summary(st, out: Path, depth: int, seconds: float, retriever) -> dict:
     """What ``exposure compute`` prints: the store's size, r(d)'s Gini and retrievable fraction,
     and for a system that answers some queries only (``coverage()``), how many have results."""
     res = st.retrievability(c=depth)
-    summary = {"store": str(out), "queries": len(st.queries), "documents": len(st.doc_ids),
+    summary = {"store": str(out), "queries": st.n_queries, "documents": len(st.doc_ids),
                "pairs": st.n_pairs(), "depth": depth, "seconds": round(seconds, 3),
                f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
     if callable(getattr(retriever, "coverage", None)):

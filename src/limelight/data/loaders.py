@@ -247,21 +247,41 @@ def _drop_long(log: Queries, where: str | os.PathLike) -> Queries:
     return log.take(np.flatnonzero(lens <= MAX_LOG_QUERY_CHARS))
 
 
-def load_queries_file(path: str | os.PathLike) -> Queries:
+def load_queries_file(path: str | os.PathLike, on_disk: str | os.PathLike | None = None) -> Queries:
     """Queries from a TSV ``id<TAB>text`` file, or the query log (header ``source qid query``),
     which is normalised and de-duplicated with weight o_q = number of occurrences
     (``load_query_log``). ``load_queries`` reads the log's lines as they are instead.
+
+    ``on_disk``: a folder (new or limelight's) where a query log's distinct queries are written as
+    a query table (``queries.arrow``) and read from as they are used (``QueryTable``): memory
+    that does not grow with the log. A TSV file of queries is read into memory either way.
 
     The file is read once, by ``read_queries_tsv`` (whose errors, a non-UTF-8 byte included,
     name the line)."""
     p = Path(path)
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
+    if on_disk is not None:
+        table = _distinct_table(p, Path(on_disk))
+        if table is not None:
+            return table
     streamed = _distinct_streamed(p)
     if streamed is not None:
         return streamed
     qs = read_queries_tsv(p)
     return _distinct(qs, p) if "source" in qs.fields else qs
+
+
+def _distinct_table(path: Path, folder: Path) -> Queries | None:
+    """The log at ``path`` de-duplicated into ``folder/queries.arrow`` and opened as a
+    ``QueryTable``; None when it is not a log or a line needs the whole-file reader's error."""
+    from limelight.data.querylog import distinct_log_table, is_log
+    from limelight.data.querytable import QueryTable
+
+    if not is_log(path):
+        return None
+    out = distinct_log_table(path, MAX_LOG_QUERY_CHARS, folder / "queries.arrow")
+    return None if out is None else QueryTable(out)
 
 
 def load_irds(dataset_id: str) -> Dataset:

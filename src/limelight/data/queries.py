@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from limelight.errors import LimelightError
 
 if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
     import pandas as pd
+    import pyarrow as pa
 
 _BLANK = re.compile(r"\x00[^\S\x00]*\x00")  # an empty or blank text between two separators
 
@@ -44,6 +45,9 @@ class Queries:
     intents: np.ndarray | None = None  # object array or None
     fields: dict[str, np.ndarray] = field(default_factory=dict)
     name: str = "queries"
+    # whether the set is read from disk as it is used (``limelight.data.querytable``): then the
+    # row methods below read only the rows asked for, and the whole columns are built on demand
+    on_disk: ClassVar[bool] = False
 
     def __post_init__(self):
         self.texts = np.asarray(self.texts, dtype=object)
@@ -112,6 +116,34 @@ class Queries:
         return Queries(IdMap(self.ids.strings[idx], kind="query"), self.texts[idx],
                        self.weights[idx], None if self.intents is None else self.intents[idx],
                        {k: v[idx] for k, v in self.fields.items()}, self.name)
+
+    def slice(self, start: int, stop: int) -> Queries:
+        """The queries at positions ``start:stop`` (in memory, whatever holds this set)."""
+        return self.take(np.arange(start, min(stop, len(self))))
+
+    def texts_between(self, start: int, stop: int) -> list[str]:
+        """The texts of the queries at positions ``start:stop``, as a list."""
+        return self.texts[start:stop].tolist()
+
+    def arrow_rows(self, start: int = 0, stop: int | None = None) -> pa.Table:
+        """``qid, text, weight`` of the queries at positions ``start:stop`` as an Arrow table."""
+        import pyarrow as pa
+
+        stop = len(self) if stop is None else min(stop, len(self))
+        return pa.table({"qid": pa.array(self.ids.strings[start:stop].tolist(), pa.string()),
+                         "text": pa.array(self.texts[start:stop].tolist(), pa.string()),
+                         "weight": pa.array(self.weights[start:stop], pa.float64())})
+
+    def column_batches(self, column: str, size: int = 1 << 16) -> Iterator[list | np.ndarray]:
+        """The ``"qid"``, ``"text"`` (lists) or ``"weight"`` (float64 arrays) column in order,
+        a batch of (at most) ``size`` values at a time."""
+        if column == "weight":
+            for s in range(0, len(self), size):
+                yield self.weights[s:s + size]
+            return
+        col = self.ids.strings if column == "qid" else self.texts
+        for s in range(0, len(self), size):
+            yield col[s:s + size].tolist()
 
     def head(self, n: int) -> Queries:
         return self.take(np.arange(min(n, len(self))))

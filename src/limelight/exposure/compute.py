@@ -295,7 +295,9 @@ def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: 
     res = engine.compute(job, todo) if todo else ComputedShards()
     write_inputs()  # (an engine that left the sink)
     t0 = time.perf_counter()
-    st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
+    # a query set read from disk stays there: the store reads its own copy when asked
+    st = ExposureStore(store, {**manifest, "complete": False}, None if queries.on_disk else queries, doc_ids)
+    st.pairs_in_memory = opts.pairs_in_memory  # (the store's analyses keep to the job's budget)
     if res.pairs is not None:  # computed in this call: keep the pairs in memory for analysis
         st._pairs = res.pairs
     if opts.load:

@@ -162,13 +162,16 @@ class LocalEngine(ShardEngine):
         # the whole job's pairs, kept for the analysis that follows, when they are few enough;
         # else one shard's, copied for the writer and overwritten by the next (bounded memory)
         keep = job.keeps_pairs and len(shards) == job.n_shards
-        buf = _PairBuffer(nq - done if keep else min(nq, job.shard_size), job.depth, nq, len(job.doc_ids))
+        one = min(nq, job.shard_size)
+        buf = _PairBuffer(nq - done if keep else one, job.depth, nq if keep else one, len(job.doc_ids))
         retrieve_s = 0.0
         writer = _ShardWriter(job.depth, job.sink)
         with _DeferredInterrupt() as intr, _short_gil_switch():
             try:
                 for i in shards:
                     s, e = job.bounds(i)
+                    if not keep:
+                        buf.restart(s)
                     start = buf.pos
                     for b in range(s, e, job.batch_size):
                         intr.check()
@@ -180,11 +183,10 @@ class LocalEngine(ShardEngine):
                             done += be - b
                             job.progress(done, nq)
                         intr.check()
-                    rows = buf.rows(start, buf.pos)
-                    if not keep:
-                        rows = tuple(a.copy() for a in rows)
-                        buf.pos = 0
-                    writer.put(job.path(i), rows, s, e, buf.info(s, e))
+                    rows, info = buf.rows(start, buf.pos), buf.info(s, e)
+                    if not keep:  # (the writer's copies: the buffer is refilled by the next shard)
+                        rows, info = tuple(a.copy() for a in rows), tuple(a.copy() for a in info)
+                    writer.put(job.path(i), rows, s, e, info)
             finally:
                 writer.close()
         if not keep:  # a resumed or large job: the pairs are read from the shards

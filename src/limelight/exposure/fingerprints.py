@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -31,25 +31,42 @@ _JOIN_BATCH = 1 << 16
 
 class _Joined:
     """``"\\x1f".join(strings).encode("utf-8")`` as a part of ``_sha`` without building it: its
-    length (one pass) and its bytes in chunks (a second pass), ``_JOIN_BATCH`` strings at a
-    time, so that hashing millions of ids or texts holds one batch's bytes, not all of them."""
+    length (one pass) and its bytes in chunks (a second pass), a batch of strings at a time, so
+    that hashing millions of ids or texts holds one batch's bytes, not all of them. ``strings``:
+    an array, or a function returning an iterator over the strings in lists (any batching gives
+    the same bytes)."""
 
-    def __init__(self, strings: np.ndarray):
+    def __init__(self, strings: np.ndarray | Callable[[], Iterable[list[str]]]):
         self.strings = strings
         self.length = sum(len(c) for c in self.chunks())
 
+    def _batches(self) -> Iterable[list[str]]:
+        if callable(self.strings):
+            return self.strings()
+        return (self.strings[s:s + _JOIN_BATCH].tolist() for s in range(0, len(self.strings), _JOIN_BATCH))
+
     def chunks(self):
-        n = len(self.strings)
-        for s in range(0, n, _JOIN_BATCH):
-            b = "\x1f".join(self.strings[s:s + _JOIN_BATCH].tolist()).encode("utf-8")
-            yield b"\x1f" + b if s else b
+        first = True
+        for batch in self._batches():
+            if not batch:
+                continue
+            b = "\x1f".join(batch).encode("utf-8")
+            yield b if first else b"\x1f" + b
+            first = False
 
 
-def _sha_stream(parts: Sequence[bytes | _Joined]) -> str:
-    """``_sha`` of ``parts``, some given as ``_Joined`` (the same digest)."""
+class _Bytes:
+    """Bytes given in chunks as a part of ``_sha`` (``length``: their total)."""
+
+    def __init__(self, length: int, chunks: Callable[[], Iterable[bytes]]):
+        self.length, self.chunks = length, chunks
+
+
+def _sha_stream(parts: Sequence[bytes | _Joined | _Bytes]) -> str:
+    """``_sha`` of ``parts``, some given as ``_Joined`` or ``_Bytes`` (the same digest)."""
     h = hashlib.sha256()
     for p in parts:
-        if isinstance(p, _Joined):
+        if isinstance(p, _Joined | _Bytes):
             h.update(p.length.to_bytes(8, "little"))
             for c in p.chunks():
                 h.update(c)
@@ -68,9 +85,10 @@ def queries_fingerprint(queries: Queries) -> str:
     """A fingerprint of a query set: ids, texts and weights, in order (hashed a batch at a
     time: the same digest as hashing them joined)."""
     return _sha_stream([
-        _Joined(queries.ids.strings),
-        _Joined(np.asarray(queries.texts, dtype=object)),
-        np.ascontiguousarray(queries.weights, dtype="<f8").tobytes(),
+        _Joined(lambda: queries.column_batches("qid", _JOIN_BATCH)),
+        _Joined(lambda: queries.column_batches("text", _JOIN_BATCH)),
+        _Bytes(8 * len(queries), lambda: (np.ascontiguousarray(w, dtype="<f8").tobytes()
+                                          for w in queries.column_batches("weight", _JOIN_BATCH))),
     ])
 
 
@@ -99,8 +117,12 @@ def validate_queries(queries: Queries) -> None:
     if len(queries) == 0:
         raise LimelightError("the query set is empty")
     queries.check_nonempty()
-    w = np.asarray(queries.weights, dtype=np.float64)
-    bad = ~np.isfinite(w) | (w < 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise LimelightError(f"query {queries.ids[i]!r}: weight must be a finite number ≥ 0, got {w[i]}")
+    s = 0
+    for w in queries.column_batches("weight", 1 << 18):
+        w = np.asarray(w, dtype=np.float64)
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            i = s + int(np.flatnonzero(bad)[0])
+            raise LimelightError(f"query {queries.ids[i]!r}: weight must be a finite number ≥ 0, "
+                                 f"got {w[i - s]}")
+        s += len(w)

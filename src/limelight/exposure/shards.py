@@ -177,7 +177,7 @@ def _search_topk(retriever, queries: Queries, b: int, be: int, depth: int, doc_i
                  ) -> tuple[np.ndarray, np.ndarray]:
     """``search_batch`` over queries ``b:be``, checked: ``(docs, scores)`` with ≤ ``depth`` columns
     (the retriever is asked for at most as many documents as the collection has)."""
-    docs, scores = retriever.search_batch(queries.texts[b:be].tolist(), min(depth, len(doc_ids)))
+    docs, scores = retriever.search_batch(queries.texts_between(b, be), min(depth, len(doc_ids)))
     docs = np.asarray(docs)
     if docs.shape[0] != be - b:
         raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")
@@ -191,7 +191,7 @@ def _search_topk(retriever, queries: Queries, b: int, be: int, depth: int, doc_i
 def _run_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows of queries ``b:be`` under a callable retriever ``f(queries, k) -> Run``."""
-    sub = queries.take(np.arange(b, be))
+    sub = queries.slice(b, be)
     return _rows_from_run(retriever(sub, min(depth, len(doc_ids))), sub, doc_ids, b, depth)
 
 
@@ -238,8 +238,17 @@ class _PairBuffer:
             cap, [np.int32, np.int32, _rank_type(depth).to_pandas_dtype(), np.float32])
         self.pos = 0
         self.depth = depth
+        # each query's n_retrieved and threshold, from query ``base`` on: the whole job's, or
+        # (``restart``) one shard's at a time, so that nothing held grows with the queries
+        self.base = 0
         self.n_retrieved = np.zeros(n_total, np.int32)
         self.threshold = np.full(n_total, np.nan)
+
+    def restart(self, q0: int) -> None:
+        """Empty the buffer for the rows of queries from ``q0`` on (a shard at a time)."""
+        self.pos, self.base = 0, q0
+        self.n_retrieved[:] = 0
+        self.threshold[:] = np.nan
 
     def add_batch(self, retriever, queries: Queries, b: int, be: int, doc_ids: IdMap,
                   lex: np.ndarray | None) -> None:
@@ -257,7 +266,8 @@ class _PairBuffer:
         for a in (self.q, self.d, self.rank, self.score):
             a[self.pos:off[-1]] = 0
         _fill_topk(docs, scores, lex, q0, off, self.q, self.d, self.rank, self.score,
-                   self.n_retrieved[q0:q0 + n], self.threshold[q0:q0 + n], self.depth)
+                   self.n_retrieved[q0 - self.base:q0 - self.base + n],
+                   self.threshold[q0 - self.base:q0 - self.base + n], self.depth)
         self.pos = int(off[-1])
 
     def add_rows(self, rows, q0: int, n: int) -> None:
@@ -265,7 +275,8 @@ class _PairBuffer:
         e = self.pos + len(q)
         self.q[self.pos:e], self.d[self.pos:e], self.rank[self.pos:e], self.score[self.pos:e] = rows
         self.pos = e
-        self.n_retrieved[q0:q0 + n], self.threshold[q0:q0 + n] = _query_info(
+        i = q0 - self.base
+        self.n_retrieved[i:i + n], self.threshold[i:i + n] = _query_info(
             np.asarray(q) - q0, np.asarray(rank), np.asarray(score), n, self.depth)
 
     def rows(self, start: int = 0, end: int | None = None) -> tuple:
@@ -274,7 +285,7 @@ class _PairBuffer:
 
     def info(self, s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
         """``n_retrieved`` and ``threshold`` of queries ``s:e`` (filled by ``add_*``)."""
-        return self.n_retrieved[s:e], self.threshold[s:e]
+        return self.n_retrieved[s - self.base:e - self.base], self.threshold[s - self.base:e - self.base]
 
 
 # ---- the writer thread ----------------------------------------------------------------------------

@@ -170,6 +170,21 @@ class ExposureStore:
         self._queries = value
 
     @property
+    def n_queries(self) -> int:
+        """The number of queries (from the manifest: nothing read)."""
+        return int(self.manifest["n_queries"]) if self._queries is None else len(self._queries)
+
+    @property
+    def query_weights(self) -> np.ndarray:
+        """Each query's weight o_q (the weight column alone is read while the query set is not
+        built)."""
+        if self._queries is not None:
+            return self._queries.weights
+        if "queries" in self._arrow:
+            return self._arrow["queries"].column("weight").to_numpy()
+        return _read(self.path / "queries.parquet", ["weight"]).column("weight").to_numpy()
+
+    @property
     def doc_ids(self) -> IdMap:
         if self._doc_ids is None:
             self._doc_ids = IdMap.from_arrow(self._table("documents").column("docid").chunk(0), kind="document")
@@ -397,9 +412,9 @@ class ExposureStore:
             q = (np.searchsorted(qoff, r, side="right") - 1).astype(np.int32)
             rank = (r - qoff[q] + 1).astype(np.int32)
             nnz = len(r)
-            idx = np.int32 if nnz < 2**31 - 1 and len(self.queries) < 2**31 - 1 else np.int64
+            idx = np.int32 if nnz < 2**31 - 1 and self.n_queries < 2**31 - 1 else np.int64
             self._ranks = sp.csr_matrix((rank, q.astype(idx), np.asarray(off, dtype=idx)),
-                                        shape=(len(self.doc_ids), len(self.queries)))
+                                        shape=(len(self.doc_ids), self.n_queries))
         return self._ranks
 
     def retrievability(self, c: int = 100, beta: float | None = None,
@@ -407,7 +422,7 @@ class ExposureStore:
         """r(d) over every document with the stored o_q (or ``weights``), Gini and coverage."""
         if c > self.depth:
             raise LimelightError(f"cutoff c={c} exceeds the store's depth {self.depth}")
-        w = self.queries.weights if weights is None else weights
+        w = self.query_weights if weights is None else weights
         if self._streamed():
             return analyse_pair_chunks(self._shard_columns(["q", "d", "rank"]), self.doc_ids, w, c, beta)
         q, d, rank, _ = self.pair_arrays()
@@ -587,11 +602,8 @@ _QUERY_BATCH = 1 << 18  # queries written to queries.parquet at a time (one row 
 
 def _queries_table(queries: Queries, start: int = 0, stop: int | None = None) -> pa.Table:
     """Queries ``start:stop`` of the query set as rows of the ``queries.parquet`` table."""
-    stop = len(queries) if stop is None else stop
-    return pa.table({"q": pa.array(np.arange(start, stop, dtype=np.int32)),
-                     "qid": pa.array(queries.ids.strings[start:stop].tolist(), pa.string()),
-                     "text": pa.array(np.asarray(queries.texts[start:stop], dtype=object).tolist(), pa.string()),
-                     "weight": pa.array(np.asarray(queries.weights[start:stop], dtype=np.float64))})
+    rows = queries.arrow_rows(start, stop)
+    return rows.add_column(0, "q", pa.array(np.arange(start, start + rows.num_rows, dtype=np.int32)))
 
 
 def _write_small(table: pa.Table, path: Path) -> None:

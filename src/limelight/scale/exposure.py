@@ -197,7 +197,7 @@ def compute_shards(retriever, queries: Queries, store: Path, todo: list[int], *,
             if i is None:
                 return False
             s, e = i * shard_size, min(nq, (i + 1) * shard_size)
-            sub = queries.take(np.arange(s, e))
+            sub = queries.slice(s, e)
             path = None if write_on == "driver" else str(shard_path(store, i))
             pending[task.remote(shared, sub, s, batch_size, depth, doc_ref, lex_ref, path,
                                 cpus_per_task, i)] = i
