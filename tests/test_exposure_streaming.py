@@ -141,3 +141,109 @@ def test_streamed_job_equals_the_chunk_free_run(log_path, npl, tmp_path):
                          pairs_in_memory=0)
     for x, y in zip(_rows(a), _rows(c), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
+
+
+def test_job_over_the_query_table_equals_the_in_memory_job(log_path, npl, tmp_path):
+    """``exposure compute``'s path: the log's distinct queries kept on disk (``QueryTable``) and
+    read a shard at a time give the same store, file for file, as the query set in memory; the
+    store the job returns reads its own query table instead of holding the queries."""
+    from limelight.data.querytable import QueryTable
+
+    qs = load_query_log(log_path)
+    table = load_queries_file(log_path, on_disk=tmp_path / "table")
+    assert isinstance(table, QueryTable) and table.on_disk and len(table) == len(qs)
+    assert sorted(p.name for p in (tmp_path / "table").iterdir()) == ["queries.arrow"]
+    r, fp, _ = open_fingerprinted(npl)
+    a = compute_exposure(r, qs, tmp_path / "a", depth=20, fingerprint=fp, shard_size=500,
+                         pairs_in_memory=0)
+    b = compute_exposure(r, table, tmp_path / "b", depth=20, fingerprint=fp, shard_size=500,
+                         pairs_in_memory=0)
+    assert b._queries is None and b._pairs is None and b.n_queries == len(qs)
+    fa, fb = _files(tmp_path / "a"), _files(tmp_path / "b")
+    assert sorted(fa) == sorted(fb) and "queries.arrow" in fa and "doc_table/q.npy" in fa
+    assert [k for k in fa if fa[k] != fb[k]] == []
+    ma = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    mb = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert ma == mb
+    np.testing.assert_array_equal(a.retrievability(c=10).r, b.retrievability(c=10).r)
+    _same_queries(ExposureStore.open(tmp_path / "b").queries, _stored(qs))
+
+
+def _stored(qs):
+    """``qs`` as a store keeps it (ids, texts, weights; no fields)."""
+    from limelight.data.queries import Queries
+
+    return Queries(qs.ids, qs.texts, qs.weights, name=qs.name)
+
+
+def test_query_table_rows_equal_the_query_set(log_path, tmp_path):
+    """Every way the job reads a ``QueryTable`` (rows, texts, Arrow rows, columns in batches,
+    positions in any order, the fingerprint, a copy shipped to a task) equals the in-memory set;
+    the whole columns, built on demand, too."""
+    import pickle
+
+    from limelight.data.querytable import QueryTable, write_query_table
+    from limelight.exposure.fingerprints import queries_fingerprint, validate_queries
+
+    qs = load_query_log(log_path)
+    t = QueryTable(write_query_table(qs, tmp_path / "q.arrow", batch=700), name="querylog")
+    assert t._file.num_record_batches > 3 and len(t) == len(qs)
+    validate_queries(t)
+    assert queries_fingerprint(t) == queries_fingerprint(qs)
+    for s, e in ((0, 1), (650, 1500), (len(qs) - 3, len(qs) + 5), (5, 5)):
+        assert t.texts_between(s, e) == qs.texts_between(s, e)
+        assert t.arrow_rows(s, e).equals(qs.arrow_rows(s, e))
+        _same_queries(t.slice(s, e), qs.slice(s, e))
+    idx = np.array([len(qs) - 1, 3, 701, 2, 0, 1400])
+    _same_queries(t.take(idx), qs.take(idx))
+    for col in ("qid", "text", "weight"):
+        a = [x for b in t.column_batches(col) for x in list(b)]
+        assert a == [x for b in qs.column_batches(col, 999) for x in list(b)]
+    _same_queries(pickle.loads(pickle.dumps(t)), qs)
+    _same_queries(t, qs)  # the whole columns
+
+
+def test_query_table_bad_weight_names_the_query(tmp_path):
+    from limelight.data.queries import Queries
+    from limelight.data.querytable import QueryTable, write_query_table
+    from limelight.errors import LimelightError
+    from limelight.exposure.fingerprints import validate_queries
+
+    qs = Queries.from_lists(["a", "b", "c"], ["x", "y", "z"], [1.0, 2.0, 3.0])
+    qs.weights[2] = -1.0  # (a table written by another tool)
+    t = QueryTable(write_query_table(qs, tmp_path / "q.arrow", batch=2))
+    with pytest.raises(LimelightError, match="query 'c': weight must be a finite number ≥ 0, got -1.0"):
+        validate_queries(t)
+    qs.weights[2], qs.texts[1] = 3.0, "  "
+    t = QueryTable(write_query_table(qs, tmp_path / "q2.arrow", batch=2))
+    with pytest.raises(LimelightError, match="query 'b' is empty"):
+        validate_queries(t)
+    (tmp_path / "junk.arrow").write_text("not arrow")
+    with pytest.raises(LimelightError, match="junk.arrow: not a query table"):
+        QueryTable(tmp_path / "junk.arrow")
+
+
+def test_lexical_ranks_by_sorted_runs_equal_one_sort(tmp_path):
+    """The document table's tie order: query ids ranked in code-point order a row group at a
+    time, merged, equal to one sort of every id (non-ASCII ids and shared prefixes included)."""
+    import pyarrow as pa
+
+    from limelight.exposure.docindex import _query_lexical_ranks
+
+    rng = np.random.default_rng(0)
+    words = ["aol:1", "aol:10", "aol:2", "é", "e", "z", "Z", "aol:1\u00e9", "日本", "ab", ""]
+    ids = list(dict.fromkeys(f"{rng.choice(words)}{i}" for i in rng.permutation(5000)))
+    t = pa.table({"q": pa.array(np.arange(len(ids), dtype=np.int32)), "qid": pa.array(ids, pa.string())})
+    for rows in (len(ids), 1000, 333):  # one row group (one sort), then several runs
+        pq.write_table(t, tmp_path / "queries.parquet", row_group_size=rows)
+        assert pq.ParquetFile(tmp_path / "queries.parquet").metadata.num_row_groups == -(-len(ids) // rows)
+        lex = _query_lexical_ranks(tmp_path)
+        expected = np.empty(len(ids), dtype=np.int64)
+        expected[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        np.testing.assert_array_equal(lex, expected)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.parquet"]  # runs removed
