@@ -22,7 +22,7 @@ from limelight.exposure import ExposureStore, compute_exposure
 from limelight.exposure.docindex import global_index
 from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
-N_LINES = 20_000  # the first lines of the shared log (its popular queries repeat)
+N_LINES = 133_000  # the first lines of the shared log: 100k+ distinct queries (popular ones repeat)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +107,7 @@ def test_streamed_job_equals_the_chunk_free_run(log_path, npl, tmp_path):
     """The same store and r(d) whether the job keeps every pair in memory in one shard, or
     holds one shard of 500 queries at a time and analyses the store shard by shard."""
     qs = load_query_log(log_path)
+    assert len(qs) >= 100_000  # (the acceptance line: a 100k-query subset)
     r, fp, _ = open_fingerprinted(npl)
     a = compute_exposure(r, qs, tmp_path / "a", depth=20, fingerprint=fp, shard_size=len(qs))
     assert a._pairs is not None  # chunk-free: the job's pairs in memory, one shard
