@@ -170,3 +170,28 @@ def test_file_writers_refuse_a_folder(tmp_path, data_dir):
         p = cli(*args)
         one_line_refusal(p, str(d), "is a folder")
         assert snapshot(d) == before, args
+
+
+def test_sharded_replay_refuses_a_foreign_work_folder_and_keeps_it(tmp_path):
+    """``exposure compute --url … --engine ray`` journals each shard under ``OUT.replay``: a
+    folder there that limelight did not create is refused (one line) and left as it was; the
+    replay's own folder, marked when created, is taken again (a resumed job)."""
+    from limelight.data.ids import IdMap
+    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.scale.replay import WORK_FILE, ShardedReplay
+
+    spec = RetrieverSpec.of("http", url="http://127.0.0.1:9/", preset="elasticsearch")
+    docs = IdMap(["a", "b"], kind="document")
+    mine = tmp_path / "out.replay"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(OutputRefusedError, match=r"out\.replay: exists and is not a sharded replay's work folder"):
+        ShardedReplay(spec, docs, mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert (mine / "notes.txt").read_text() == "mine"
+    own = tmp_path / "st.replay"
+    ShardedReplay(spec, docs, own)
+    assert sorted(p.name for p in own.iterdir()) == [WORK_FILE]
+    (own / "shards").mkdir()  # what a first run left
+    ShardedReplay(spec, docs, own)  # resumed: taken again
+    assert sorted(p.name for p in own.iterdir()) == [WORK_FILE, "shards"]

@@ -39,6 +39,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from limelight._io import atomic_path, check_resumable_dir
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
@@ -46,6 +47,9 @@ from limelight.errors import LimelightError
 from limelight.retrieval.kinds.http import HttpRetriever, request_identity
 from limelight.retrieval.replay import JOURNAL_FILE, summarize_log
 from limelight.retrieval.spec import RetrieverSpec
+
+
+WORK_FILE = "sharded-replay.json"  # marks a work folder as a ShardedReplay's
 
 
 class ShardedReplay:
@@ -69,6 +73,13 @@ class ShardedReplay:
         self.deterministic = bool(params.get("deterministic", False))
         HttpRetriever(params, IdMap([], kind="document"))  # the template and its env, checked here
         self._local: HttpRetriever | None = None
+        # the work folder is limelight's: a new one gets a marker, an existing one must have it
+        check_resumable_dir(self.work_dir, WORK_FILE, "sharded replay's work folder")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        if not (self.work_dir / WORK_FILE).is_file():
+            with atomic_path(self.work_dir / WORK_FILE) as tmp:
+                tmp.write_text(json.dumps({"kind": "http", "fingerprint": self.fingerprint}),
+                               encoding="utf-8")
 
     def shard_dir(self, shard: int) -> Path:
         """The work folder of shard ``shard`` (its journal under ``replay/``)."""
