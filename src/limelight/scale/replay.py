@@ -48,7 +48,6 @@ from limelight.retrieval.kinds.http import HttpRetriever, request_identity
 from limelight.retrieval.replay import JOURNAL_FILE, summarize_log
 from limelight.retrieval.spec import RetrieverSpec
 
-
 WORK_FILE = "sharded-replay.json"  # marks a work folder as a ShardedReplay's
 
 
