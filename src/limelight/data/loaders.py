@@ -261,13 +261,10 @@ def load_queries_file(path: str | os.PathLike, on_disk: str | os.PathLike | None
     p = Path(path)
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
-    if on_disk is not None:
-        table = _distinct_table(p, Path(on_disk))
-        if table is not None:
-            return table
-    streamed = _distinct_streamed(p)
-    if streamed is not None:
-        return streamed
+    # (a log's fast readers give None for a line the whole-file reader names: it reads it next)
+    fast = _distinct_table(p, Path(on_disk)) if on_disk is not None else _distinct_streamed(p)
+    if fast is not None:
+        return fast
     qs = read_queries_tsv(p)
     return _distinct(qs, p) if "source" in qs.fields else qs
 
