@@ -29,35 +29,26 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import filecmp
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _summary import record  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(ROOT / "tests"))  # the Ray tests' helpers: file stamps, the search engine
+from _file_stamps import stamps  # noqa: E402
+from _search_engine import running  # noqa: E402
+from _summary import record  # noqa: E402
 
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _stamps(paths) -> dict[str, tuple[int, int]]:
-    out = {}
-    for p in paths:
-        try:
-            st = p.stat()
-        except FileNotFoundError:
-            continue
-        out[p.parent.name if p.name == "meta.json" else p.name] = (st.st_ino, st.st_mtime_ns)
-    return out
 
 
 def on_cluster(args, task: str, units, job, snapshot=None) -> dict:
@@ -75,7 +66,7 @@ def on_cluster(args, task: str, units, job, snapshot=None) -> dict:
         def killer():
             while not stop.is_set():
                 if len(units()) >= args.kill_after and c.runs_task(1, task):
-                    info["before"] = _stamps(units())
+                    info["before"] = stamps(units())
                     info["snapshot"] = snapshot() if snapshot else None
                     info["at"] = time.perf_counter() - t0
                     c.kill_node(1)
@@ -92,7 +83,7 @@ def on_cluster(args, task: str, units, job, snapshot=None) -> dict:
             th.join()
         info["seconds"] = time.perf_counter() - t0
         info["alive"] = c.wait_alive(1, timeout=30)
-    info["after"] = _stamps(units())
+    info["after"] = stamps(units())
     before = info.get("before", {})
     info["kept"] = sum(info["after"].get(k) == v for k, v in before.items())
     return info
@@ -178,18 +169,11 @@ def job_http(args, work: Path) -> bool:
     from limelight.retrieval.spec import RetrieverSpec
     from limelight.scale import ShardedReplay
 
-    count = work / "engine-count.jsonl"
-    port_file = work / "engine-port"
-    log = open(work / "engine.log", "w")  # noqa: SIM115 - closed below
-    eng = subprocess.Popen([sys.executable, str(ROOT / "tests" / "_search_engine.py"), "--index-dir",
-                            str(work / "pisa-index"), "--port-file", str(port_file), "--count",
-                            str(count)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        while not port_file.exists():
-            if eng.poll() is not None:
-                raise SystemExit(f"the engine did not start: {(work / 'engine.log').read_text()[-500:]}")
-            time.sleep(0.1)
-        url = f"http://127.0.0.1:{int(port_file.read_text())}/movies"
+    with contextlib.ExitStack() as stack:
+        try:
+            url, count = stack.enter_context(running(work))  # stopped when the job ends
+        except RuntimeError as e:  # it did not start: the end of its log, as one message
+            raise SystemExit(str(e)) from None
         coll = load_catalog("movies")
         qs = load_query_log().head(args.http_queries)
         texts = qs.texts.tolist()
@@ -232,13 +216,6 @@ def job_http(args, work: Path) -> bool:
                  f"committed before the kill: {again_committed}; never asked: {missing}")
         return report("http", size, t_local, info, same, ref.n_shards, extra,
                       ok_extra=again_committed == 0 and missing == 0)
-    finally:
-        eng.terminate()
-        try:
-            eng.wait(10)
-        except subprocess.TimeoutExpired:
-            eng.kill()
-        log.close()
 
 
 def main() -> None:

@@ -12,16 +12,50 @@ answer ``response.docs[].id/score``). With ``--token-env NAME`` every request mu
 
 The engine's own count: one JSON line per query answered (the query text) appended to ``--count``
 (``O_APPEND``, one write per line, so lines survive a SIGKILL whole). The PISA index is built in
-``--index-dir`` once and reused by a restarted engine.
+``--index-dir`` once and reused by a restarted engine. ``running(folder)`` starts it as a process
+and stops it (the Ray tests and ``benchmarks/ray_cluster.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def running(folder: Path, timeout: float | None = None) -> Iterator[tuple[str, Path]]:
+    """This engine as a process of its own on a free loopback port, its files in ``folder``
+    (``pisa-index/``, ``engine-port``, ``engine-count.jsonl``, ``engine.log``); yields (the base
+    URL of its ``movies`` index, its count file), then terminates it (killed after 10 s).
+    ``RuntimeError`` with the end of its log if it ends, or takes over ``timeout`` seconds,
+    before it listens."""
+    port_file, count, log_path = folder / "engine-port", folder / "engine-count.jsonl", folder / "engine.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--index-dir",
+                                 str(folder / "pisa-index"), "--port-file", str(port_file),
+                                 "--count", str(count)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not port_file.exists():
+            if proc.poll() is not None or (deadline is not None and time.monotonic() > deadline):
+                raise RuntimeError(f"the engine did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{int(port_file.read_text())}/movies", count
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def open_engine(index_dir: Path):

@@ -31,28 +31,15 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the ray engine needs the scale extra (in dev)")
 pytest.importorskip("pyterrier_pisa", reason="the replay test's engine is PISA (in dev)")
 
+from _file_stamps import stamps  # noqa: E402
+from _search_engine import running  # noqa: E402
+
 from limelight.data import load_catalog, load_dataset, load_query_log  # noqa: E402
 from limelight.exposure import compute_exposure  # noqa: E402
 from limelight.exposure.shards import shard_path  # noqa: E402
 from limelight.retrieval.index_dir import build_index  # noqa: E402
 from limelight.retrieval.spec import RetrieverSpec  # noqa: E402
 from limelight.scale import ShardedReplay, build_index_ray  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-
-
-
-
-def _stamps(paths) -> dict[str, tuple[int, int]]:
-    """(inode, mtime in ns) of each existing file of ``paths``, by name."""
-    out = {}
-    for p in paths:
-        try:
-            st = p.stat()
-        except FileNotFoundError:
-            continue
-        out[str(p.parent.name if p.name == "meta.json" else p.name)] = (st.st_ino, st.st_mtime_ns)
-    return out
 
 
 class Killer:
@@ -106,20 +93,20 @@ def test_index_build_with_a_node_killed_equals_the_single_process_build(cluster,
         return list(runs.glob("run-*/meta.json"))
 
     with Killer(cluster, "index_run", lambda: len(run_files()) >= 2,
-                lambda: _stamps(run_files())) as k:
+                lambda: stamps(run_files())) as k:
         out = build_index_ray(coll, tmp_path / "ray", address=cluster.address,
                               run_chars=chars // 16, runs_dir=runs, keep_runs=True)
     assert k.killed.is_set(), "the build ended before a run task ran on node 1 to be killed"
     assert cluster.wait_alive(1) == 1  # declared dead
     assert _same_tree(ref, out) == []  # every file of the index directory, byte for byte
-    after = _stamps(run_files())
+    after = stamps(run_files())
     assert len(after) == 16 or len(after) == 17  # the last run holds what is left
     assert 2 <= len(k.before) < len(after)
     assert {n: after[n] for n in k.before} == k.before  # finished runs: never written again
     # a rerun (another output) finds every run complete: nothing is analyzed, the same index
     again = build_index_ray(coll, tmp_path / "again", address=cluster.address,
                             run_chars=chars // 16, runs_dir=runs, keep_runs=True)
-    assert _stamps(run_files()) == after
+    assert stamps(run_files()) == after
     assert _same_tree(ref, again) == []
     # without keep_runs the runs folder goes once the index is complete
     build_index_ray(coll, tmp_path / "third", address=cluster.address, run_chars=chars // 16,
@@ -154,26 +141,8 @@ def test_cli_index_engine_ray(cluster, tmp_path):
 def engine(tmp_path_factory):
     """PISA BM25 over the movies catalog behind the test ASGI app (``_search_engine.py``), on a
     free loopback port; yields (base URL, the file of its own count: a JSON line per query)."""
-    folder = tmp_path_factory.mktemp("ray-engine")
-    port_file, count = folder / "port", folder / "count.jsonl"
-    with open(folder / "engine.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, str(HERE / "_search_engine.py"), "--index-dir",
-                                 str(folder / "pisa-index"), "--port-file", str(port_file),
-                                 "--count", str(count)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while not port_file.exists():
-            assert proc.poll() is None, (folder / "engine.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the engine did not start"
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{int(port_file.read_text())}/movies", count
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    with running(tmp_path_factory.mktemp("ray-engine"), timeout=120) as (url, count):
+        yield url, count
 
 
 def _asked(count: Path, since: int = 0) -> list[str]:
@@ -218,7 +187,7 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
         return list((out / "shards").glob("part-*.parquet"))
 
     def snapshot():
-        return {"shards": _stamps(shard_files()), "journaled": _journaled(tmp_path / "work-ray")}
+        return {"shards": stamps(shard_files()), "journaled": _journaled(tmp_path / "work-ray")}
 
     with Killer(cluster, "exposure_shard", lambda: len(shard_files()) >= 2, snapshot) as k:
         st = compute_exposure(replay, qs, out, depth=depth, shard_size=shard, engine="ray",
@@ -233,7 +202,7 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
     for p in [*sorted((ref.path / "doc_index").glob("part-*.npy")), ref.path / "query_stats.parquet"]:
         assert filecmp.cmp(p, out / p.relative_to(ref.path), shallow=False), p.name
     # finished shards were not written again
-    after = _stamps(shard_files())
+    after = stamps(shard_files())
     before = k.before["shards"]
     assert 2 <= len(before) < ref.n_shards
     assert {n: after[n] for n in before} == before
