@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
     )
     from limelight.data.qrels import Qrels
     from limelight.data.queries import Queries
+    from limelight.data.querytable import QueryTable, write_query_table
     from limelight.data.run import Run
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__)
