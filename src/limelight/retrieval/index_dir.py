@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -31,6 +33,9 @@ from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.index_meta import FORMAT, index_size, read_meta
 from limelight.retrieval.spec import RetrieverSpec
+
+if TYPE_CHECKING:
+    from limelight.retrieval.bm25_build import BM25Builder
 
 DEFAULT_MEMORY_GB = 2.0
 
@@ -78,10 +83,8 @@ def _build(source, out: str | os.PathLike, dense: bool, analyzer: Analyzer | Non
     index chunk by chunk, then the dense index (from ``collection``, else the stored texts)."""
     out = Path(out)
     with atomic_dir(out, "index") as tmp:
-        with atomic_dir(tmp / "bm25", "BM25 index") as btmp:
-            n_docs = _write_docs_and_bm25(source, tmp / "docs.parquet", btmp, analyzer or Analyzer(),
-                                          _budget(memory_gb), show_progress,
-                                          len(collection) if collection is not None else None)
+        n_docs = _write_docs_and_bm25(source, tmp, analyzer or Analyzer(), _budget(memory_gb),
+                                      show_progress, len(collection) if collection is not None else None)
         built = ["bm25"]
         if dense:
             from limelight.retrieval.dense import DenseIndex, Encoder
@@ -90,38 +93,58 @@ def _build(source, out: str | os.PathLike, dense: bool, analyzer: Analyzer | Non
             enc = Encoder(model) if model else Encoder()
             DenseIndex.build(coll, enc, show_progress=show_progress).save(tmp / "dense")
             built.append("dense")
-        meta = {"format": FORMAT, "collection": source.name, "n_docs": n_docs,
-                "built": built, "text_fields": list(source.text_fields)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        _write_meta(tmp, source, n_docs, built)
     return out
 
 
-def _write_docs_and_bm25(source, parquet: Path, folder: Path, analyzer: Analyzer,
-                         memory_bytes: int, show_progress: bool, total: int | None) -> int:
-    """One pass over ``source``'s chunks: each is appended to ``parquet`` and fed to a
-    ``BM25Builder`` writing into ``folder``. Returns the number of documents."""
+def _write_docs_and_bm25(source, tmp: Path, analyzer: Analyzer, memory_bytes: int,
+                         show_progress: bool, total: int | None) -> int:
+    """One pass over ``source``'s chunks into the index folder ``tmp``: each is appended to
+    ``docs.parquet`` and fed to the BM25 builder of ``bm25/`` (``_docs_and_bm25``). Returns the
+    number of documents."""
     from limelight.progress import progress_bar
+
+    with (_docs_and_bm25(tmp, analyzer, memory_bytes, source.name) as (docs, builder, ids),
+          progress_bar(f"BM25: analyzing {source.name}", total) if show_progress
+          else contextlib.nullcontext(_no_progress) as update):
+        for chunk in source.chunks:
+            docs.write(chunk)
+            builder.add(chunk.texts.tolist())
+            ids.extend(chunk.ids.strings.tolist())
+            update(len(ids))
+        update(len(ids), len(ids))  # a streamed source's total is known at its end
+    return len(ids)
+
+
+@contextlib.contextmanager
+def _docs_and_bm25(tmp: Path, analyzer: Analyzer, memory_bytes: int,
+                   name: str) -> Iterator[tuple[_DocsWriter, BM25Builder, list[str]]]:
+    """``docs.parquet`` and the BM25 index ``bm25/`` (atomically) of the index folder ``tmp``
+    being written (here and by ``limelight.scale.index``): yields the documents' writer, the
+    ``BM25Builder`` and the list of document ids the caller fills in the order it feeds them;
+    then closes the documents and finishes the builder, or on an error aborts the builder
+    (and closes the documents)."""
     from limelight.retrieval.bm25_build import BM25Builder
 
-    builder = BM25Builder(folder, analyzer, memory_bytes)
-    docs = _DocsWriter(parquet)
-    ids: list[str] = []
-    try:
-        with (progress_bar(f"BM25: analyzing {source.name}", total) if show_progress
-              else contextlib.nullcontext(_no_progress)) as update:
-            for chunk in source.chunks:
-                docs.write(chunk)
-                builder.add(chunk.texts.tolist())
-                ids.extend(chunk.ids.strings.tolist())
-                update(len(ids))
-            update(len(ids), len(ids))  # a streamed source's total is known at its end
-        docs.close()
-        builder.finish(ids, source.name)
-    except BaseException:
-        builder.abort()
-        docs.close()
-        raise
-    return len(ids)
+    with atomic_dir(tmp / "bm25", "BM25 index") as btmp:
+        builder = BM25Builder(btmp, analyzer, memory_bytes)
+        docs = _DocsWriter(tmp / "docs.parquet")
+        ids: list[str] = []
+        try:
+            yield docs, builder, ids
+            docs.close()
+            builder.finish(ids, name)
+        except BaseException:
+            builder.abort()
+            docs.close()
+            raise
+
+
+def _write_meta(tmp: Path, source, n_docs: int, built: list[str]) -> None:
+    """The index folder's ``meta.json`` (``source``: the ``DocumentChunks`` indexed)."""
+    meta = {"format": FORMAT, "collection": source.name, "n_docs": n_docs,
+            "built": built, "text_fields": list(source.text_fields)}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
 def _no_progress(done: int, total: int | None = None) -> None:

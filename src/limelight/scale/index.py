@@ -47,8 +47,13 @@ from limelight.analysis import Analyzer
 from limelight.data.collection import Collection
 from limelight.errors import LimelightError
 from limelight.retrieval.bm25_build import BM25Builder
-from limelight.retrieval.index_dir import DEFAULT_MEMORY_GB, _budget, _DocsWriter
-from limelight.retrieval.index_meta import FORMAT
+from limelight.retrieval.index_dir import (
+    DEFAULT_MEMORY_GB,
+    _budget,
+    _docs_and_bm25,
+    _DocsWriter,
+    _write_meta,
+)
 from limelight.scale.cluster import cluster_cpus, ray_session
 
 RUNS_FILE = "runs.json"
@@ -235,22 +240,10 @@ def _build(source, out: str | os.PathLike, address: str | None, analyzer: Analyz
     check_output_dir(out, "index")  # before the runs folder is made beside it
     runs = _runs_folder(out, runs_dir, analyzer, run_chars)
     with atomic_dir(out, "index") as tmp:
-        with atomic_dir(tmp / "bm25", "BM25 index") as btmp:
-            docs = _DocsWriter(tmp / "docs.parquet")
-            builder = BM25Builder(btmp, analyzer, budget)
-            ids: list[str] = []
-            try:
-                _analyze_and_merge(source, docs, ids, _Merger(builder, runs), analyzer, budget,
-                                   run_chars, address, max_retries, num_cpus, progress, total)
-                docs.close()
-                builder.finish(ids, source.name)
-            except BaseException:
-                builder.abort()
-                docs.close()
-                raise
-        meta = {"format": FORMAT, "collection": source.name, "n_docs": len(ids),
-                "built": ["bm25"], "text_fields": list(source.text_fields)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        with _docs_and_bm25(tmp, analyzer, budget, source.name) as (docs, builder, ids):
+            _analyze_and_merge(source, docs, ids, _Merger(builder, runs), analyzer, budget,
+                               run_chars, address, max_retries, num_cpus, progress, total)
+        _write_meta(tmp, source, len(ids), ["bm25"])
     if not keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
     return out
