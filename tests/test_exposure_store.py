@@ -286,3 +286,22 @@ def test_one_file_index_of_the_first_weeks_gets_pieces(ref, tmp_path):
     same_store(out, ref.path)
     docid = ref.doc_ids[int(np.argmax(ref.n_exposing()))]
     assert st.exposing_queries(docid) == ref.exposing_queries(docid)
+
+
+def test_query_ids_resolve_the_same_from_an_id_map_and_an_arrow_column():
+    """``exposure query ID``: a store opened from disk searches its Arrow column of ids (no
+    Python object per id); a store holding its queries, their ``IdMap``: the same answers."""
+    import pyarrow as pa
+
+    from limelight.data.ids import IdMap
+    from limelight.errors import LimelightError, UnknownIdError
+    from limelight.exposure.store import resolve_query_id
+
+    ids = ["aol:7", "msn:7", "aol:12", "trec:x:12", "q3", "msn:8"]
+    for form in (IdMap(ids, kind="query"), pa.chunked_array([ids[:2], ids[2:]], pa.string())):
+        assert [resolve_query_id(form, q) for q in ("aol:12", "q3", "8", "12")] == [2, 4, 5, 2]
+        with pytest.raises(LimelightError, match="query id '7' is ambiguous in st: aol:7, msn:7; give SOURCE:QID"):
+            resolve_query_id(form, "7", "st")
+        for q in ("9", "x:9", "aol"):
+            with pytest.raises(UnknownIdError):
+                resolve_query_id(form, q, "st")

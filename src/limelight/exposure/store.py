@@ -72,18 +72,31 @@ DB_NAME = "exposure.duckdb"  # the first layout's DuckDB copy (removed by the mi
 BUILDING_DB = f".{DB_NAME}.building.tmp"  # what a job of the first layout left while running
 
 
-def resolve_query_id(ids: IdMap, qid: str, where: str | None = None) -> int:
-    """``ids.lookup(qid)``, else the one id ``SOURCE:QID`` whose ``QID`` is ``qid`` (query-log
-    ids keep their source, as the log's qids repeat across sources)."""
-    if qid in ids:
-        return ids.lookup(qid)
-    suffix = f":{qid}"
-    cands = [s for s in ids.strings.tolist() if s.endswith(suffix) and s.count(":") == 1] \
-        if ":" not in qid else []
+def resolve_query_id(ids: IdMap | pa.Array | pa.ChunkedArray, qid: str, where: str | None = None) -> int:
+    """The code of query ``qid`` among ``ids`` (an ``IdMap``, or the store's Arrow column of
+    query ids: searched without a Python object per id), else of the one id ``SOURCE:QID``
+    whose ``QID`` is ``qid`` (query-log ids keep their source, as the log's qids repeat across
+    sources)."""
+    import pyarrow.compute as pc
+
+    if isinstance(ids, IdMap):
+        if qid in ids:
+            return ids.lookup(qid)
+        col = ids.to_arrow()
+    else:
+        col = ids
+        i = pc.index(col, pa.scalar(qid, pa.string())).as_py()
+        if i >= 0:
+            return int(i)
+    cands: list[tuple[int, str]] = []
+    if ":" not in qid:
+        hit = pc.and_(pc.ends_with(col, f":{qid}"), pc.equal(pc.count_substring(col, ":"), 1))
+        pos = np.flatnonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))
+        cands = list(zip(pos.tolist(), col.take(pa.array(pos)).to_pylist(), strict=True))
     if len(cands) == 1:
-        return ids.lookup(cands[0])
+        return cands[0][0]
     if cands:
-        shown = ", ".join(cands[:5]) + (f", … ({len(cands)} in all)" if len(cands) > 5 else "")
+        shown = ", ".join(c for _, c in cands[:5]) + (f", … ({len(cands)} in all)" if len(cands) > 5 else "")
         raise LimelightError(f"query id {qid!r} is ambiguous{' in ' + where if where else ''}: "
                              f"{shown}; give SOURCE:QID")
     raise UnknownIdError("query", qid, where)
@@ -507,7 +520,11 @@ class ExposureStore:
     def query_code(self, qid: str) -> int:
         """The code of query ``qid``: its id, or for a query-log id ``SOURCE:QID`` the bare
         ``QID`` when one source only has it (an error lists the candidates otherwise)."""
-        return resolve_query_id(self.queries.ids, qid, str(self.path))
+        if self._queries is not None:
+            return resolve_query_id(self._queries.ids, qid, str(self.path))
+        table = self.query_table()  # (memory-mapped; else the ids of queries.parquet)
+        ids = table.column("qid") if table is not None else _read(self.path / "queries.parquet", ["qid"]).column("qid")
+        return resolve_query_id(ids, qid, str(self.path))
 
     def query_pairs(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(d, rank, score)`` of query code ``q``'s stored top-n, by rank."""
