@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import re
 import time
 from collections import Counter
@@ -257,7 +258,10 @@ def write_queries(m: Model, n: int, path: Path, seed: int = 0, s: float = 0.8,
     ids, ptr = _draw_queries(m, len(uniq), rng)
     texts = np.asarray(_texts(m, ids, ptr), dtype=object)
     tmp = path.with_name(f".{path.name}.tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as f:
+    # (a gzip header records the time of writing: mtime 0, so that a seed gives the same bytes)
+    with open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=1, mtime=0) as gz, \
+            io.TextIOWrapper(gz, encoding="utf-8") as f:
         f.write("source\tqid\tquery\n")
         for s0 in range(0, n, CHUNK * 4):
             part = texts[inv[s0:s0 + CHUNK * 4]].tolist()
