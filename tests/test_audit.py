@@ -228,6 +228,51 @@ def test_changed_setting_reruns_only_dependents(audit, tmp_path):
         assert res2["systems"][name]["gini_c100"] == s["gini_c100"]
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_rerun_with_changed_settings_keeps_a_users_files(audit, tmp_path):
+    """Issue 52 item 0: a rerun whose changed settings make stages replace their folders, over an
+    output holding a user's file in each stage folder, is refused at each such folder in one line
+    naming the file, and no file is removed or changed before the refusal; once the user moves a
+    file away, that stage runs and the next folder is refused in turn."""
+    from limelight._io import OutputRefusedError
+
+    a, _, _ = audit
+    out = tmp_path / "copy"
+    shutil.copytree(a.path, out)
+    d = AuditDir(out)
+    folders = [d.index_dir, *(d.store_dir(n) for n in a.systems), *sorted(d.eqi_root.iterdir())]
+    planted = {f / "MYNOTES.txt" for f in folders}
+    for p in planted:
+        p.write_text(f"notes on {p.parent.name}")
+    cfg = parse_config(QUICK.read_text().replace("depth = 100", "depth = 120"), QUICK)
+    refused = []
+    for _ in range(len(planted) + 1):
+        before = _tree(out)
+        try:
+            _run(cfg, out)
+            break
+        except OutputRefusedError as e:
+            msg = str(e)
+        assert "\n" not in msg and "limelight did not write" in msg
+        hit = next(p for p in planted if str(p) in msg)
+        after = _tree(out)
+        # nothing the refused stage would replace is touched (stages before it may have run)
+        changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+        assert not any(k.startswith(hit.parent.relative_to(out).as_posix() + "/") for k in changed)
+        refused.append(hit)
+        for p in planted - set(refused):
+            assert p.read_text() == f"notes on {p.parent.name}"
+        hit.rename(tmp_path / f"moved-{len(refused)}")  # the user moves it away, as told
+    else:
+        pytest.fail("the rerun never finished")
+    # every exposure store depends on the depth: each was refused once; the index does not
+    assert {d.store_dir(n) for n in a.systems} <= {p.parent for p in refused}
+    assert d.index_dir / "MYNOTES.txt" not in refused and (d.index_dir / "MYNOTES.txt").exists()
+
+
 def test_interrupt_and_resume_gives_identical_results(audit, tmp_path):
     a, res, _ = audit
     text = QUICK.read_text() + "\n[stages]\nrerank = false\nrobustness = false\neqi = false\n"

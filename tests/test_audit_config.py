@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from limelight._io import OutputRefusedError
 from limelight.audit.cache import StageCache, stable_hash
 from limelight.audit.config import load_config, parse_config
 from limelight.audit.layout import AuditDir, NotAnAuditError
@@ -146,16 +147,42 @@ def test_stage_cache_keys(tmp_path):
     assert k1 == k2 and stable_hash("s", {"a": 2}) != k1
     out = tmp_path / "a" / "thing"
     out.mkdir()
-    (out / "x").write_text("partial")
-    assert cache.begin("s", k1, [out]) is False and not out.exists()  # unknown origin: removed
+    (out / "x").write_text("not limelight's")
+    with pytest.raises(OutputRefusedError, match="thing/x: limelight did not write"):
+        cache.begin("s", k1, [out])  # unknown origin: refused, kept
+    assert (out / "x").read_text() == "not limelight's"
+    (out / "x").unlink()
+    assert cache.begin("s", k1, [out]) is False and not out.exists()  # empty: ours to replace
     out.mkdir()
     (out / "x").write_text("partial")
     assert cache.lookup("s", k1) is None  # running, not done
     assert cache.begin("s", k1, [out]) is True and out.exists()  # same key: resume over it
-    cache.finish("s", k1, {"v": 1.5}, 0.1)
+    cache.finish("s", k1, {"v": 1.5}, 0.1, [out])
     assert cache.lookup("s", k1)["result"] == {"v": 1.5}
     assert cache.lookup("s", "other") is None
-    assert cache.begin("s", "other", [out]) is False and not out.exists()  # changed: removed
+    assert cache.begin("s", "other", [out]) is False and not out.exists()  # changed: ours, removed
+
+
+def test_stage_cache_removes_only_what_it_recorded(tmp_path):
+    """A changed key replaces a stage's outputs only when they hold nothing but the files the
+    stage's record lists (when it finished, or when it was interrupted); one file of the user's
+    anywhere inside refuses the rerun and nothing is removed (issue 52 item 0)."""
+    audit = AuditDir(tmp_path / "a")
+    cache = StageCache(audit)
+    out, table = tmp_path / "a" / "store", tmp_path / "a" / "t.parquet"
+    assert cache.begin("s", "k1", [out, table]) is False
+    (out / "shards").mkdir(parents=True)
+    (out / "shards" / "part-0").write_text("ours")
+    table.write_text("ours")
+    cache.interrupted("s", "k1", [out, table])  # e.g. Ctrl-C: what is there is ours
+    (out / "shards" / "MYNOTES.txt").write_text("mine")
+    with pytest.raises(OutputRefusedError, match=r"store/shards/MYNOTES.txt: limelight did not"):
+        cache.begin("s", "k2", [out, table])
+    assert (out / "shards" / "part-0").exists() and table.exists()
+    assert (out / "shards" / "MYNOTES.txt").read_text() == "mine"
+    (out / "shards" / "MYNOTES.txt").unlink()
+    assert cache.begin("s", "k2", [out, table]) is False
+    assert not out.exists() and not table.exists()
 
 
 def test_audit_dir_errors(tmp_path):

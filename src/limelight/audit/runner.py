@@ -160,18 +160,22 @@ class AuditRunner:
             self.log(f"  {name}: cached")
             return self._record(StageStatus(name, title, "cached", seconds=rec.get("seconds", 0.0),
                                             key=key, result=rec.get("result", {})))
-        resuming = self.cache.begin(name, key, stage.outputs(self))
+        outputs = list(stage.outputs(self))
+        resuming = self.cache.begin(name, key, outputs)
         self.log(f"  {name}: {'resuming' if resuming else 'running'} ({title})")
         t0 = time.perf_counter()
         try:
             with self.bars.stage(name, title) as bar:
                 result = stage.body(self, bar)
         except StageSkipped as e:
-            self.cache.finish(name, key, {"skipped": str(e)}, time.perf_counter() - t0)
+            self.cache.finish(name, key, {"skipped": str(e)}, time.perf_counter() - t0, outputs)
             self.log(f"  {name}: skipped ({e})")
             return self._record(StageStatus(name, title, "skipped", str(e), key=key))
+        except BaseException:
+            self.cache.interrupted(name, key, outputs)  # what it wrote is limelight's to replace
+            raise
         secs = time.perf_counter() - t0
-        self.cache.finish(name, key, result, secs)
+        self.cache.finish(name, key, result, secs, outputs)
         return self._record(StageStatus(name, title, "done", seconds=secs, key=key,
                                         result=_jsonable(result)))
 
