@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint bench clean wordnet browser docs lock test-core test-lowest wheel wheel-check
+.PHONY: demo test install lint bench clean wordnet browser postgresql docs lock test-core test-lowest wheel wheel-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ demo: install browser
 # driven by the pinned playwright package (never `playwright install`), only when missing
 browser:
 	@test -x /usr/bin/chromium || apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)
+
+# PostgreSQL for the portal's database tests (tests/_postgres.py starts a server of its own on
+# loopback, in a temporary folder, and stops it): Debian's package, only when missing
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt-get install -y -q postgresql || (apt-get update -q && apt-get install -y -q postgresql)
 
 # WordNet 3.0 for the WNetSynSwap query variations (Debian's wordnet-base), only when missing
 wordnet:
@@ -111,7 +116,7 @@ $(WHEEL_STAMP): pyproject.toml $(LOCK) | wheel
 # not the editable .venv: limelight reinstalled from the freshly built wheel on every run, into its
 # own venv that keeps the rest (LIMELIGHT_WHEEL_TEST=1: tests/conftest.py stops if limelight is
 # imported from src/). PYTEST_ARGS: some tests only, e.g. make test PYTEST_ARGS=tests/test_manual.py
-test: install wheel $(WHEEL_STAMP) browser
+test: install wheel $(WHEEL_STAMP) browser postgresql
 	$(UV) pip install --quiet --python $(WHEEL_PY) --no-deps --reinstall-package limelight $$(ls dist/limelight-*-py3-none-any.whl)
 	LIMELIGHT_WHEEL_TEST=1 HF_HUB_OFFLINE=1 $(WHEEL_PY) -m pytest -q $(PYTEST_ARGS)
 

@@ -20,6 +20,7 @@ import limelight.cli.fairness as fairness
 import limelight.cli.generate as generate
 import limelight.cli.rerank as rerank
 import limelight.cli.serve as serve
+import limelight.cli.users as users
 import limelight.cli.variations as variations
 from limelight.errors import LimelightError
 
@@ -61,6 +62,7 @@ app.add_typer(exposure.app, name="exposure")
 app.add_typer(rerank.app, name="rerank")
 app.add_typer(generate.app, name="generate")
 app.add_typer(eqi.app, name="eqi")
+app.add_typer(users.app, name="users")
 
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:

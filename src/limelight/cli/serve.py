@@ -1,4 +1,5 @@
-"""``limelight serve --audit DIR``: the web app and JSON API over an audit directory."""
+"""``limelight serve --audit DIR``: the web app and JSON API over an audit directory; with
+``--db`` the portal for content owners (accounts, the policy, the searchers' privacy)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,26 @@ def serve(
                                                     "cores keep answering the rest of the API)"),
     view_cache_mb: int = typer.Option(256, min=1, help="MiB of derived retrievability views kept "
                                                        "(least recently used dropped first)"),
+    db: str | None = typer.Option(None, "--db", envvar="LIMELIGHT_DB",
+                                  help="the portal's accounts database (limelight users): sqlite:///FILE "
+                                       "or postgresql://USER@HOST/DB; turns on --auth password"),
+    owners: str | None = typer.Option(None, "--owners", help="who owns which documents: field:NAME (a "
+                                      "document field, e.g. Debian's source) or a TSV of OWNER<TAB>ID-or-pattern"),
+    min_searches: int = typer.Option(2, "--min-searches", min=1, help="k: a query reaches an owner only when "
+                                     "issued at least k times (searchers' privacy)"),
+    auth: str | None = typer.Option(None, "--auth", help="password (login page and API tokens), proxy (a user "
+                                    "header from --trusted-proxy addresses, and API tokens) or none (every "
+                                    "visitor sees everything: loopback only); default: password with --db, "
+                                    "else none"),
+    proxy_header: str = typer.Option("X-Remote-User", help="--auth proxy: the header naming the user"),
+    trusted_proxy: list[str] = typer.Option(["127.0.0.1", "::1"], "--trusted-proxy",
+                                            help="--auth proxy: an address (or network) of the proxy; repeat"),
+    anonymous_search: bool = typer.Option(True, help="search without logging in (the engine's public output)"),
+    session_hours: float = typer.Option(8.0, min=0.01, help="hours a login session lasts"),
+    https_only: bool = typer.Option(False, help="session cookies marked Secure (serve behind HTTPS)"),
 ) -> None:
-    """Serve search, exposing queries, retrievability and EQI over an audit (read-only)."""
+    """Serve search, exposing queries, retrievability and EQI over an audit (read-only); with
+    --db, as the portal where each content owner sees its own documents."""
     import uvicorn
 
     from limelight.audit import AuditDir
@@ -37,6 +56,12 @@ def serve(
     from limelight.service.core import AuditService, open_service
 
     AuditDir(audit).manifest  # noqa: B018 - a one-line error for a directory that is no audit
+    auth = check_auth(auth, db, owners, host)
+    accounts = None
+    if auth != "none":
+        from limelight.service.accounts import Accounts
+
+        accounts = Accounts(db)  # a database that cannot be opened fails before the audit loads
     sock = bind_socket(host, port)  # before loading anything: a busy port fails at once
     try:
         service: AuditService = open_service(audit, reranker, eqi_queue=eqi_queue, eqi_timeout=eqi_timeout,
@@ -45,6 +70,15 @@ def serve(
         if preload:
             service.warm(eqi=preload_eqi)
         application = create_app(service, max_body=max_body)
+        if accounts is not None:
+            from limelight.service.policy import Ownership, Policy
+            from limelight.service.portal import PortalConfig, install
+
+            ownership = (Ownership.from_spec(owners, service.doc_ids, service.docs.fields) if owners
+                         else Ownership({}, len(service.doc_ids), "none"))
+            install(application, service, PortalConfig(
+                accounts, Policy(ownership, min_searches, anonymous_search), auth, proxy_header,
+                tuple(trusted_proxy), session_hours, https_only))
         config = uvicorn.Config(application, log_level="warning", access_log=False, timeout_keep_alive=30)
         server = uvicorn.Server(config)
         bound = sock.getsockname()
@@ -54,6 +88,40 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
+
+
+def check_auth(auth: str | None, db: str | None, owners: str | None, host: str) -> str:
+    """The authentication mode of ``serve`` (``--auth``, default password with ``--db``, else
+    none); ``LimelightError`` for a combination that cannot work, and for ``none`` on an
+    address that is not loopback (every visitor would see every document and the raw log)."""
+    from limelight.errors import LimelightError
+
+    auth = auth or ("password" if db else "none")
+    if auth not in ("password", "proxy", "none"):
+        raise LimelightError(f"--auth {auth!r}: one of password, proxy, none")
+    if auth == "none":
+        if db or owners:
+            raise LimelightError("--db and --owners take effect with --auth password or proxy")
+        if not is_loopback(host):
+            raise LimelightError(f"refusing to serve {host} without authentication: every visitor would see "
+                                 "every document and the raw query log; use --auth password (or proxy) with "
+                                 "--db URL, or --host 127.0.0.1")
+    elif not db:
+        raise LimelightError(f"--auth {auth} needs --db URL (the accounts: limelight users add)")
+    return auth
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` resolves to is a loopback address."""
+    import ipaddress
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return False
+    addrs = {ipaddress.ip_address(i[4][0].split("%")[0]) for i in infos}
+    return bool(addrs) and all(a.is_loopback for a in addrs)
 
 
 def bind_socket(host: str, port: int):

@@ -176,6 +176,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(quote=lambda s: quote(str(s), safe=""), segments=segments, **F.GLOBALS)
     templates.env.filters.update(F.FILTERS)
+    app.state.templates = templates  # the portal's pages (limelight.service.portal) render with them
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     _add_error_handlers(app, service, templates)

@@ -142,6 +142,9 @@ class AuditService:
         self._exact_lock = threading.Lock()  # ExactReverse.add_documents is not thread-safe
         self._rerank_lock = threading.Lock()  # the torch model is not shared across threads
         self.systems: dict[str, _System] = {}
+        # who may see what (limelight.service.policy.Policy, set by the portal): None serves every
+        # document and query to every visitor (a researcher's server on loopback)
+        self.screen: Any = None
         settings = {s.get("name"): s for s in self.manifest.get("systems", []) if isinstance(s, dict)}
         shared_queries: dict[str, Any] = {}  # one query set in memory per fingerprint
         docs_fp = None
@@ -230,10 +233,20 @@ class AuditService:
             raise BadRequest(str(e)) from None
 
     def doc_row(self, docid: str) -> int:
+        """The row of a document whose detail the request may see: an unknown id, and under the
+        portal a document the principal may not see, are the same ``NotFound``."""
         try:
-            return self.doc_ids.lookup(docid)
+            row = self.doc_ids.lookup(docid)
         except UnknownIdError:
-            raise NotFound(f"unknown document id {docid!r}") from None
+            row = None
+        if row is None or (self.screen is not None and not self.screen.document_visible(row)):
+            raise NotFound(f"unknown document id {docid!r}")
+        return row
+
+    def query_screen(self, sysm: _System):
+        """The privacy screen of the system's queries for the request (``QueryScreen``), or
+        ``None`` when every query may be shown."""
+        return None if self.screen is None else self.screen.query_screen(sysm.store)
 
     def title(self, row: int) -> str:
         if self.title_field is None:
@@ -342,8 +355,13 @@ class AuditService:
         self._scores_in_memory(sysm)
         q, rank, score = st.document_pairs(int(sysm.store_d[row]))  # by rank, then query id
         weights = np.asarray(st.queries.weights, dtype=np.float64)[q]
-        ranks, counts, wsum = _by_rank(rank, weights)
+        ranks, counts, wsum = _by_rank(rank, weights)  # the totals count every query
         mu_r = model.weights(ranks) if len(ranks) else np.zeros(0)
+        screen, privacy = self.query_screen(sysm), None
+        if screen is not None:  # the lists show what the screen lets through
+            privacy = screen.summary(q)
+            keep = ~screen.hidden[np.asarray(q, dtype=np.int64)]
+            q, rank, score, weights = q[keep], rank[keep], score[keep], weights[keep]
 
         def entries(sel: slice) -> list[tuple]:
             qq = q[sel]
@@ -369,7 +387,7 @@ class AuditService:
             "exposure": float(mu_r @ counts),
             "weighted_exposure": float(mu_r @ wsum),
             "total": int(counts.sum()), "offset": offset, "limit": limit,
-            "queries": queries,
+            "queries": queries, "privacy": privacy,
             "chart": [{"position": i + 1, "qid": q, "query": t, "rank": int(rk), "height": depth - (int(rk) - 1)}
                       for i, (q, t, _w, rk, _s) in enumerate(chart_rows)],
             "systems": self.document_systems(row, model),
@@ -410,10 +428,16 @@ class AuditService:
         self._resources.get(("scores", sysm.name), lambda: sysm.store.scores() is not None)
 
     def query_row(self, sysm: _System, qid: str) -> int:
+        """The code of a log query the request may see: an unknown id, and under the portal a
+        query the privacy screen hides, are the same ``NotFound``."""
         try:
-            return sysm.store.queries.ids.lookup(qid)
+            q = sysm.store.queries.ids.lookup(qid)
         except UnknownIdError:
-            raise NotFound(f"unknown query id {qid!r} in system {sysm.name!r}") from None
+            q = None
+        screen = self.query_screen(sysm) if q is not None else None
+        if q is None or (screen is not None and screen.hidden[q]):
+            raise NotFound(f"unknown query id {qid!r} in system {sysm.name!r}")
+        return q
 
     def query(self, qid: str, system: str | None = None, browsing: str = "rbp:0.8",
               limit: int = 50, offset: int = 0) -> dict:
@@ -463,6 +487,9 @@ class AuditService:
             needle = pc.utf8_lower(pa.scalar(text, pa.string())).as_py()
             hit = pc.match_substring(lower, needle).to_numpy(zero_copy_only=False)
             order = order[hit[order]]
+        screen = self.query_screen(sysm)
+        if screen is not None:
+            order = order[~screen.hidden[order]]
         page = order[offset:offset + limit]
         qs, n_ret = sysm.store.queries, sysm.store.n_retrieved()
         return {"search": text, "system": sysm.name, "total": int(len(order)), "offset": offset, "limit": limit,
@@ -597,9 +624,10 @@ class AuditService:
         import limelight.service.eqi as _eqi
 
         sysm = self.eqi_system() if system in (None, "") else self.system(system)
+        screen = self.query_screen(sysm)
         with self.eqi_gate.slot(), _eqi.threads(self.eqi_threads):
-            exact = _eqi.exact_reverse(self, sysm, text, k)
-            learned = [_eqi.learned(self, sysm, m, text, k, exact) for m in self.eqi_methods()]
+            exact = _eqi.exact_reverse(self, sysm, text, k, screen)
+            learned = [_eqi.learned(self, sysm, m, text, k, exact, screen) for m in self.eqi_methods()]
         _eqi.mark_shared(exact, learned)
         note = self.eqi_for(sysm)[1]
         return {"system": sysm.name, "depth": sysm.store.depth, "k": k, "exact": exact,

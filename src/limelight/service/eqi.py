@@ -20,9 +20,11 @@ import numpy as np
 from limelight.errors import LimelightError
 
 
-def exact_reverse(service, sysm, text: str, k: int) -> dict:
+def exact_reverse(service, sysm, text: str, k: int, screen=None) -> dict:
     """The exact exposing queries of ``text`` under system ``sysm`` (``ExactReverse``: every
-    query counted, the top ``k`` by rank listed)."""
+    query counted, the top ``k`` by rank listed; with a privacy ``screen``
+    (``limelight.service.privacy.QueryScreen``), the top ``k`` of those it lets through, and
+    ``privacy`` saying how many of all it hid)."""
     if not exact_able(sysm):
         return {"method": "exact", "available": False, "queries": [], "n_exposing": None,
                 "message": f"exact reverse search of a new document needs a system with a local index "
@@ -31,13 +33,18 @@ def exact_reverse(service, sysm, text: str, k: int) -> dict:
     engine = _cached(service, ("exact", sysm.name), lambda: _released(_build_exact(service, sysm)))
     with service._exact_lock:
         q, rank, score = engine.add_documents([text], [NEW_DOCID]).lists(0)
+    n_exposing, privacy, truth = int(len(q)), None, dict(zip(q.tolist(), zip(rank.tolist(), score.tolist(),
+                                                                            strict=True), strict=True))
+    if screen is not None:
+        privacy = screen.summary(q)
+        keep = ~screen.hidden[np.asarray(q, dtype=np.int64)]
+        q, rank, score = q[keep], rank[keep], score[keep]
     qs = sysm.store.queries
     rows = [{"position": i + 1, "qid": str(qs.ids[j]), "query": str(qs.texts[j]), "weight": float(qs.weights[j]),
              "rank": int(r), "score": float(s), "in_both": False}
             for i, (j, r, s) in enumerate(zip(q[:k].tolist(), rank[:k].tolist(), score[:k].tolist(), strict=True))]
-    return {"method": "exact", "available": True, "message": None, "n_exposing": int(len(q)),
-            "queries": rows, "_truth": dict(zip(q.tolist(), zip(rank.tolist(), score.tolist(), strict=True),
-                                                strict=True))}
+    return {"method": "exact", "available": True, "message": None, "n_exposing": n_exposing,
+            "queries": rows, "privacy": privacy, "_truth": truth}
 
 
 NEW_DOCID = "new-document"
@@ -163,8 +170,9 @@ def _encoder(service):
     return service.retriever("dense").encoder
 
 
-def learned(service, sysm, method: str, text: str, k: int, exact: dict) -> dict:
-    """The ranked list of a learned EQI model of the audit, annotated with the exact ranks."""
+def learned(service, sysm, method: str, text: str, k: int, exact: dict, screen=None) -> dict:
+    """The ranked list of a learned EQI model of the audit, annotated with the exact ranks (with
+    a privacy ``screen``: less the queries it hides, ``privacy`` saying how many)."""
     reason = why_not(service, sysm, method)
     if reason is not None:
         return {"method": method, "available": False, "queries": [], "message": reason}
@@ -175,6 +183,10 @@ def learned(service, sysm, method: str, text: str, k: int, exact: dict) -> dict:
     except LimelightError as e:
         return {"method": method, "available": False, "queries": [], "message": str(e)}
     q = q[q >= 0]
+    privacy = None
+    if screen is not None:
+        privacy = screen.summary(q)
+        q = q[~screen.hidden[q]]
     truth = exact.get("_truth", {})
     exact_top = {r["qid"] for r in exact["queries"]}
     qs = sysm.store.queries
@@ -184,7 +196,7 @@ def learned(service, sysm, method: str, text: str, k: int, exact: dict) -> dict:
         qid = str(qs.ids[j])
         rows.append({"position": i + 1, "qid": qid, "query": str(qs.texts[j]), "weight": float(qs.weights[j]),
                      "rank": rk, "score": sc, "in_both": qid in exact_top})
-    return {"method": method, "available": True, "message": None, "queries": rows}
+    return {"method": method, "available": True, "message": None, "queries": rows, "privacy": privacy}
 
 
 def model_meta(service, method: str) -> dict:

@@ -90,7 +90,8 @@ def near_misses(service, docid: str, system: str | None = None, limit: int = NEA
     sysm = service.system(system)
     first = sysm.store.depth + 1
     out = {"docid": str(service.doc_ids[row]), "system": sysm.name, "first_rank": first,
-           "last_rank": NEAR_MISS_DEPTH, "available": False, "reason": None, "queries": []}
+           "last_rank": NEAR_MISS_DEPTH, "available": False, "reason": None, "queries": [],
+           "privacy": None}
     retriever = system_retriever(service, sysm)
     if not isinstance(retriever, BM25):
         out["reason"] = ("near misses are found by re-running searches on a keyword (BM25) index; "
@@ -101,7 +102,13 @@ def near_misses(service, docid: str, system: str | None = None, limit: int = NEA
         return out
     nm = service._resources.get(("near-misses", sysm.name),
                                 lambda: NearMisses(sysm.store, retriever, NEAR_MISS_DEPTH))
-    out["queries"] = nm.document(out["docid"], limit)
+    rows = nm.document(out["docid"], limit)
+    screen = service.query_screen(sysm)
+    if screen is not None:  # the searchers' privacy: the hidden ones are counted, not listed
+        codes = sysm.store.queries.ids.encode([r["qid"] for r in rows])
+        out["privacy"] = screen.summary(codes)
+        rows = [r for r, h in zip(rows, screen.hidden[codes].tolist(), strict=True) if not h]
+    out["queries"] = rows
     out["available"] = True
     return out
 

@@ -17,6 +17,19 @@ class Error(BaseModel):
     detail: str = Field(description="a one-line message")
 
 
+class Privacy(BaseModel):
+    """How many of the queries a list could hold are not listed, to protect the searchers'
+    privacy (they still count in every total); absent when every query may be shown."""
+
+    k: int = Field(description="a query is listed only when issued at least k times (or by k searchers)")
+    basis: str = Field(description="what k counts: 'times issued' or 'distinct searchers'")
+    hidden: int = Field(description="queries not listed")
+    fewer_than_k: int = Field(description="of them: issued fewer than k times (or by fewer searchers)")
+    personal_data: int = Field(description="of them: carrying personal data (e-mail, phone, card or id "
+                                           "number, URL with an id) whatever their count")
+    note: str = Field(description="the same in a sentence")
+
+
 class SystemInfo(BaseModel):
     name: str
     depth: int = Field(description="n_{q→d}: documents kept per query in the exposure store")
@@ -132,6 +145,8 @@ class Document(BaseModel):
     top_searches: list[TopSearch] = Field(default=[], description="the searches giving it the most attention "
                                                                   "over the log (o_q · μ)")
     standing: Standing | None = Field(default=None, description="where its r(d) stands among every document's")
+    privacy: Privacy | None = Field(default=None, description="queries hidden from this list for the "
+                                                              "searchers' privacy (portal; null: none screened)")
 
 
 class ExposedDocument(BaseModel):
@@ -255,6 +270,8 @@ class EqiList(BaseModel):
     message: str | None = None
     n_exposing: int | None = Field(default=None, description="exact: every query that would expose the document")
     queries: list[EqiQuery]
+    privacy: Privacy | None = Field(default=None, description="queries hidden from this list for the "
+                                                              "searchers' privacy (portal; null: none screened)")
 
 
 class EqiResults(BaseModel):
@@ -296,6 +313,8 @@ class NearMisses(BaseModel):
     available: bool
     reason: str | None
     queries: list[NearMiss]
+    privacy: Privacy | None = Field(default=None, description="queries hidden from this list for the "
+                                                              "searchers' privacy (portal; null: none screened)")
 
 
 class Fairness(BaseModel):
