@@ -151,14 +151,14 @@ class PortalMiddleware:
         state["principal"] = principal
         if why is not None:
             return principal, self.refuse(scope, 401, why, {"www-authenticate": 'Bearer error="invalid_token"'}), receive
-        if method in UNSAFE and not by_token:
-            receive, bad = await self.check_csrf(scope, receive, headers, csrf)
-            if bad is not None:
-                return principal, self.refuse(scope, 403, bad), receive
         template = self.route_template(scope)
         if template is None:  # no route: the app answers 404 or 405 itself
             return principal, None, receive
         verdict = self.config.policy.route_verdict(principal, method, template)
+        if verdict is policy.Verdict.ALLOW and method in UNSAFE and not by_token:
+            receive, bad = await self.check_csrf(scope, receive, headers, csrf)
+            if bad is not None:
+                return principal, self.refuse(scope, 403, bad), receive
         if verdict is policy.Verdict.LOGIN:
             if _is_api(path) or method != "GET":
                 return principal, self.refuse(scope, 401, "log in first: send Authorization: Bearer TOKEN",
