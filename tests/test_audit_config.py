@@ -63,7 +63,7 @@ def _assert_one_line_error(tmp_path, text: str, line: int | None, words: str) ->
 @pytest.mark.parametrize("edit, line, words", [
     (GOOD.replace('k1 = 1.2', 'k1 = 1.2\nk3 = 7'), 14, "unknown key 'k3'"),
     (GOOD.replace('kind = "bm25"', 'kind = "splade"'), 12, "kind must be one of"),
-    (GOOD.replace('depth = 50', 'depth = "deep"'), 4, "audit.depth must be a int"),
+    (GOOD.replace('depth = 50', 'depth = "deep"'), 4, "audit.depth must be an int"),
     (GOOD.replace('cutoffs = [10, 50]', 'cutoffs = [10, 500]'), 5, "cutoffs"),
     (GOOD.replace('[collection]\nsource = "adi"', ''), None, "[collection] needs source"),
     (GOOD + '\n[[systems]]\nname = "bm25"\nkind = "dense"\n', 16, "duplicate system name"),
@@ -241,7 +241,7 @@ def test_reranked_system_resolves_first_and_checkpoint(tmp_path, tk_bytes):
     (GOOD + RR.replace('depth = 50', 'depth = 20'), 20, "systems.tk.depth (20) must be ≥ audit.depth (50)"),
     (GOOD.replace('depth = 50', 'depth = 200') + RR.replace('depth = 50\n', ''), 4,
      "audit.depth (200) exceeds systems.tk.depth (100, the default)"),
-    (GOOD + RR.replace('depth = 50', 'depth = "all"'), 20, "systems.tk.depth must be a int"),
+    (GOOD + RR.replace('depth = 50', 'depth = "all"'), 20, "systems.tk.depth must be an int"),
 ])
 def test_reranked_errors_name_file_line_and_key(tmp_path, tk_bytes, edit, line, words):
     (tmp_path / "tk.pt").write_bytes(tk_bytes)
@@ -260,7 +260,7 @@ def test_reranked_errors_name_file_line_and_key(tmp_path, tk_bytes, edit, line, 
                                               "depth, eval_every, layers, max_steps, patience)"),
     (GOOD + "\n[rerank]\nmax_steps = 0\n", 16, "rerank.max_steps must be ≥ 1, got 0"),
     (GOOD + "\n[rerank]\npatience = -1\n", 16, "rerank.patience must be ≥ 0, got -1"),
-    (GOOD + "\n[rerank]\nmax_steps = 1.5\n", 16, "rerank.max_steps must be a int"),
+    (GOOD + "\n[rerank]\nmax_steps = 1.5\n", 16, "rerank.max_steps must be an int"),
     (GOOD + '\n[rerank]\ncheckpoint = "absent.pt"\n', 16, "rerank.checkpoint 'absent.pt': no such file"),
     (GOOD + '\n[rerank]\ncheckpoint = "junk.pt"\n', 16,
      "rerank.checkpoint 'junk.pt' is not a loadable TK/KNRM checkpoint"),

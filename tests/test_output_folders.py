@@ -74,7 +74,7 @@ def test_own_output_with_a_foreign_file_inside_is_refused_not_emptied(tmp_path):
     with pytest.raises(OutputRefusedError, match="'mine.txt'"), atomic_dir(out, "index"):
         pass
     assert (out / "mine.txt").read_text() == "the user's"
-    with pytest.raises(OutputRefusedError, match="holds limelight's index output, not a EQI model"):
+    with pytest.raises(OutputRefusedError, match="holds limelight's index output, not an EQI model"):
         check_output_dir(tmp_path / "out", "EQI model")
 
 

@@ -202,33 +202,35 @@ def test_group_retrievability(movies_run):
 # ---- from a TREC run file --------------------------------------------------------------------
 
 
-def test_trec_run_file_uses_its_rank_column_and_docs_list(tmp_path):
+def test_trec_run_file_ranks_by_score_and_docs_list(tmp_path):
+    """One reader, one rule (issue 52): a run's documents are ranked by score, as ``evaluate``
+    and ``exposure compute --run`` rank them, whatever its rank column says."""
     run = tmp_path / "run.txt"
-    # ranks as written (1-based); scores deliberately disagree with them
+    # scores deliberately disagree with the rank column: by score q1 is b, c, a
     run.write_text("q1 Q0 a 1 0.1 t\nq1 Q0 b 2 0.9 t\nq1 Q0 c 3 0.5 t\nq2 Q0 b 1 3 t\n")
     docs = tmp_path / "docs.txt"
     docs.write_text("a\nb\nc\nd\ne\n")
     ranks, dmap, qmap = ranks_from_trec_run(run, read_doc_ids(docs))
     res = analyse(ranks, dmap, None, c=2)
-    assert dict(zip(dmap, res.r.tolist(), strict=True)) == {"a": 1, "b": 2, "c": 0, "d": 0, "e": 0}
+    assert dict(zip(dmap, res.r.tolist(), strict=True)) == {"a": 0, "b": 2, "c": 1, "d": 0, "e": 0}
     assert res.n_docs == 5
     res_g = analyse(ranks, dmap, None, c=3, beta=1.0)
-    assert res_g.r[dmap.lookup("c")] == pytest.approx(1 / 3)
+    assert res_g.r[dmap.lookup("a")] == pytest.approx(1 / 3)
     # docs.jsonl works as a docs list too
     jl = tmp_path / "docs.jsonl"
     jl.write_text("".join(json.dumps({"id": x, "text": "t"}) + "\n" for x in "abcdef"))
     assert len(read_doc_ids(jl)) == 6
-    # a run document missing from the list, duplicates, 0-based ranks: one-line errors
+    # a run document missing from the list, duplicates, a NaN score: one-line errors
     with pytest.raises(LimelightError, match="unknown document id 'c'"):
         ranks_from_trec_run(run, IdMap(["a", "b"], "document"))
     dup = tmp_path / "dup.txt"
     dup.write_text("q1 Q0 a 1 1 t\nq1 Q0 a 2 1 t\n")
     with pytest.raises(LimelightError, match="duplicate"):
         ranks_from_trec_run(dup)
-    zero = tmp_path / "zero.txt"
-    zero.write_text("q1 Q0 a 0 1 t\n")
-    with pytest.raises(LimelightError, match="1-based"):
-        ranks_from_trec_run(zero)
+    nan = tmp_path / "nan.txt"
+    nan.write_text("q1 Q0 a 1 1 t\nq1 Q0 b 2 nan t\n")
+    with pytest.raises(LimelightError, match=f"{nan}:2: .*not a finite number"):
+        ranks_from_trec_run(nan)
 
 
 def test_weights_are_validated():

@@ -108,7 +108,7 @@ def test_a_new_kind_is_one_registration(tmp_path):
         assert kind.has(NEW_QUERIES) and not kind.has(EXACT_REVERSE)
         cfg = parse_config('[collection]\nsource = "adi"\n[[systems]]\nname = "f"\nkind = "fixed_test"\ntop = 3\n')
         assert cfg.systems[0].settings() == {"kind": "fixed_test", "top": 3}
-        with pytest.raises(Exception, match="systems.f.top must be a int"):
+        with pytest.raises(Exception, match="systems.f.top must be an int"):
             parse_config('[collection]\nsource = "adi"\n[[systems]]\nname = "f"\nkind = "fixed_test"\ntop = "x"\n')
     finally:
         unregister_kind("fixed_test")

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from limelight.errors import IndexMismatchError, LimelightError
+from limelight.errors import with_article as _a
 
 
 def _unique_beside(path: Path, make) -> Path:
@@ -98,6 +99,7 @@ def check_output_dir(path: str | os.PathLike, kind: str) -> None:
     if path.is_symlink():
         raise OutputRefusedError(f"{path}: is a link; give a new folder for the output")
     if not path.exists():
+        _check_parents(path)
         return
     if not path.is_dir():
         raise OutputRefusedError(f"{path}: exists and is a file, not a folder; give a new folder "
@@ -109,7 +111,7 @@ def check_output_dir(path: str | os.PathLike, kind: str) -> None:
         raise OutputRefusedError(f"{path}: exists and was not written by limelight (no {OWNER_FILE} "
                                  "inside); give a new folder, or empty it yourself")
     if owner["kind"] != kind:
-        raise OutputRefusedError(f"{path}: holds limelight's {owner['kind']} output, not a {kind}; "
+        raise OutputRefusedError(f"{path}: holds limelight's {owner['kind']} output, not {_a(kind)}; "
                                  "give another folder")
     foreign = sorted(set(_listing(path)) - set(map(str, owner["files"])))
     if foreign:
@@ -118,17 +120,82 @@ def check_output_dir(path: str | os.PathLike, kind: str) -> None:
                                  "move it away or give another folder")
 
 
+def _check_parents(path: Path) -> None:
+    """Refuse (``OutputRefusedError``, one line) an output path below a file (``a/FILE/out``),
+    where making its folders would fail."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputRefusedError(f"{path}: {parent} is a file, not a folder")
+            break
+
+
 def check_output_file(path: str | os.PathLike) -> None:
     """Refuse (``OutputRefusedError``, one line) an output file path that names a folder, or
     whose parent is a file."""
     path = Path(path)
     if path.is_dir():
         raise OutputRefusedError(f"{path}: is a folder; give a file name for the output")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise OutputRefusedError(f"{path}: {parent} is a file, not a folder")
-            break
+    _check_parents(path)
+
+
+def file_record(path: str | os.PathLike) -> Path:
+    """Where limelight records that it wrote the output file ``path``: ``.NAME.limelight-output``
+    beside it (JSON: ``{"kind": "file", "size", "sha256"}`` of the file as written)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{OWNER_FILE}")
+
+
+def wrote_file(path: str | os.PathLike) -> bool:
+    """Whether the file ``path`` is limelight's output as limelight wrote it: its record
+    (``file_record``) gives its size and SHA-256, and the file still has them (a file the user
+    edited since, or put there under the same name, is theirs)."""
+    path = Path(path)
+    try:
+        rec = json.loads(file_record(path).read_text(encoding="utf-8"))
+        if path.is_symlink() or not path.is_file() or not isinstance(rec, dict):
+            return False
+        return rec.get("size") == path.stat().st_size and rec.get("sha256") == file_sha256(path)
+    except (OSError, ValueError):
+        return False
+
+
+def check_replaceable_file(path: str | os.PathLike, overwrite: bool = False,
+                           flag: str | None = "--overwrite") -> None:
+    """Refuse (``OutputRefusedError``, one line naming it) an output file path limelight may not
+    write: ``check_output_file``'s cases, and, unless ``overwrite``, a file (or link) already there
+    that limelight did not write (``wrote_file``). ``flag``: the option that allows it, named in
+    the message (``None``: the command has none)."""
+    path = Path(path)
+    check_output_file(path)
+    if overwrite or not (path.exists() or path.is_symlink()) or wrote_file(path):
+        return
+    what = "is a link" if path.is_symlink() else "exists and was not written by limelight (or was changed since)"
+    raise OutputRefusedError(f"{path}: {what}; give another file name" +
+                             (f", or {flag} to replace it" if flag else ", or move it away"))
+
+
+@contextlib.contextmanager
+def atomic_output_file(path: str | os.PathLike, overwrite: bool = False,
+                       flag: str | None = "--overwrite") -> Iterator[Path]:
+    """``atomic_path`` for an output file the user names (``--out FILE``): a file already there
+    that limelight did not write is refused unless ``overwrite`` (``check_replaceable_file``,
+    before the work and again before the rename); limelight's own is replaced atomically, and
+    the file written gets its record (``file_record``), so that the next run may replace it."""
+    path = Path(path)
+    check_replaceable_file(path, overwrite, flag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _unique_beside(path, _create_file)
+    try:
+        yield tmp
+        check_replaceable_file(path, overwrite, flag)  # nothing of the user's arrived while we worked
+        record = {"kind": "file", "size": tmp.stat().st_size, "sha256": file_sha256(tmp)}
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with atomic_path(file_record(path)) as rec:
+        rec.write_text(json.dumps(record), encoding="utf-8")
 
 
 def check_resumable_dir(path: str | os.PathLike, marker: str, what: str) -> None:
@@ -138,6 +205,8 @@ def check_resumable_dir(path: str | os.PathLike, marker: str, what: str) -> None
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputRefusedError(f"{path}: exists and is a file, not {_a(what)}; give a new folder")
+    if not path.exists():
+        _check_parents(path)
     if path.is_dir() and not (path / marker).is_file() and any(path.iterdir()):
         raise OutputRefusedError(f"{path}: exists and is not {_a(what)} (no {marker} inside); give a "
                                  "new or empty folder")
@@ -191,8 +260,6 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 # ---- versioned manifests -------------------------------------------------------------------------
-def _a(what: str) -> str:
-    return f"an {what}" if what[:1].lower() in "aeiou" else f"a {what}"
 
 
 def check_format(blob: object, expected: str, path: str | os.PathLike, what: str,

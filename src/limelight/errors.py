@@ -36,3 +36,29 @@ class UnknownIdError(LimelightError, KeyError):
 
 class IndexMismatchError(LimelightError):
     """An index built with other settings (analyzer, model) than the ones requested."""
+
+
+# ---- the words of one-line messages ---------------------------------------------------------------
+_SPELLED = frozenset({"http", "https", "html", "hnsw", "sql", "svg", "url", "tsv", "xml"})
+"""Lower-case words read letter by letter (``an http system``, ``an svg``)."""
+
+
+def with_article(word: str) -> str:
+    """``word`` after its indefinite article, as it is read: ``an int``, ``a float``, ``an index``,
+    ``an EQI model`` (an acronym by its first letter's name), ``an http system``, ``a uniform``."""
+    head = (word.split() or [""])[0].strip("'\"`([")
+    low = head.lower()
+    if (head.isupper() and len(head) > 1) or low in _SPELLED:  # letter by letter: "an EQI", "an http"
+        an = low[:1] in set("aefhilmnorsx")
+    else:
+        an = low[:1] in set("aeiou") and not low.startswith(("uni", "use", "usu", "uti", "one", "eu"))
+    return f"{'an' if an else 'a'} {word}"
+
+
+def plural(n: int | float, noun: str, nouns: str | None = None) -> str:
+    """``n`` and its noun, in the singular for exactly one: ``1 system``, ``2 systems``, ``0 queries``
+    (``nouns``: the plural when it is not ``noun + "s"``); counts are written with thousands
+    separators."""
+    many = nouns or (noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s")
+    shown = f"{int(n):,}" if float(n).is_integer() else f"{n:,}"
+    return f"{shown} {noun if n == 1 else many}"

@@ -72,7 +72,7 @@ from typing import Any
 from limelight._io import file_sha256
 from limelight.audit.stage import StageOptions
 from limelight.audit.stages import STAGE_OPTIONS
-from limelight.errors import FormatError, LimelightError
+from limelight.errors import FormatError, LimelightError, with_article
 from limelight.retrieval.defaults import RERANK_DEPTH
 from limelight.retrieval.spec import RetrieverSpec
 from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
@@ -217,7 +217,7 @@ class _Checker:
             types = want if isinstance(want, tuple) else (want,)
             if isinstance(v, bool) and bool not in types or not isinstance(v, types):
                 tn = " or ".join(t.__name__ for t in types)
-                self.fail(k, f"{name}.{k} must be a {tn}, not {type(v).__name__} ({v!r})", after)
+                self.fail(k, f"{name}.{k} must be {with_article(tn)}, not {type(v).__name__} ({v!r})", after)
         return data
 
 
@@ -402,7 +402,7 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
     if not get_kind(base_spec.kind).has(FIRST_STAGE):
         able = [s.name for s in systems if get_kind(s.kind).has(FIRST_STAGE)]
         ck.fail_at(ck.key_line("first", at),
-                   f"{where}.first {first!r} is a {base_spec.kind} system, which cannot be a first "
+                   f"{where}.first {first!r} is {with_article(base_spec.kind)} system, which cannot be a first "
                    f"stage (systems that can: {', '.join(able) or 'none'})")
     raw = spec.params.get("checkpoint")
     if raw is None:

@@ -28,7 +28,7 @@ from limelight.audit.inputs import AuditInputs, load_inputs
 from limelight.audit.layout import FORMAT, AuditDir
 from limelight.audit.stage import Stage, StageSkipped, StageStatus
 from limelight.audit.stages import audit_stages
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 from limelight.retrieval.systems import get_kind
 
 __all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus", "run_audit"]
@@ -218,7 +218,7 @@ class AuditRunner:
         checkpoint's ranker (:func:`limelight.rerank.ranker.open_reranked`, loaded once)."""
 
         if spec.first is None and "first" in get_kind(spec.kind).params:
-            raise LimelightError(f"system {spec.name!r}: a {spec.kind} system needs a validated config "
+            raise LimelightError(f"system {spec.name!r}: {with_article(spec.kind)} system needs a validated config "
                                  "(first system and checkpoint resolved by parse_config)")
         base = Path(self.cfg.path).resolve().parent if self.cfg.path else Path.cwd()
         context: dict[str, Any] = {"collection": self._inputs.dataset.collection,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from limelight._io import check_output_dir, check_output_file
+from limelight._io import atomic_output_file, check_output_dir, check_replaceable_file
 from limelight.cli.common import check_k
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, plural
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 
@@ -77,7 +77,7 @@ def index(
         build_index_from(collection, out, dense=dense, analyzer=analyzer, model=model,
                          show_progress=True, memory_gb=memory_gb)
     meta = read_meta(out)
-    typer.echo(f"indexed {meta['n_docs']} documents of {meta['collection']} into {out}")
+    typer.echo(f"indexed {plural(meta['n_docs'], 'document')} of {meta['collection']} into {out}")
 
 
 def search(
@@ -119,20 +119,25 @@ def retrieve(
     k1: float = typer.Option(DEFAULT_K1), b: float = typer.Option(DEFAULT_B),
     threads: int = typer.Option(None, help="BM25 threads (default: all cores)"),
     tag: str = typer.Option(None, help="run tag (default: the model)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when limelight "
+                                   "did not write it (its own run files are replaced anyway)"),
 ) -> None:
-    """Retrieve the top k for every query and write a TREC run (atomically)."""
+    """Retrieve the top k for every query and write a TREC run (atomically). An existing --out
+    that limelight did not write is refused unless --overwrite."""
     from limelight.data.formats import write_trec_run
     from limelight.data.loaders import load_queries
     from limelight.retrieval.index_dir import index_size
     from limelight.retrieval.spec import RetrieverSpec
 
-    check_output_file(out)
+    check_replaceable_file(out, overwrite)  # before the work
     k = check_k(k, "--k", index_size(index))
     qs = load_queries(queries)
     retriever = RetrieverSpec.from_model(model, k1, b).open(index, threads=threads)
     run = retrieve_with_progress(retriever, qs, k)
-    write_trec_run(run, out, tag=tag or model)
-    typer.echo(f"wrote {len(run)} lines for {run.n_queries} of {len(qs)} queries to {out}")
+    with atomic_output_file(out, overwrite) as tmp:
+        write_trec_run(run, tmp, tag=tag or model, gzip=str(out).endswith(".gz"))
+    typer.echo(f"wrote {plural(len(run), 'line')} for {run.n_queries:,} of {plural(len(qs), 'query')} "
+               f"to {out}")
 
 
 def info(index: Path = typer.Option(None, help="show what an index directory holds")) -> None:

@@ -15,7 +15,7 @@ import typer
 
 from limelight._io import check_output_dir
 from limelight.cli.console import print_rows
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 
 if TYPE_CHECKING:  # numpy is imported where used (``limelight --help`` does not load it)
     import numpy
@@ -99,7 +99,7 @@ def _open_method(store, method: str, model_dir: Path | None):
         raise LimelightError(f"--method {method} needs --model DIR (from `limelight eqi train`)")
     m = EQIModel.load(model_dir)
     if m.method != method:
-        raise LimelightError(f"{model_dir}: is a {m.method} model, not {method}")
+        raise LimelightError(f"{model_dir}: is {with_article(m.method)} model, not {method}")
     m.check_store(store)
     m.index_queries(store.queries, qemb, enc)
     return m, enc

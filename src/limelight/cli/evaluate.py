@@ -80,6 +80,9 @@ def evaluate(
     run's own (the judged documents plus those the run retrieves)."""
     from limelight.evaluation.compare import evaluate_runs
 
+    if not 0 < alpha < 1:  # NaN too: a level is a probability strictly between 0 and 1
+        raise LimelightError(f"--alpha must be between 0 and 1 (a significance level such as 0.05), "
+                             f"got {alpha}")
     n_docs, n_note = _corpus_size(n_docs, collection)
     q, rs = _load(qrels, runs)
     with warnings.catch_warnings(record=True) as caught:

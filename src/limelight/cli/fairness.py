@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from limelight.cli.console import print_rows
-from limelight.errors import LimelightError
+from limelight.cli.console import print_table
+from limelight.errors import LimelightError, plural
 
 
 def _merit(spec: str | None, store):
@@ -46,7 +46,7 @@ def _groups(store, group_field: str | None, groups_file: Path | None, index: Pat
 
 def _print(res, top: int) -> None:
     s = res.summary
-    typer.echo(f"{s['store']}: {s['n_groups']} groups of {s['groups_source']}, target {s['target']}, "
+    typer.echo(f"{s['store']}: {plural(s['n_groups'], 'group')} of {s['groups_source']}, target {s['target']}, "
                f"browsing {s['browsing']}, {s['n_queries_used']:,} of {s['n_queries']:,} queries")
     for a in s["assumptions"]:
         typer.echo(f"assumption: {a}")
@@ -60,9 +60,12 @@ def _print(res, top: int) -> None:
         typer.echo("group expected exposure: " + ", ".join(f"{k} {fmt(ee[k])}" for k in ("EE-L", "EE-D", "EE-R")))
     cols = [c for c in ("group", "n_docs", "exposure_share", "target_share", "gap", "gap_lo", "gap_hi",
                         "dp", "dtr", "dir") if c in res.groups]
-    g = res.groups.sort_values("gap")
-    print_rows(g.head(top)[cols].round(5).to_dict("records"), False, "largest deficits")
-    print_rows(g.tail(top).iloc[::-1][cols].round(5).to_dict("records"), False, "largest surpluses")
+    g = res.groups.sort_values("gap")[cols].copy()
+    n = g["n_docs"].to_numpy(dtype=float)
+    # a count of documents (a list-valued field splits a document among its groups: a fraction)
+    g["n_docs"] = [int(x) if x == int(x) else round(x, 2) for x in n.tolist()]
+    print_table(_rows(g.head(top)), "largest deficits", decimals=3)
+    print_table(_rows(g.tail(top).iloc[::-1]), "largest surpluses", decimals=3)
     c = res.contributors
     for key in ("largest_deficit", "largest_surplus"):
         name = (s.get(key) or {}).get("group")
@@ -70,6 +73,15 @@ def _print(res, top: int) -> None:
         if len(rows):
             typer.echo(f"documents behind the {key.replace('_', ' ')} ({name}): " + ", ".join(
                 f"{r.docid} ({100 * r.fraction_of_gap:.1f} %)" for r in rows.itertuples()))
+
+
+def _rows(g) -> list[dict]:
+    """The table's rows, read at a glance in 80 columns: headers in words (``exposure share``,
+    ``gap low``), the number of documents as a count, the rest to three decimals (``--json``
+    gives every digit)."""
+    names = {"n_docs": "docs", "gap_lo": "gap low", "gap_hi": "gap high"}
+    return [{names.get(k, k.replace("_", " ")): v if k in ("group", "n_docs") else float(v)
+             for k, v in r.items()} for r in g.to_dict("records")]
 
 
 def fairness_cmd(

@@ -9,7 +9,7 @@ import typer
 
 from limelight._io import check_output_file
 from limelight.cli.common import COLLECTION_HELP, check_k
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, plural
 
 app = typer.Typer(help="Neural re-ranking with TK (Transformer-Kernel) and KNRM.", no_args_is_help=True)
 
@@ -151,7 +151,7 @@ def train_cmd(
     typer.echo(f"{ranker.name}: {len(vocab)} vocabulary rows (GloVe covers "
                f"{ranker.meta['glove_coverage']:.1%}), {data.name}: {data.n_queries} training queries, "
                f"{data.n_positives} positives, {len(val)} validation queries, {len(test)} test queries "
-               f"(unused); budget {steps} steps")
+               f"(unused); budget {plural(steps, 'step')}")
     base = FitConfig()
     fc = FitConfig(max_steps=steps, batch_size=batch_size, eval_every=eval_every,
                    lr_embed=base.lr_embed * lr_scale, lr_context=base.lr_context * lr_scale,
@@ -167,7 +167,7 @@ def train_cmd(
     best = (f"best validation MRR@10 {res.best.get('RR@10', float('nan')):.4f}, nDCG@10 "
             f"{res.best.get('nDCG@10', float('nan')):.4f} at step {res.best_step}" if validation
             else "no validation (the last weights are kept)")
-    typer.echo(f"{res.steps} steps in {res.seconds:.0f} s ({res.stopped}); {best}; wrote {out}")
+    typer.echo(f"{plural(res.steps, 'step')} in {res.seconds:.0f} s ({res.stopped}); {best}; wrote {out}")
 
 
 @app.command("run")
@@ -219,7 +219,7 @@ def run_cmd(
     write = write_run_parquet if str(out).endswith(".parquet") else write_trec_run
     write(run, out)
     n = len(run) if depth is None else int((first.ranks() <= depth).sum())
-    typer.echo(f"re-ranked {n} documents of {run.n_queries} queries in "
+    typer.echo(f"re-ranked {plural(n, 'document')} of {plural(run.n_queries, 'query')} in "
                f"{stage.last_model_seconds:.2f} s of model time; wrote {out}")
     rows = [first, run]
     if interpolate is not None:

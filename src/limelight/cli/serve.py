@@ -52,6 +52,7 @@ def serve(
     import uvicorn
 
     from limelight.audit import AuditDir
+    from limelight.errors import plural
     from limelight.service.app import create_app
     from limelight.service.core import AuditService, open_service
 
@@ -83,7 +84,7 @@ def serve(
         server = uvicorn.Server(config)
         bound = sock.getsockname()
         url_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        typer.echo(f"serving {audit} ({service.info()['collection']}, {len(service.systems)} systems) "
+        typer.echo(f"serving {audit} ({service.info()['collection']}, {plural(len(service.systems), 'system')}) "
                    f"on http://{url_host}:{bound[1]}/  — API at /api (offline; schema /openapi.json)", err=True)
         server.run(sockets=[sock])
     finally:

@@ -8,7 +8,7 @@ import typer
 
 from limelight._io import check_output_file
 from limelight.cli.common import COLLECTION_HELP, check_k
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, plural
 
 MODEL_HELP = "local checkpoint of a model-based method, METHOD=PATH (T5DescToTitle, T5QQP, BackTransl); repeatable"
 
@@ -58,7 +58,7 @@ def variations_cmd(
         typer.echo(f"{m}: {int(counts.get(m, 0))}/{len(qs)} queries with a variant")
     for m, why in v.skipped.items():
         typer.echo(f"skipped {m}: {why}")
-    typer.echo(f"wrote {len(v)} variants to {out}")
+    typer.echo(f"wrote {plural(len(v), 'variant')} to {out}")
 
 
 def robustness_cmd(

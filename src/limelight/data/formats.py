@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,9 +29,6 @@ from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
 from limelight.data.run import Run
 from limelight.errors import FormatError, LimelightError
-
-if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
-    import pandas as pd
 
 PathLike = str | os.PathLike
 
@@ -494,19 +490,9 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
     return runs
 
 
-def read_trec_run_ranks(path: PathLike) -> pd.DataFrame:
-    """The rank column of a TREC run as written (for tools that trust file ranks, such as
-    Azzopardi's retrievability scripts): ``query_id, doc_id, rank`` (1-based)."""
-    text = _read_text(path)
-    qid, _q0, docid, rank, _score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
-    r = _to_int(path, rank, lineno, "rank")
-    import pandas as pd
-
-    return pd.DataFrame({"query_id": qid, "doc_id": docid, "rank": r})
-
-
-def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
-    """Write ``qid Q0 docid rank score tag`` lines (1-based ranks), atomically.
+def write_trec_run(run: Run, path: PathLike, tag: str | None = None, gzip: bool | None = None) -> None:
+    """Write ``qid Q0 docid rank score tag`` lines (1-based ranks), atomically; gzip-compressed
+    when ``gzip`` (default: when the name ends with ``.gz``).
 
     Scores are written exactly, in their shortest form (float32 scores, as BM25 and dense give,
     as float32): reading the file back gives the same scores, hence the same order and ties (a
@@ -522,8 +508,8 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None) -> None:
         "rank": run.ranks(), "score": score, "tag": tag,
     })
     with atomic_path(path) as tmp:
-        compression = "gzip" if str(path).endswith(".gz") else None
-        df.to_csv(tmp, sep=" ", header=False, index=False, compression=compression)
+        gz = str(path).endswith(".gz") if gzip is None else gzip
+        df.to_csv(tmp, sep=" ", header=False, index=False, compression="gzip" if gz else None)
 
 
 def _read_trec_qrels_precise(path: PathLike, name: str | None = None, doc_map: IdMap | None = None,

@@ -198,19 +198,19 @@ class Groups:
         equal weights; ``#`` comments and blank lines skipped). Documents of ``doc_ids`` the file
         does not name form ``(none)``; a document the collection lacks is an error naming the
         first ones."""
-        from limelight._io import open_text
+        from limelight.data.formats import read_text
 
         docs, grps = [], []
-        with open_text(Path(path)) as f:
-            for lineno, line in enumerate(f, 1):
-                s = line.rstrip("\n\r")
-                if not s.strip() or s.lstrip().startswith("#"):
-                    continue
-                parts = s.split("\t")
-                if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-                    raise LimelightError(f"{path}:{lineno}: expected 'docid<TAB>group', got {s[:60]!r}")
-                docs.append(parts[0].strip())
-                grps.append(parts[1].strip())
+        # one decoding path: a byte that is not UTF-8 is told with its line and column
+        for lineno, line in enumerate(read_text(Path(path)).split("\n"), 1):
+            s = line.rstrip("\r")
+            if not s.strip() or s.lstrip().startswith("#"):
+                continue
+            parts = s.split("\t")
+            if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+                raise LimelightError(f"{path}:{lineno}: expected 'docid<TAB>group', got {s[:60]!r}")
+            docs.append(parts[0].strip())
+            grps.append(parts[1].strip())
         if not docs:
             raise LimelightError(f"{path}: no 'docid<TAB>group' lines")
         codes = doc_ids.encode(docs, missing=-1)

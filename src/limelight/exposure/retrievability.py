@@ -201,11 +201,13 @@ class Retrievability:
     def to_pandas(self) -> pd.DataFrame:
         return pd.DataFrame({"doc_id": self.doc_ids.strings, "r": self.r})
 
-    def write_tsv(self, path: str | os.PathLike) -> None:
-        """``docid<TAB>r`` for every document (atomically)."""
-        from limelight._io import atomic_path
+    def write_tsv(self, path: str | os.PathLike, overwrite: bool = False, flag: str | None = None) -> None:
+        """``docid<TAB>r`` for every document (atomically). A file already at ``path`` that
+        limelight did not write is refused (one line naming it) unless ``overwrite``
+        (``limelight._io.atomic_output_file``; ``flag``: the command's option that allows it)."""
+        from limelight._io import atomic_output_file
 
-        with atomic_path(path) as tmp:
+        with atomic_output_file(path, overwrite, flag) as tmp:
             self.to_pandas().to_csv(tmp, sep="\t", header=False, index=False, float_format="%.10g")
 
 
@@ -402,35 +404,18 @@ def read_doc_ids(path: str | os.PathLike) -> IdMap:
 
 def ranks_from_trec_run(path: str | os.PathLike, doc_ids: IdMap | None = None
                         ) -> tuple[sp.csr_matrix, IdMap, IdMap]:
-    """The rank matrix of a TREC run using the file's rank column (1-based, as Azzopardi's
-    retrievability scripts read it). With ``doc_ids`` the rows are those documents (a run
-    document not among them is an error); otherwise the documents the run retrieves.
+    """The rank matrix of a TREC run, read as every command reads one
+    (``limelight.data.formats.read_trec_run``, as ``evaluate`` and ``exposure compute --run`` do):
+    each query's documents ranked by score, ties by document id descending (trec_eval); the
+    rank column is not used; a non-finite score, a duplicate result or (with ``doc_ids``) a
+    document not among them is a one-line error naming the line. With ``doc_ids`` the rows
+    are those documents; otherwise the documents the run retrieves.
 
     Returns ``(ranks, doc_ids, query_ids)``.
     """
-    from limelight.data.formats import read_trec_run_ranks
+    from limelight.data.formats import read_trec_run
 
-    df = read_trec_run_ranks(path)
-    if len(df) == 0:
+    run = read_trec_run(path, doc_map=doc_ids)
+    if len(run) == 0:
         raise FormatError(path, None, "empty run: no result lines")
-    qmap, q = IdMap.from_unique(df["query_id"].to_numpy(object), kind="query")
-    if doc_ids is None:
-        doc_ids, d = IdMap.from_unique(df["doc_id"].to_numpy(object), kind="document")
-    else:
-        d = doc_ids.encode(df["doc_id"].tolist(), missing=-1)
-        if (d < 0).any():
-            i = int(np.flatnonzero(d < 0)[0])
-            raise FormatError(path, None, f"unknown document id {df['doc_id'].iloc[i]!r} "
-                              "(not in the --docs list)")
-    rank = df["rank"].to_numpy(np.int64)
-    if (rank < 1).any():
-        i = int(np.flatnonzero(rank < 1)[0])
-        raise FormatError(path, None, f"rank {rank[i]} is not 1-based (this command reads the "
-                          "file's rank column)")
-    key = q.astype(np.int64) * len(doc_ids) + d
-    if len(np.unique(key)) != len(key):
-        _, first = np.unique(key, return_index=True)
-        i = int(np.setdiff1d(np.arange(len(key)), first)[0])
-        raise FormatError(path, None, f"duplicate result for query {df['query_id'].iloc[i]!r}, "
-                          f"document {df['doc_id'].iloc[i]!r}")
-    return rank_matrix(q, d, rank, len(doc_ids), len(qmap)), doc_ids, qmap
+    return rank_matrix(run.q, run.d, run.ranks(), len(run.docids), len(run.qids)), run.docids, run.qids

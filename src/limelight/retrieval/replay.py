@@ -684,7 +684,7 @@ class Replayer:
             if page is not None:  # a page: its hits now (their number says whether more follow)
                 got = self._settle_answers([got])[0]
                 if isinstance(got, LimelightError):
-                    raise got
+                    raise LimelightError(self.redact(f"{got} (query {key[0]!r}: {key[1]!r})"))
             pages.append(got)
             offset += size
             if page is None or len(got[1]) < size or offset >= k:
@@ -744,8 +744,8 @@ class Replayer:
         wall, perf = self._clock
         keys, asked, good = self._keys, [], []
         for (i, a, t, _), h in zip(answers, hits, strict=True):
-            if isinstance(h, LimelightError):
-                self._stop_now(LimelightError(self.redact(str(h))))
+            if isinstance(h, LimelightError):  # named with the query it answers
+                self._stop_now(LimelightError(self.redact(f"{h} (query {keys[i][0]!r}: {keys[i][1]!r})")))
                 continue
             self._results[i] = h
             asked.append((i, a, t))

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RRF_K
 from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
 
@@ -77,9 +77,9 @@ class RetrieverSpec:
         p = {**kind.defaults(), **{k: v for k, v in given.items() if v is not None}}
         object.__setattr__(self, "params", tuple(sorted(p.items())))
         if self.first is not None and "first" not in kind.params:
-            raise LimelightError(f"a {self.kind} retriever has no first stage")
+            raise LimelightError(f"{with_article(self.kind)} retriever has no first stage")
         if self.first is not None and not get_kind(self.first.kind).has(FIRST_STAGE):
-            raise LimelightError(f"the first stage of a {self.kind} retriever is one of "
+            raise LimelightError(f"the first stage of {with_article(self.kind)} retriever is one of "
                                  f"{', '.join(models())}, not {self.first.kind}")
         if self.checkpoint is not None:
             object.__setattr__(self, "checkpoint", str(self.checkpoint))
@@ -234,7 +234,7 @@ class RetrieverSpec:
             from limelight.retrieval.index_meta import read_meta
 
             if root is None:
-                raise LimelightError(f"a {self.kind} system opens over an index directory (limelight index)")
+                raise LimelightError(f"{with_article(self.kind)} system opens over an index directory (limelight index)")
             meta = read_meta(root)
             if self.needs_dense and "dense" not in meta["built"]:
                 raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")

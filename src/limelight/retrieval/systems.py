@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 
 # ---- capabilities ---------------------------------------------------------------------------------
 NEW_QUERIES = "new_queries"
@@ -154,7 +154,7 @@ class SystemKind:
                 raise LimelightError(f"{at}system kind {self.name!r} has no parameter {k!r} "
                                      f"(parameters: {', '.join(self.params) or 'none'})")
             if v is not None and not self.params[k].accepts(v):
-                raise LimelightError(f"{at}{k} must be a {self.params[k].type_name}, not {v!r}")
+                raise LimelightError(f"{at}{k} must be {with_article(self.params[k].type_name)}, not {v!r}")
 
 
 _KINDS: dict[str, SystemKind] = {}

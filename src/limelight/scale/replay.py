@@ -43,7 +43,7 @@ from limelight._io import atomic_path, check_resumable_dir
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 from limelight.retrieval.kinds.http import HttpRetriever, request_identity
 from limelight.retrieval.replay import JOURNAL_FILE, summarize_log
 from limelight.retrieval.spec import RetrieverSpec
@@ -63,7 +63,7 @@ class ShardedReplay:
                  work_dir: str | os.PathLike, name: str = "http"):
         params = dict(spec.params) if isinstance(spec, RetrieverSpec) else dict(spec)
         if isinstance(spec, RetrieverSpec) and spec.kind != "http":
-            raise LimelightError(f"ShardedReplay replays an http system, not a {spec.kind} one")
+            raise LimelightError(f"ShardedReplay replays an http system, not {with_article(spec.kind)} one")
         self.params = params
         self.doc_ids = doc_ids
         self.work_dir = Path(work_dir).resolve()

@@ -7,20 +7,23 @@ retrievable documents, groups · ``/eqi`` paste a document, exact vs learned exp
 
 The JSON API under ``/api`` answers the same questions (``/openapi.json`` documents it, and the
 page ``/api`` reads it, offline: ``/docs`` and ``/redoc``, whose Swagger UI and ReDoc assets come
-from a CDN, lead there). Unknown ids answer 404 with a message; values outside the audit and
-bodies that are not UTF-8 JSON 422; bodies over the size limit 413; a full EQI queue 429 and a
+from a CDN, lead there). Unknown ids answer 404 with a message; values outside the audit, query
+parameters a route does not take, and bodies that are not UTF-8 JSON (NaN and Infinity, which
+JSON lacks, or nesting past Python's parser) 422; bodies over the size limit 413; a full EQI queue 429 and a
 queued EQI search that waited too long 503, both with Retry-After; nothing in a request is ever
 used as a file-system path.
 """
 
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import quote
 
 import numpy as np
-from fastapi import FastAPI, Form, Query, Request
+from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
@@ -64,8 +67,10 @@ Browsing = Annotated[str, Query(max_length=40, pattern=BROWSING_PATTERN,
 class BodyLimit:
     """ASGI middleware: a request body over ``max_body`` bytes gets 413 before the app reads it
     (by its Content-Length, or by counting a chunked body); a JSON body that is not text in the
-    encodings JSON allows (UTF-8, or UTF-16/32 with their marks) gets 422 naming the byte,
-    where FastAPI would answer an undocumented 400."""
+    encodings JSON allows (UTF-8, or UTF-16/32 with their marks) gets 422 naming the byte, and
+    one nested deeper than the parser goes gets 422, where FastAPI would answer an undocumented
+    400; one holding NaN or ±Infinity (not JSON, though Python's parser takes them) gets 422
+    naming it."""
 
     def __init__(self, app, max_body: int = MAX_BODY):
         self.app = app
@@ -119,11 +124,27 @@ def _not_json_text(scope, body: bytes) -> str | None:
     if not body or not (media == b"application/json" or media.endswith(b"+json")):
         return None
     try:
-        body.decode(json.detect_encoding(body))
+        text = body.decode(json.detect_encoding(body))
     except UnicodeDecodeError as e:
         return (f"the body is not UTF-8 text: byte 0x{body[e.start]:02x} at offset {e.start} "
                 f"({e.reason}); send JSON encoded as UTF-8")
+    try:
+        json.loads(text, parse_constant=_not_json_number)
+    except _NotJsonNumber as e:
+        return f"the body holds {e}, which is not a JSON number (JSON has no NaN or Infinity); send finite numbers"
+    except RecursionError:
+        return "the body is nested too deeply (arrays and objects within each other); send a flatter JSON body"
+    except ValueError:  # malformed JSON: FastAPI's own 422 (json_invalid) says where
+        return None
     return None
+
+
+class _NotJsonNumber(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON text (Python's ``json`` accepts them)."""
+
+
+def _not_json_number(name: str):
+    raise _NotJsonNumber(name)
 
 
 class SecurityHeaders:
@@ -170,6 +191,7 @@ SECURITY_HEADERS = {  # every response: pages, the API and its description alike
 def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     """The application serving ``service`` (an opened audit)."""
     app = FastAPI(title="limelight", version="1", docs_url=None, redoc_url=None,
+                  dependencies=[Depends(_known_query_params)],
                   description="Who search puts in the limelight: search, exposing queries, what a query "
                               "exposes and retrievability over one limelight audit (read-only).")
     app.state.service = service
@@ -189,6 +211,46 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
         app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(SecurityHeaders)
     return app
+
+
+def _query_names(route) -> frozenset[str]:
+    """The query parameters an API route takes (its own and its dependencies'; a walk over a
+    few objects, per request)."""
+    names: set[str] = set()
+    todo = [getattr(route, "dependant", None)]
+    while todo:
+        d = todo.pop()
+        if d is not None:
+            names.update(p.alias for p in d.query_params)
+            todo.extend(d.dependencies)
+    return frozenset(names)
+
+
+def _known_query_params(request: Request) -> None:
+    """Every API route (a dependency of the app): a query parameter the route does not take is
+    a 422 naming it and the ones it takes (a misspelt ``limit`` or a ``k`` the API lacks is
+    not silently ignored). Pages ignore unknown parameters, as links from elsewhere carry
+    them."""
+    if not request.url.path.startswith("/api/"):
+        return
+    names = _query_names(request.scope.get("route"))
+    extra = [k for k in dict.fromkeys(request.query_params.keys()) if k not in names]
+    if extra:
+        takes = ", ".join(sorted(names)) or "no query parameters"
+        raise RequestValidationError([
+            {"type": "extra_forbidden", "loc": ("query", k), "input": request.query_params[k],
+             "msg": f"unknown query parameter {k!r}; {request.url.path} takes {takes}"} for k in extra])
+
+
+def _pattern_words(pattern: str | None) -> str | None:
+    """What a parameter's regular expression accepts, in words (``None`` when unknown)."""
+    if pattern == BROWSING_PATTERN:
+        return "a browsing model: rbp:γ (0 < γ ≤ 1), dcg, exhaustive or cutoff:c"
+    m = re.fullmatch(r"\^\(([\w|-]+)\)\$", pattern or "")
+    if m:
+        alts = m.group(1).split("|")
+        return "one of " + ", ".join(alts[:-1]) + " or " + alts[-1] if len(alts) > 1 else alts[0]
+    return None
 
 
 def _cutoff_type(service: AuditService):
@@ -234,7 +296,7 @@ def _add_error_handlers(app: FastAPI, service: AuditService, templates: Jinja2Te
     async def invalid(request: Request, exc: RequestValidationError):
         if is_api(request):
             return JSONResponse({"detail": _jsonable(exc.errors())}, status_code=422)
-        first = exc.errors()[0] if exc.errors() else {}
+        first = _jsonable(exc.errors()[:1])[0] if exc.errors() else {}
         where = ".".join(str(x) for x in first.get("loc", ()) if x not in ("query", "path", "body"))
         return error_page(request, 422, f"invalid {where or 'request'}: {first.get('msg', 'bad value')}")
 
@@ -456,8 +518,9 @@ MAX_ECHO = 200  # characters of a rejected input echoed back in a validation err
 
 def _jsonable(errors: list) -> list:
     """Validation errors without non-JSON values (exceptions in ``ctx``, raw bytes input), with
-    the rejected input cut to ``MAX_ECHO`` characters (a 1 MB body is not sent back) and a blank
-    text named as such rather than by the regular expression that rejects it."""
+    the rejected input cut to ``MAX_ECHO`` characters (a 1 MB body is not sent back), NaN and
+    ±Infinity as strings (JSON has no such numbers), and a value that misses a parameter's
+    regular expression told by what the parameter accepts, in words, not by the expression."""
     out = []
     for e in errors:
         e = dict(e)
@@ -465,10 +528,12 @@ def _jsonable(errors: list) -> list:
         if e.get("type") == "string_pattern_mismatch" and ctx.get("pattern") == S.NONBLANK:
             what = "query" if e.get("loc", ())[-1:] == ("q",) else "text"
             e["type"], e["msg"] = "blank", f"empty {what}: the {what} is blank (whitespace only)"
+        elif e.get("type") == "string_pattern_mismatch" and (words := _pattern_words(ctx.get("pattern"))):
+            e["msg"] = f"{str(e.get('input'))[:MAX_ECHO]!r} is not {words}"
         if isinstance(e.get("input"), bytes):
             e["input"] = e["input"].decode("utf-8", "replace")
         e.pop("url", None)
-        e = json.loads(json.dumps(e, default=str))
+        e = _finite(json.loads(json.dumps(e, default=str)))
         if "input" in e:
             v = e["input"]
             text = v if isinstance(v, str) else json.dumps(v)
@@ -476,6 +541,18 @@ def _jsonable(errors: list) -> list:
                 e["input"] = f"{text[:MAX_ECHO]}… ({len(text):,} characters in all)"
         out.append(e)
     return out
+
+
+def _finite(v):
+    """``v`` (parsed JSON) with NaN and ±Infinity as the strings ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"``: a response must be JSON, which has no such numbers."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    return v
 
 
 Target = Annotated[str, Query(pattern="^(size|uniform|merit)$",

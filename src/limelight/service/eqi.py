@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 
 
 def exact_reverse(service, sysm, text: str, k: int, screen=None) -> dict:
@@ -29,7 +29,7 @@ def exact_reverse(service, sysm, text: str, k: int, screen=None) -> dict:
         return {"method": "exact", "available": False, "queries": [], "n_exposing": None,
                 "message": f"exact reverse search of a new document needs a system with a local index "
                            f"and exact reverse search ({', '.join(_exact_kinds())}); {sysm.name!r} is "
-                           f"a {system_kind(sysm)} system"}
+                           f"{with_article(system_kind(sysm))} system"}
     engine = _cached(service, ("exact", sysm.name), lambda: _released(_build_exact(service, sysm)))
     with service._exact_lock:
         q, rank, score = engine.add_documents([text], [NEW_DOCID]).lists(0)
@@ -224,7 +224,7 @@ def why_not(service, sysm, method: str) -> str | None:
         meta = model_meta(service, method)
         trained = meta.get("system")
         if not exact_able(sysm) and trained != sysm.name:
-            return (f"{sysm.name!r} is a {system_kind(sysm)} system: the audit trains EQI models on the exposure "
+            return (f"{sysm.name!r} is {with_article(system_kind(sysm))} system: the audit trains EQI models on the exposure "
                     "of dense systems only (fused and re-ranked systems have no exact reverse search "
                     "to train and evaluate them against)")
         if trained is not None and trained != sysm.name:

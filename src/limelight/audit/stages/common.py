@@ -7,6 +7,7 @@ import pandas as pd
 
 from limelight._io import atomic_path
 from limelight.audit.stage import Audit, ConfigView, SystemView
+from limelight.errors import with_article
 from limelight.retrieval.systems import (
     CAPABILITIES,
     get_kind,
@@ -46,7 +47,7 @@ def left_out(systems: list[SystemView], *capabilities: str) -> str:
         lacks = [c for c in capabilities if not get_kind(s.kind).has(c)]
         if lacks:
             # the capability in words (its key has an underscore: the report shows no field names)
-            why.append(f"{s.name} (a {s.kind} system lacks {lacks[0].replace('_', ' ')}: "
+            why.append(f"{s.name} ({with_article(s.kind)} system lacks {lacks[0].replace('_', ' ')}: "
                        f"{CAPABILITIES[lacks[0]]})")
     return ("not run for " + "; ".join(why)) if why else ""
 

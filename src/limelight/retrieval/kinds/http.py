@@ -63,7 +63,7 @@ import numpy as np
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 from limelight.retrieval.base import Stage
 from limelight.retrieval.systems import NEW_QUERIES, REMOTE, Param, SystemKind, register_kind
 
@@ -341,7 +341,7 @@ class Template:
         if hits is None:
             hits = []
         if not isinstance(hits, list):
-            found = "nothing" if hits is _MISSING else f"a {type(hits).__name__}, not a list"
+            found = "nothing" if hits is _MISSING else f"{with_article(type(hits).__name__)}, not a list"
             raise LimelightError(f"{self.url}: hits path {_show_path(self.hits)} matches {found} in the "
                                  f"response: {quote_body(content)}")
         if fast:
@@ -363,6 +363,10 @@ class Template:
                 if not isinstance(s, int | float) or isinstance(s, bool):
                     raise LimelightError(f"{self.url}: score path {_show_path(self.score)} matches "
                                          f"{'nothing' if s is _MISSING else repr(s)[:40]} in a hit: "
+                                         f"{quote_body(json.dumps(h, ensure_ascii=False))}")
+                if not math.isfinite(s):  # as a run file's: a score must be a finite number
+                    raise LimelightError(f"{self.url}: score {s} of document {raw[-1]!r} is not a finite "
+                                         f"number (score path {_show_path(self.score)}); a hit: "
                                          f"{quote_body(json.dumps(h, ensure_ascii=False))}")
                 scores.append(float(s))
             else:
@@ -426,6 +430,8 @@ class Template:
             del hashes, scores, sel_h  # the arrays' buffers free again
             bad = set()
             missing = codes < 0
+            if self.score is not None:  # a NaN or infinite score: read in full, for its one-line error
+                missing |= ~np.isfinite(sel_s)
             if missing.any():
                 has = np.flatnonzero(ns > 0)
                 bad = set(has[np.add.reduceat(missing, offs[has]) > 0].tolist()) if len(has) else set()

@@ -57,7 +57,7 @@ from limelight.analysis import Analyzer
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, with_article
 from limelight.retrieval.base import Retriever
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.systems import (
@@ -109,7 +109,7 @@ def resolve_factory(ref: str, base_dir: str | os.PathLike | None = None) -> Call
             raise LimelightError(f"factory {ref!r}: {mod_name} has no {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise LimelightError(f"factory {ref!r}: {attr} is a {type(obj).__name__}, not a callable")
+        raise LimelightError(f"factory {ref!r}: {attr} is {with_article(type(obj).__name__)}, not a callable")
     return obj
 
 
