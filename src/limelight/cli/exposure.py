@@ -332,13 +332,34 @@ def retrievability_cmd(
     beta: float = typer.Option(None, "--beta", help="gravity β (f = 1/k^β); default cumulative"),
     out: Path = typer.Option(None, help="write docid<TAB>r for every document"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    topics: str = typer.Option(None, "--topics", help="with --store: K (or K1,K2,... to sweep): "
+                               "cluster the log's queries into K topics and print each topic's "
+                               "Gini beside the collection's (T-Retrievability)"),
+    topic_vectors: Path = typer.Option(None, "--topic-vectors", help="with --topics: K-means over "
+                                       "these query vectors (.npy, one row per query of the store, "
+                                       "e.g. an audit's systems/query_vectors.npy) instead of TF-IDF"),
+    topic_weighting: str = typer.Option("log", "--topic-weighting", help="with --topics: f(k) = "
+                                        "1/ln(1+k) (log, the paper's), cumulative, or gravity (--beta)"),
+    population: str = typer.Option("retrieved", "--population", help="with --topics: a topic's "
+                                   "documents are those its queries retrieve (retrieved) or every "
+                                   "document (collection)"),
+    seed: int = typer.Option(0, "--seed", help="with --topics: K-means seed"),
+    top: int = typer.Option(5, "--top", help="with --topics: the most unequal topics shown"),
+    doc: str = typer.Option(None, "--doc", help="with --topics: this document's standing within its topics"),
+    groups_out: Path = typer.Option(None, "--groups-out", help="with --topics: write docid<TAB>topic "
+                                    "(each document's home topic) for limelight fairness --groups"),
 ) -> None:
-    """Retrievability r(d) over every document, its Gini and the retrievable fraction."""
+    """Retrievability r(d) over every document, its Gini and the retrievable fraction; with
+    --topics K, the Gini within each of K topics of the log's queries beside it."""
     from limelight.exposure.retrievability import analyse, ranks_from_trec_run, read_doc_ids
     from limelight.exposure.store import ExposureStore
 
     if (store is None) == (run is None):
         raise LimelightError("give exactly one of --store or --run")
+    if topics is not None and store is None:
+        raise LimelightError("--topics needs --store (the queries' texts and weights)")
+    if topics is None and (topic_vectors or doc or groups_out):
+        raise LimelightError("--topic-vectors, --doc and --groups-out go with --topics K")
     if store is not None:
         if docs is not None:
             raise LimelightError("--docs goes with --run (a store knows its documents)")
@@ -352,4 +373,10 @@ def retrievability_cmd(
     if out is not None:
         res.write_tsv(out)
     d = res.to_dict()
+    if topics is not None:
+        from limelight.cli.topics import topics_report
+
+        topics_report(st, d, topics, topic_vectors, seed, res.c, topic_weighting, beta, population,
+                      top, doc, groups_out, json_out)
+        return
     typer.echo(json.dumps(d) if json_out else "\n".join(f"{k}: {v}" for k, v in d.items()))

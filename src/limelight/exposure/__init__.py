@@ -15,6 +15,10 @@
 - ``expected_weights``, ``policy_expectations``, ``stochastic_store_exposure``,
   ``stochastic_topk_exposure``: Plackett-Luce policies over a ranker's top-k (expected exposure
   and r(d) without keeping the rankings); ``sample_rankings`` draws a few, to inspect them.
+- ``Topics``, ``topics_from_texts``, ``topics_from_vectors``, ``topic_retrievability``,
+  ``store_topic_retrievability``, ``sweep_topics``: topic-aware retrievability
+  (T-Retrievability): the log's queries in K topics (K-means), r(d) and the Gini within each,
+  each document's standing within its topics, topics as fairness groups.
 - ``plot_lorenz``, ``plot_rank_size``, ``plot_histogram``: figures of r(d) (PNG and SVG).
 - ``diff_stores``: what changes between two stores over the same documents and queries.
 - ``group_fairness`` (``Groups``, ``Merit``): exposure of groups of documents against a target
@@ -89,6 +93,15 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         stochastic_topk_exposure,
     )
     from limelight.exposure.store import ExposureStore
+    from limelight.exposure.topics import (
+        TopicRetrievability,
+        Topics,
+        store_topic_retrievability,
+        sweep_topics,
+        topic_retrievability,
+        topics_from_texts,
+        topics_from_vectors,
+    )
 
 # the browsing models' former names: importable, deprecated (browsing warns), not exported
 __all__, __getattr__, __dir__ = lazy_exports(__name__, deprecated=dict.fromkeys(

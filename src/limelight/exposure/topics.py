@@ -1,0 +1,411 @@
+"""Topic-aware retrievability (T-Retrievability: Chang, Meng & Ganguly, CIKM 2025).
+
+A collection-wide Gini of r(d) mixes two things: how unequally a system exposes documents, and
+how unequally the log *asks* about them (a document no query is about is not "unfairly"
+hidden). T-Retrievability clusters the log's queries into K topics and measures inequality
+within each topic. Here, with o_q the query's weight (its number of log entries) and k_qd the
+1-based rank of d for q:
+
+* **Topics** (``Topics``): one label per query. ``topics_from_texts``: K-means over the TF-IDF
+  vectors of the queries' texts (scikit-learn; sublinear tf, English stop words dropped, terms
+  in at least 2 queries, rows L2-normalised so that Euclidean K-means ranks like cosine);
+  ``topics_from_vectors``: K-means over given query vectors (an audit's
+  ``systems/query_vectors.npy``), rows L2-normalised for the same reason. Seeded
+  (``random_state=seed``, ``n_init=1``: one Lloyd run from k-means++ seeds — the choice the
+  issue leaves open; a sweep over K is ``sweep_topics``). Queries are **not** weighted by o_q
+  in the clustering (a topic is a kind of question, not a volume of traffic). A query whose
+  TF-IDF vector is empty (every term a stop word or in one query only) goes where K-means puts
+  a zero vector (the centroid nearest the origin); their number is ``info["n_empty"]``.
+* **Per-topic retrievability**, the paper's rank-based form with the query weights:
+  r_i(d) = (1 / W_i) Σ_{q ∈ Q_i} o_q f(k_qd), W_i = Σ_{q ∈ Q_i} o_q, where
+  f(k) = 1 / ln(1 + k) for k ≤ c and 0 beyond (``weighting="log"``: the **natural** logarithm,
+  so f(1) = 1/ln 2 ≈ 1.44; a different base only rescales every r_i(d) by one constant and leaves
+  every Gini unchanged). ``weighting="cumulative"`` (f = 1[k ≤ c]) or ``"gravity"`` with ``beta``
+  (f = 1[k ≤ c] / k^β) give limelight's usual r(d) inside each topic instead.
+* **Who is in a topic** (``population``): ``"retrieved"`` (default) — the documents some query
+  of the topic retrieves at any stored depth (a document outside the topic's results is not
+  about it: the paper's point); with one topic this is ``Retrievability.gini_retrieved_only``.
+  ``"collection"`` — every document of the collection in every topic; with one topic this is
+  ``Retrievability.gini``.
+* **Gini per topic**: ``limelight.exposure.retrievability.gini`` (the collection Gini's own
+  formula) over the topic's population; a topic whose population is empty has Gini NaN and is
+  left out of the aggregates. Aggregates: ``min``, ``mean`` (unweighted over topics, the
+  paper's), ``max`` and ``mean_weighted`` (by each topic's W_i: the log's traffic).
+* **Standing of a document within its topics** (``TopicRetrievability.standing``): per topic
+  whose population holds it, r_i(d), its rank among the topic's documents (1 = most
+  retrievable; ties share the best rank), the share of the topic's documents less retrievable
+  than it (``below``) and its share of the topic's total r.
+* **Topics as groups** (``TopicRetrievability.groups``): a document-side ``Groups`` for
+  ``limelight.exposure.fairness`` — each document split over the topics whose queries retrieve
+  it, in proportion to its weighted retrievals (Σ o_q over the topic's queries that retrieve it,
+  any depth: ``mode="share"``), or wholly to the topic retrieving it most (``mode="home"``: the
+  TSV ``write_groups_tsv`` writes, which ``limelight fairness --groups`` reads); documents no
+  query retrieves form ``(none)``. The assignment comes from the store's results, so it depends
+  on the system: compare systems under one system's assignment.
+
+Everything is computed from the store's parallel (query, document, rank) arrays with
+``np.bincount`` over (topic, document) keys (a sparse matrix when K × documents is too large to
+hold densely): no loop over queries in Python; the per-topic loops run over K.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from limelight.data.ids import IdMap
+from limelight.errors import LimelightError
+from limelight.evaluation.discounts import LogDiscount, retrievability_discount
+from limelight.exposure.retrievability import _check_weights, gini
+
+WEIGHTINGS = ("log", "cumulative", "gravity")
+POPULATIONS = ("retrieved", "collection")
+#: topics × documents cells held as a dense array at most (8 bytes each: 512 MiB); beyond, sparse
+DENSE_CELLS = 1 << 26
+
+
+# ---- topic models ---------------------------------------------------------------------------
+
+
+@dataclass
+class Topics:
+    """One topic label per query (``labels[q]`` in ``0..k − 1``), the topics' ``names`` and how
+    they were made (``method``, ``seed``, ``info``)."""
+
+    labels: np.ndarray
+    names: list[str]
+    method: str
+    seed: int | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def from_labels(cls, labels: Sequence | np.ndarray, method: str = "given") -> Topics:
+        """Any hashable label per query, recoded to ``0..k − 1`` in order of first appearance
+        (names: the labels as strings)."""
+        codes, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
+        return cls(np.asarray(codes, dtype=np.int64), [str(u) for u in uniq], method)
+
+
+def _kmeans(x, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """K-means labels and centres (k-means++ seeds, one run, ``random_state=seed``)."""
+    from sklearn.cluster import KMeans
+
+    n = x.shape[0]
+    if not 1 <= k <= n:
+        raise LimelightError(f"--topics {k}: the number of topics must lie in 1..{n} (the queries)")
+    km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(x)
+    return km.labels_.astype(np.int64), km.cluster_centers_
+
+
+def topics_from_texts(texts: Sequence[str], k: int, seed: int = 0, n_terms: int = 4) -> Topics:
+    """K-means over the TF-IDF vectors of the query texts (see the module's docstring); each
+    topic named by its centre's ``n_terms`` heaviest terms."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [str(t) for t in texts]
+    if not texts:
+        raise LimelightError("no queries to cluster into topics")
+    vec = TfidfVectorizer(sublinear_tf=True, stop_words="english", min_df=2 if len(texts) > 2 else 1,
+                          dtype=np.float32)
+    try:
+        x = vec.fit_transform(texts)
+    except ValueError:  # no term at all survives: one vocabulary-free topic
+        x = sp.csr_matrix((len(texts), 1), dtype=np.float32)
+        terms = np.array(["(no terms)"])
+    else:
+        terms = vec.get_feature_names_out()
+    labels, centres = _kmeans(x, k, seed)
+    top = np.argsort(-centres, axis=1)[:, :n_terms]
+    names = [" ".join(terms[j] for j in row if centres[i, j] > 0) or "(no terms)"
+             for i, row in enumerate(top)]
+    return Topics(labels, names, "kmeans-tfidf", seed,
+                  {"n_terms": int(len(terms)), "n_empty": int((np.diff(x.indptr) == 0).sum())})
+
+
+def topics_from_vectors(vectors: np.ndarray, k: int, seed: int = 0,
+                        texts: Sequence[str] | None = None) -> Topics:
+    """K-means over query vectors (rows L2-normalised); with ``texts``, each topic named by its
+    query nearest the centre, else ``topic i``."""
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim != 2 or not np.isfinite(x).all():
+        raise LimelightError(f"query vectors must be a finite 2-D array, got shape {x.shape}")
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    x = np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+    labels, centres = _kmeans(x, k, seed)
+    names = [f"topic {i}" for i in range(k)]
+    if texts is not None:
+        sim = x @ centres.T.astype(np.float32)
+        for i in range(k):  # over the K topics
+            members = np.flatnonzero(labels == i)
+            if len(members):
+                names[i] = str(texts[int(members[np.argmax(sim[members, i])])])
+    return Topics(labels, names, "kmeans-vectors", seed, {"dim": int(x.shape[1])})
+
+
+# ---- topic-aware retrievability -------------------------------------------------------------
+
+
+def topic_weight_table(top: int, c: int, weighting: str = "log", beta: float | None = None) -> np.ndarray:
+    """f(k) for k = 0..top (f(0) = 0: not retrieved): ``log`` 1 / ln(1 + k) (``LogDiscount``'s
+    1 / log2(1 + k) divided by ln 2), ``cumulative`` 1[k ≤ c], ``gravity`` 1[k ≤ c] / k^β; 0
+    beyond c."""
+    if weighting not in WEIGHTINGS:
+        raise LimelightError(f"unknown weighting {weighting!r} ({', '.join(WEIGHTINGS)})")
+    if weighting == "gravity" and beta is None:
+        raise LimelightError("the gravity weighting needs beta")
+    f = retrievability_discount(c, beta if weighting == "gravity" else None)  # checks c and β
+    k = np.arange(1, top + 1)
+    w = LogDiscount().weights(k) / np.log(2.0) * (k <= f.c) if weighting == "log" else f.weights(k)
+    return np.concatenate([[0.0], w])
+
+
+@dataclass
+class TopicRetrievability:
+    """Per-topic r_i(d), populations and Ginis (see the module's docstring).
+
+    ``r`` and ``member``: topics × documents (dense arrays, or CSR when large); ``table``: one
+    row per topic (``topic, name, n_queries, weight, n_docs, gini, r_total``) sorted by Gini,
+    most unequal first; ``summary``: the settings and the aggregates."""
+
+    r: np.ndarray | sp.csr_matrix
+    member: np.ndarray | sp.csr_matrix
+    retrievals: np.ndarray | sp.csr_matrix
+    topics: Topics
+    doc_ids: IdMap
+    table: pd.DataFrame
+    summary: dict
+
+    def most_unequal(self, n: int = 5) -> pd.DataFrame:
+        """The ``n`` topics with the highest Gini."""
+        return self.table.head(n)
+
+    def _long(self) -> pd.DataFrame:
+        """(topic, doc, r) of every document in every topic's population."""
+        if sp.issparse(self.member):
+            m = self.member.tocoo()
+            t, d = m.row.astype(np.int64), m.col.astype(np.int64)
+            rr = np.asarray(self.r.tocsr()[t, d]).ravel()
+        else:
+            t, d = np.nonzero(self.member)
+            rr = self.r[t, d]
+        return pd.DataFrame({"topic": t, "doc": d, "r": rr})
+
+    def standings(self) -> pd.DataFrame:
+        """Every (document, topic) of the populations: ``docid, topic, name, r, rank, n_docs,
+        below, share`` (rank 1 = most retrievable in the topic, ties share the best rank;
+        ``below`` the fraction of the topic's documents with a lower r; ``share`` r over the
+        topic's total). Vectorised: one sort of all the pairs."""
+        df = self._long()
+        t, rr = df["topic"].to_numpy(), df["r"].to_numpy()
+        order = np.lexsort((rr, t))
+        ts, rs = t[order], rr[order]
+        n = len(ts)
+        t_start = np.searchsorted(ts, ts, side="left")
+        t_end = np.searchsorted(ts, ts, side="right")
+        new = np.ones(n, dtype=bool)
+        new[1:] = (ts[1:] != ts[:-1]) | (rs[1:] != rs[:-1])
+        run = np.cumsum(new) - 1
+        run_start = np.flatnonzero(new)
+        run_end = np.append(run_start[1:], n)
+        below = np.empty(n)
+        rank = np.empty(n, dtype=np.int64)
+        size = np.empty(n, dtype=np.int64)
+        below[order] = (run_start[run] - t_start) / np.maximum(t_end - t_start, 1)
+        rank[order] = 1 + t_end - run_end[run]
+        size[order] = t_end - t_start
+        tot = np.bincount(t, weights=rr, minlength=self.topics.k)
+        out = pd.DataFrame({"docid": self.doc_ids.strings[df["doc"].to_numpy()], "topic": t,
+                            "name": np.asarray(self.topics.names, dtype=object)[t], "r": rr,
+                            "rank": rank, "n_docs": size, "below": below,
+                            "share": np.divide(rr, tot[t], out=np.zeros(n), where=tot[t] > 0)})
+        return out.sort_values(["docid", "rank"], ignore_index=True)
+
+    def standing(self, docid: str) -> pd.DataFrame:
+        """``standings`` of one document (an unknown id is a one-line error)."""
+        d = int(self.doc_ids.encode([docid], missing=-1)[0])
+        if d < 0:
+            raise LimelightError(f"document {docid!r} is not in the collection")
+        s = self.standings()
+        return s[s["docid"] == docid].reset_index(drop=True)
+
+    def groups(self, mode: str = "share"):
+        """Topics as a document-side ``limelight.exposure.fairness.Groups`` (see the module's
+        docstring: ``share`` or ``home``)."""
+        from limelight.exposure.fairness import NONE_GROUP, Groups
+
+        if mode not in ("share", "home"):
+            raise LimelightError(f"unknown topic-group mode {mode!r} (share, home)")
+        ret = sp.csr_matrix(self.retrievals).T.tocsr()  # documents × topics
+        ret.eliminate_zeros()
+        n_docs, k = ret.shape
+        tot = np.asarray(ret.sum(axis=1)).ravel()
+        has = tot > 0
+        if mode == "home":
+            home = np.asarray(ret.argmax(axis=1)).ravel()
+            ret = sp.csr_matrix((np.ones(int(has.sum())), (np.flatnonzero(has), home[has])),
+                                shape=(n_docs, k))
+            tot = has.astype(np.float64)
+        a = sp.diags(np.divide(1.0, tot, out=np.zeros(n_docs), where=has)) @ ret
+        names = [f"t{i}: {n}" for i, n in enumerate(self.topics.names)]
+        if not has.all():
+            a = sp.hstack([a, sp.csr_matrix((np.ones(int((~has).sum())), (np.flatnonzero(~has),
+                          np.zeros(int((~has).sum()), dtype=np.int64))), shape=(n_docs, 1))])
+            names.append(NONE_GROUP)
+        a = sp.csr_matrix(a)
+        a.sort_indices()
+        return Groups(names, a, f"topics ({self.topics.method}, K={self.topics.k}, {mode})",
+                      mode == "share" and bool((np.diff(a.indptr) > 1).any()))
+
+    def write_groups_tsv(self, path: str | os.PathLike, overwrite: bool = False,
+                         flag: str | None = None) -> None:
+        """``docid<TAB>topic`` of each retrieved document's home topic (atomically; a file not
+        written by limelight is refused unless ``overwrite``): ``limelight fairness --groups``."""
+        from limelight._io import atomic_output_file
+
+        ret = sp.csr_matrix(self.retrievals).T.tocsr()  # documents × topics
+        has = np.diff(ret.indptr) > 0
+        home = np.asarray(ret.argmax(axis=1)).ravel()[has]
+        names = np.asarray([f"t{i}: {n}" for i, n in enumerate(self.topics.names)], dtype=object)
+        df = pd.DataFrame({"docid": self.doc_ids.strings[np.flatnonzero(has)], "topic": names[home]})
+        with atomic_output_file(path, overwrite, flag) as tmp:
+            df.to_csv(tmp, sep="\t", header=False, index=False)
+
+    def to_dict(self, top: int = 5) -> dict:
+        """JSON-ready: the summary and the ``top`` most unequal topics (NaN as None)."""
+        rows = self.most_unequal(top).to_dict("records")
+        for row in rows:
+            row["gini"] = None if not np.isfinite(row["gini"]) else float(row["gini"])
+        return {**self.summary, "most_unequal": rows}
+
+
+def _per_topic(q, d, rank, w, labels, k: int, n_docs: int, table: np.ndarray):
+    """Σ o_q f(k_qd) and Σ o_q 1[retrieved] per (topic, document): topics × documents, dense
+    (``np.bincount`` of the keys topic · n + d) or CSR when larger than ``DENSE_CELLS``."""
+    t = labels[q]
+    val = w[q] * table[np.minimum(rank, len(table) - 1)]
+    cnt = w[q]
+    if k * n_docs <= DENSE_CELLS:
+        key = t * n_docs + d
+        s = np.bincount(key, weights=val, minlength=k * n_docs).reshape(k, n_docs)
+        n = np.bincount(key, weights=cnt, minlength=k * n_docs).reshape(k, n_docs)
+        return s, n
+    s = sp.csr_matrix((val, (t, d)), shape=(k, n_docs))
+    n = sp.csr_matrix((cnt, (t, d)), shape=(k, n_docs))
+    s.sum_duplicates()
+    n.sum_duplicates()
+    return s, n
+
+
+def _topic_ginis(r, member, population: str) -> np.ndarray:
+    """The Gini of each topic's row over its population (NaN: an empty population)."""
+    k, n_docs = r.shape
+    out = np.full(k, np.nan)
+    dense = not sp.issparse(r)
+    for i in range(k):  # over the K topics
+        if population == "collection":
+            row = r[i] if dense else r.getrow(i).toarray().ravel()
+            out[i] = gini(row)
+        elif dense:
+            if member[i].any():
+                out[i] = gini(r[i][member[i]])
+        else:
+            lo, hi = member.indptr[i], member.indptr[i + 1]
+            if hi > lo:
+                out[i] = gini(np.asarray(r.getrow(i)[:, member.indices[lo:hi]].toarray()).ravel())
+    return out
+
+
+def topic_retrievability(q: np.ndarray, d: np.ndarray, rank: np.ndarray, doc_ids: IdMap,
+                         weights: np.ndarray, topics: Topics, c: int = 100, weighting: str = "log",
+                         beta: float | None = None, population: str = "retrieved") -> TopicRetrievability:
+    """T-Retrievability from parallel (query code, document code, 1-based rank) arrays, the
+    queries' weights o_q and their ``topics`` (see the module's docstring)."""
+    if population not in POPULATIONS:
+        raise LimelightError(f"unknown population {population!r} ({', '.join(POPULATIONS)})")
+    w = _check_weights(weights, len(weights))
+    labels = np.asarray(topics.labels, dtype=np.int64)
+    if labels.shape != w.shape:
+        raise LimelightError(f"{len(labels):,} topic labels for {len(w):,} queries")
+    k, n_docs = topics.k, len(doc_ids)
+    if len(labels) and (labels.min() < 0 or labels.max() >= k):
+        raise LimelightError(f"topic labels must lie in 0..{k - 1}")
+    q, d, rank = np.asarray(q, dtype=np.int64), np.asarray(d, dtype=np.int64), np.asarray(rank, dtype=np.int64)
+    if len(q) and (d.min() < 0 or d.max() >= n_docs or q.min() < 0 or q.max() >= len(w)):
+        raise LimelightError("a pair's document or query code is outside the collection or query set")
+    top = int(rank.max()) if len(rank) else 1
+    table = topic_weight_table(top, c, weighting, beta)
+    s, n = _per_topic(q, d, rank, w, labels, k, n_docs, table)
+    tw = np.bincount(labels, weights=w, minlength=k)
+    scale = np.divide(1.0, tw, out=np.zeros(k), where=tw > 0)
+    if sp.issparse(s):
+        r = sp.csr_matrix(sp.diags(scale) @ s)
+        member = sp.csr_matrix(n > 0)
+    else:
+        r = s * scale[:, None]
+        member = n > 0
+    ginis = _topic_ginis(r, member, population)
+    table_df = pd.DataFrame({
+        "topic": np.arange(k), "name": topics.names,
+        "n_queries": np.bincount(labels, minlength=k), "weight": tw,
+        "n_docs": np.full(k, n_docs) if population == "collection" else np.asarray(member.sum(axis=1)).ravel(),
+        "gini": ginis, "r_total": np.asarray(r.sum(axis=1)).ravel()})
+    table_df = table_df.sort_values(["gini", "weight", "topic"], ascending=[False, False, True],
+                                    na_position="last", ignore_index=True)
+    summary = _summary(ginis, tw, r, member, topics, c, weighting, beta, population, n_docs, len(w))
+    return TopicRetrievability(r, member, n, topics, doc_ids, table_df, summary)
+
+
+def _summary(ginis, tw, r, member, topics: Topics, c, weighting, beta, population, n_docs, n_queries) -> dict:
+    """Settings and aggregates of the per-topic Ginis (finite ones only), and the collection's
+    Gini under the same weighting (the K = 1 value: r(d) summed over every topic)."""
+    ok = np.isfinite(ginis)
+    g = ginis[ok]
+    r_all = np.asarray((sp.diags(tw) @ r).sum(axis=0) if sp.issparse(r) else tw @ r).ravel()
+    in_any = np.asarray(member.sum(axis=0)).ravel() > 0
+    pool = r_all if population == "collection" else r_all[in_any]
+    return {"topic_method": topics.method, "k": topics.k, "seed": topics.seed, **topics.info,
+            "c": int(c), "weighting": weighting, "beta": beta, "log_base": "e" if weighting == "log" else None,
+            "population": population, "n_docs": int(n_docs), "n_queries": int(n_queries),
+            "n_topics_with_documents": int(ok.sum()),
+            "gini_same_weighting": gini(pool) if len(pool) else float("nan"),
+            "topic_gini_min": float(g.min()) if len(g) else float("nan"),
+            "topic_gini_mean": float(g.mean()) if len(g) else float("nan"),
+            "topic_gini_max": float(g.max()) if len(g) else float("nan"),
+            "topic_gini_mean_weighted": float(np.average(g, weights=tw[ok])) if len(g) and tw[ok].sum() > 0
+            else float("nan")}
+
+
+def store_topic_retrievability(store, topics: Topics, c: int | None = None, weighting: str = "log",
+                               beta: float | None = None, population: str = "retrieved") -> TopicRetrievability:
+    """``topic_retrievability`` over every pair of an ``ExposureStore`` with its o_q (``c``
+    defaults to min(100, the store's depth))."""
+    c = min(100, store.depth) if c is None else c
+    if c > store.depth:
+        raise LimelightError(f"cutoff c={c} exceeds the store's depth {store.depth}")
+    q, d, rank, _ = store.pair_arrays()
+    res = topic_retrievability(q, d, rank, store.doc_ids, store.query_weights, topics, c,
+                               weighting, beta, population)
+    res.summary["store"] = str(store.path)
+    return res
+
+
+def sweep_topics(make_topics, ks: Sequence[int], q, d, rank, doc_ids: IdMap, weights: np.ndarray,
+                 **kwargs) -> pd.DataFrame:
+    """The aggregates of ``topic_retrievability`` for each K of ``ks`` (``make_topics(k)`` gives
+    the topics: e.g. ``lambda k: topics_from_texts(texts, k, seed)``): one row per K."""
+    rows = []
+    for k in ks:  # over the values of K
+        s = topic_retrievability(q, d, rank, doc_ids, weights, make_topics(int(k)), **kwargs).summary
+        rows.append({"k": int(k), **{x: s[x] for x in ("n_topics_with_documents", "topic_gini_min",
+                                                         "topic_gini_mean", "topic_gini_max",
+                                                         "topic_gini_mean_weighted", "gini_same_weighting")}})
+    return pd.DataFrame(rows)
