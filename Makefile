@@ -115,10 +115,14 @@ $(WHEEL_STAMP): pyproject.toml $(LOCK) | wheel
 # the full suite against the wheel (issue 46: `pip install '<wheel>[all]'` on Python 3.11 passes it),
 # not the editable .venv: limelight reinstalled from the freshly built wheel on every run, into its
 # own venv that keeps the rest (LIMELIGHT_WHEEL_TEST=1: tests/conftest.py stops if limelight is
-# imported from src/). PYTEST_ARGS: some tests only, e.g. make test PYTEST_ARGS=tests/test_manual.py
+# imported from src/). PYTEST_ARGS: some tests only, e.g. make test PYTEST_ARGS=tests/test_manual.py.
+# TEST_WORKERS processes (pytest-xdist, one per core by default) each take whole test files, so a
+# module's fixtures are built once; the suite's CPU-time budget is checked at the end
+# (pyproject.toml [tool.limelight.test-budget], docs/testing.md)
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install wheel $(WHEEL_STAMP) browser postgresql
 	$(UV) pip install --quiet --python $(WHEEL_PY) --no-deps --reinstall-package limelight $$(ls dist/limelight-*-py3-none-any.whl)
-	LIMELIGHT_WHEEL_TEST=1 HF_HUB_OFFLINE=1 $(WHEEL_PY) -m pytest -q $(PYTEST_ARGS)
+	LIMELIGHT_WHEEL_TEST=1 HF_HUB_OFFLINE=1 $(WHEEL_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # wheel and sdist into dist/ (python -m build)
 wheel: $(UV)

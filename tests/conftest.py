@@ -12,6 +12,12 @@ DATA = Path(os.environ.get("LIMELIGHT_DATA", REPO.parent / "shared" / "data"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LIMELIGHT_DATA", str(DATA))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one worker per core (pytest-xdist): one BLAS/OpenMP thread each, set before
+    # torch or numpy load (and inherited by the commands the tests start), so that two workers do
+    # not run four spinning threads on two cores; a test may still ask for more threads itself
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 
 # the core test subset (`pytest -m core`, `make test-core`): the test files that need only the
@@ -25,6 +31,9 @@ def pytest_configure(config):
                                        "(tests/core_tests.txt)")
     if os.environ.get("LIMELIGHT_WHEEL_TEST") == "1":
         _check_installed_from_wheel()
+    from _cpu_budget import CpuBudget  # the suite's CPU-time budget (issue 53, docs/testing.md)
+
+    config.pluginmanager.register(CpuBudget(config), "limelight-cpu-budget")
 
 
 def _check_installed_from_wheel() -> None:

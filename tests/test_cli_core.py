@@ -8,6 +8,7 @@ import sys
 
 import ir_measures
 import pytest
+from _inproc import run_cli
 from ir_measures import nDCG
 from typer.testing import CliRunner
 
@@ -18,7 +19,8 @@ runner = CliRunner()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True, text=True)
+    """``limelight ARGS`` in this process (tests/_inproc.py: the console script's entry point)."""
+    return run_cli(*args)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _inproc import run_cli
 from typer.testing import CliRunner
 
 from limelight.cli import app
@@ -20,7 +21,8 @@ runner = CliRunner()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True, text=True)
+    """``limelight ARGS`` in this process (tests/_inproc.py: the console script's entry point)."""
+    return run_cli(*args)
 
 
 @pytest.fixture()

@@ -14,13 +14,13 @@ import gzip
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from _inproc import run_cli
 from typer.testing import CliRunner
 
 from limelight._io import file_sha256
@@ -47,8 +47,8 @@ def invoke(*args: str) -> dict:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "limelight.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+    """``limelight ARGS`` in this process (tests/_inproc.py: the console script's entry point)."""
+    return run_cli(*args)
 
 
 def one_line(p: subprocess.CompletedProcess) -> str:

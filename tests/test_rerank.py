@@ -324,10 +324,9 @@ def test_cli_train_prints_no_nan_loss_and_checks_depths(tmp_path):
 # ---- issue 25: resumable training, weak supervision, interpolation, bad input --------------
 
 def _cli(*args: str):
-    import subprocess
-    import sys
+    from _inproc import run_cli
 
-    return subprocess.run([sys.executable, "-m", "limelight.cli", "rerank", *args], capture_output=True, text=True)
+    return run_cli("rerank", *args)
 
 
 def _state_weights(path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
+from _inproc import run_cli
 from typer.testing import CliRunner
 
 from limelight.cli import app
@@ -16,7 +16,8 @@ runner = CliRunner()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True, text=True)
+    """``limelight ARGS`` in this process (tests/_inproc.py: the console script's entry point)."""
+    return run_cli(*args)
 
 
 def test_variations_command(tmp_path, data_dir):
