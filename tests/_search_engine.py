@@ -13,7 +13,9 @@ answer ``response.docs[].id/score``). With ``--token-env NAME`` every request mu
 The engine's own count: one JSON line per query answered (the query text) appended to ``--count``
 (``O_APPEND``, one write per line, so lines survive a SIGKILL whole). The PISA index is built in
 ``--index-dir`` once and reused by a restarted engine. ``running(folder)`` starts it as a process
-and stops it (the Ray tests and ``benchmarks/ray_cluster.py``).
+and stops it (the Ray tests and ``benchmarks/ray_cluster.py``); ``in_thread(collection, folder)``
+serves the same APIs from a thread of the test's process with limelight's BM25 over a small
+collection (no PISA index to build: for tests that only need a real service on loopback).
 """
 
 from __future__ import annotations
@@ -56,6 +58,62 @@ def running(folder: Path, timeout: float | None = None) -> Iterator[tuple[str, P
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+class _LimelightBM25:
+    """limelight's BM25 over ``collection`` with PISA's ``search(text)`` interface (``docno`` and
+    ``score`` columns, best first, top 1000); with ``interrupt_after``, Ctrl-C (SIGINT) is sent
+    to this process once that many queries have been answered."""
+
+    def __init__(self, collection, interrupt_after: int | None = None):
+        from limelight.retrieval.bm25 import BM25, BM25Index
+
+        self.bm25 = BM25(BM25Index.build(collection))
+        self.ids = collection.ids.strings
+        self.answered, self.interrupt_after = 0, interrupt_after
+
+    def search(self, text: str) -> dict:
+        docs, scores = self.bm25.search_batch([text], 1000)
+        keep = docs[0] >= 0
+        self.answered += 1
+        if self.answered == self.interrupt_after:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+        return {"docno": self.ids[docs[0][keep]], "score": scores[0][keep]}
+
+
+@contextlib.contextmanager
+def in_thread(collection, folder: Path, interrupt_after: int | None = None
+              ) -> Iterator[tuple[str, Path]]:
+    """``make_app`` over limelight's BM25 of ``collection``, served by uvicorn in a thread of this
+    process on a free loopback port; yields (the base URL of its ``movies`` index, its count file:
+    one line per query answered), then stops it. ``interrupt_after``: the engine sends Ctrl-C
+    (SIGINT) to this process after answering that many queries (a job interrupted at a known
+    point, in-process)."""
+    import threading
+
+    import uvicorn
+
+    count = folder / "engine-count.jsonl"
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(make_app(_LimelightBM25(collection, interrupt_after), str(count), None),
+                                           log_level="warning", access_log=False))
+    t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not t.is_alive():
+                raise RuntimeError("the engine did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/movies", count
+    finally:
+        server.should_exit = True
+        t.join(10)
+        sock.close()
 
 
 def open_engine(index_dir: Path):

@@ -3,6 +3,9 @@
 When stderr is not a terminal (piped, redirected, a CI log), rich draws nothing; long jobs
 would then be silent. ``progress_bar`` instead prints one line on stderr every ``every``
 seconds (default ``$LIMELIGHT_PROGRESS_SECONDS`` or 10): ``DESCRIPTION: DONE/TOTAL (P%), Ns``.
+
+A long job stops soon after Ctrl-C, keeping what it finished: ``deferred_interrupt`` turns
+SIGINT into a flag that its loops test at safe points (``check_interrupt``), never mid-kernel.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -110,3 +114,49 @@ def progress_counter(description: str, total: int | None) -> Iterator[Callable[[
             update(done)
 
         yield advance
+
+
+# ---- Ctrl-C in long jobs ------------------------------------------------------------------------
+_INTERRUPT = threading.Event()  # Ctrl-C arrived while deferred (deferred_interrupt)
+
+
+def _on_sigint(signum, frame) -> None:
+    if _INTERRUPT.is_set():  # a second Ctrl-C: at once
+        raise KeyboardInterrupt
+    _INTERRUPT.set()
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[Callable[[], None]]:
+    """Within it, Ctrl-C (SIGINT) does not raise where it lands (inside a native kernel numba
+    turns it into a ``SystemError``) but sets a flag that the job's own loops test at safe
+    points, often enough to stop within a second: ``interrupt_requested()`` (from any thread:
+    a worker stops taking work) and ``check_interrupt()`` (raises ``KeyboardInterrupt``),
+    which it yields. A second Ctrl-C raises at once. Active in the main thread, where SIGINT
+    has Python's default handler (or an outer ``deferred_interrupt``); elsewhere a no-op."""
+    import signal
+
+    prev = None  # the handler to restore: set by the outermost one only
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        _INTERRUPT.clear()
+        prev = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield check_interrupt
+    finally:
+        if prev is not None:
+            signal.signal(signal.SIGINT, prev)
+            _INTERRUPT.clear()
+
+
+def interrupt_requested() -> bool:
+    """Whether Ctrl-C arrived during a ``deferred_interrupt`` (the job should stop at its next
+    safe point)."""
+    return _INTERRUPT.is_set()
+
+
+def check_interrupt() -> None:
+    """``KeyboardInterrupt`` if Ctrl-C arrived during a ``deferred_interrupt``: what a job's
+    loop calls at a safe point (between batches, chunks, steps)."""
+    if _INTERRUPT.is_set():
+        raise KeyboardInterrupt

@@ -60,7 +60,12 @@ def audit_cmd(
     # DIR/report.html (limelight.report.run_audit as a library call)
     runner = ReportingAuditRunner(cfg, out, quick=quick, show_progress=True,
                                   log=lambda s: typer.echo(s, err=True), command=cmd)
-    res = runner.run()
+    try:
+        res = runner.run()
+    except KeyboardInterrupt:  # Ctrl-C: the stages finished so far are recorded and kept
+        typer.echo(f"interrupted; the finished stages are kept in {out}: rerun the same command "
+                   f"to resume ({cmd})", err=True)
+        raise typer.Exit(130) from None
     for name, s in res["systems"].items():
         if "gini_c100" in s:
             typer.echo(f"{name:<12} Gini(c=100) {s['gini_c100']:.4f}  retrievable "

@@ -44,6 +44,7 @@ def _store_retriever(store):
     from limelight.retrieval.spec import RetrieverSpec
 
     st = store.manifest.get("settings", {})
+    _check_rescores(store, st.get("model", "bm25"))
     spec = RetrieverSpec.from_model(st.get("model", "bm25"), k1=float(st.get("k1", DEFAULT_K1)),
                                     b=float(st.get("b", DEFAULT_B)))
     retriever = spec.open(_index_dir(store))
@@ -51,6 +52,22 @@ def _store_retriever(store):
         raise IndexMismatchError(f"{store.path}: its index {_index_dir(store)} changed since the "
                                  "store was computed; recompute the store")
     return retriever
+
+
+def _check_rescores(store, kind: str) -> None:
+    """A one-line error unless the store's system is of a kind that can re-score the store's
+    queries against a new document (capability ``exact_reverse``, asked of the kind registry),
+    naming the kinds that can."""
+    from limelight.retrieval.systems import EXACT_REVERSE, get_kind, kind_names
+
+    if get_kind(kind).has(EXACT_REVERSE):
+        return
+    able = [k for k in kind_names() if get_kind(k).has(EXACT_REVERSE)]
+    raise LimelightError(f"{store.path}: exact reverse search (--text) re-scores the store's queries "
+                         f"against the new text, which needs a system whose kind can re-score; the "
+                         f"store's one system is {with_article(kind)} system, which cannot, so none "
+                         f"of its systems can (kinds that can: {', '.join(able)}): compute a store "
+                         "with one of those, or give a stored DOCID")
 
 
 def _encoder():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from pathlib import Path
 
 import typer
@@ -45,19 +47,49 @@ def _read_system_file(path: Path) -> tuple[str, dict]:
     return kind, params
 
 
+#: the parameters of kinds ``run`` and ``http`` that ``--run``/``--url`` take as options
+FLAG_PARAMS = {"match": "--match", "unknown_docs": "--unknown-docs"}
+_SETTING = re.compile(r'\b(' + "|".join(FLAG_PARAMS) + r')\s*=\s*\\?"(\w+)\\?"')
+
+
+def as_flags(message: str) -> str:
+    """A kind's message with the configuration settings it suggests (``match = "text"``,
+    ``unknown_docs = "drop"``) written as the options of ``--run``/``--url`` (``--match text``,
+    ``--unknown-docs drop``): the words a user of the command line can type."""
+    return _SETTING.sub(lambda m: f"{FLAG_PARAMS[m[1]]} {m[2]}", message)
+
+
+@contextlib.contextmanager
+def _flag_words(on: bool):
+    """Within it, a ``LimelightError`` names the options of ``--run``/``--url`` rather than the
+    configuration keys (``as_flags``) when ``on``."""
+    try:
+        yield
+    except LimelightError as e:
+        if not on or (msg := as_flags(str(e))) == str(e):
+            raise
+        raise LimelightError(msg) from None
+
+
 def _system(model: str | None, k1: float, b: float, system: Path | None, run: Path | None,
-            url: str | None, preset: str | None):
+            url: str | None, preset: str | None, flags: dict | None = None):
     """(``RetrieverSpec``, the folder its relative paths resolve against) of the options:
     ``--model`` over ``--index`` (bm25 by default), or one of ``--system``, ``--run`` (kind
-    ``run``) and ``--url``/``--preset`` (kind ``http``), its files checked and hashed."""
+    ``run``) and ``--url``/``--preset`` (kind ``http``), its files checked and hashed;
+    ``flags``: the parameters given as options (``FLAG_PARAMS``: ``--match``,
+    ``--unknown-docs``), which go with ``--run`` or ``--url``."""
     from limelight.retrieval.spec import RetrieverSpec
     from limelight.retrieval.systems import get_kind
 
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
     given = [o for o, v in (("--system", system), ("--run", run), ("--url", url)) if v is not None]
     if len(given) > 1:
         raise LimelightError(f"give one of --system, --run or --url, not {' and '.join(given)}")
     if preset is not None and url is None:
         raise LimelightError("--preset goes with --url")
+    if flags and run is None and url is None:
+        raise LimelightError(f"{FLAG_PARAMS[next(iter(flags))]} goes with --run or --url "
+                             "(in a --system file it is a parameter of the [system] table)")
     if not given:
         return RetrieverSpec.from_model(model or "bm25", k1, b), Path.cwd()
     if model is not None:
@@ -67,10 +99,14 @@ def _system(model: str | None, k1: float, b: float, system: Path | None, run: Pa
         kind, params = _read_system_file(system)
         base = system.resolve().parent
     elif run is not None:
-        kind, params = "run", {"path": str(run)}
+        kind, params = "run", {"path": str(run), **flags}
     else:
-        kind, params = "http", {"url": url, **({"preset": preset} if preset is not None else {})}
-    return RetrieverSpec.of(kind, **get_kind(kind).resolved(params, base)), base
+        kind, params = "http", {"url": url, **({"preset": preset} if preset is not None else {}), **flags}
+    unknown = [k for k in flags if k not in get_kind(kind).params]
+    if unknown:
+        raise LimelightError(f"{FLAG_PARAMS[unknown[0]]} goes with --run, not --url")
+    with _flag_words(system is None):
+        return RetrieverSpec.of(kind, **get_kind(kind).resolved(params, base)), base
 
 
 def _documents(index: Path | None, collection: str | None, kind: str):
@@ -111,12 +147,17 @@ def compute(
     out: Path = typer.Option(..., help="store directory to create (or resume)"),
     index: Path = typer.Option(None, help="index directory (limelight index): for --model"),
     model: str = typer.Option(None, help="bm25, dense or hybrid over --index (default bm25)"),
-    system: Path = typer.Option(None, "--system", help="a TOML file with one [system] table: kind "
+    system: Path = typer.Option(None, "--system", help="a TOML file with one \\[system] table: kind "
                                                        "and its parameters (limelight systems)"),
     run: Path = typer.Option(None, "--run", help="results you already have (kind run): a TREC run, "
                                                  "Parquet, JSONL or CSV file, or a folder of parts"),
     url: str = typer.Option(None, "--url", help="a live search service (kind http), with --preset"),
     preset: str = typer.Option(None, "--preset", help="with --url: the service's API"),
+    match: str = typer.Option(None, "--match", help="with --run: id (the results' query ids are "
+                                                    "the log's, the default) or text (their "
+                                                    "normalised query texts are)"),
+    unknown_docs: str = typer.Option(None, "--unknown-docs", help="a result id the collection "
+                                     "lacks: refused (the default), or drop: left out, counted"),
     collection: str = typer.Option(None, help="for --system/--run/--url: the collection the results "
                                               "come from (as limelight index takes it; default: "
                                               "--index's documents)"),
@@ -143,7 +184,8 @@ def compute(
     from limelight.retrieval.systems import REMOTE, get_kind
 
     _check_run_options(engine, address, depth, shard_size)
-    spec, base = _system(model, k1, b, system, run, url, preset)
+    spec, base = _system(model, k1, b, system, run, url, preset,
+                         {"match": match, "unknown_docs": unknown_docs})
     kind = get_kind(spec.kind)
     if kind.needs_index and index is None:
         raise LimelightError(f"a {spec.kind} system needs --index (limelight index)")
@@ -154,14 +196,16 @@ def compute(
     if index is not None:
         index_size(index)  # a clear error when it is not an index, before reading the queries
     # a query log's distinct queries are kept on disk while the job reads them (bounded memory)
-    with tempfile.TemporaryDirectory(prefix="limelight-queries-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="limelight-queries-") as tmp, _flag_words(system is None):
         qs = load_queries_file(queries, on_disk=tmp)
         validate_queries(qs)
         retriever, fp, settings = _open_system(spec, base, index, collection, qs, threads)
-        if engine == "ray":
-            retriever = _for_ray(spec, kind.has(REMOTE), retriever, index, out)
+        remote = kind.has(REMOTE)
+        if engine == "ray" or remote:  # a service's answers: journaled, whatever the engine
+            retriever = _shipped(spec, remote, retriever, index, out)
+        journal = _journal_dir(out) if remote else None
         summary = _run(retriever, qs, out, depth, shard_size, fp, settings, spec.kind, engine,
-                       address, cpus_per_task)
+                       address, cpus_per_task, journal)
     typer.echo(json.dumps(summary) if json_out else
                "\n".join(f"{k}: {v}" for k, v in summary.items()))
 
@@ -172,8 +216,11 @@ CLI_PAIRS_IN_MEMORY = 1 << 22
 
 
 def _run(retriever, qs, out: Path, depth: int, shard_size: int, fp: str, settings: dict,
-         kind: str, engine: str, address: str | None, cpus_per_task: int) -> dict:
-    """``compute_exposure`` with a progress bar; its summary (``_summary``)."""
+         kind: str, engine: str, address: str | None, cpus_per_task: int,
+         journal: Path | None = None) -> dict:
+    """``compute_exposure`` with a progress bar; its summary (``_summary``). Interrupted
+    (Ctrl-C): what is finished is kept, a line says how far it got and how to resume (and,
+    for a service, where its answers are journaled), exit status 130."""
     import time
 
     from limelight.exposure.compute import compute_exposure
@@ -192,22 +239,29 @@ def _run(retriever, qs, out: Path, depth: int, shard_size: int, fp: str, setting
 
         n_shards = (len(qs) + shard_size - 1) // shard_size
         n_done = sum(shard_path(out, i).exists() for i in range(n_shards))
-        typer.echo(f"interrupted after {n_done} of {n_shards} shards; rerun the same command "
-                   "to resume", err=True)
+        kept = f" (the service's answers are journaled in {journal})" if journal is not None else ""
+        typer.echo(f"interrupted after {n_done} of {n_shards} shards{kept}; rerun the same "
+                   "command to resume", err=True)
         raise typer.Exit(130) from None
-    return _summary(st, out, depth, time.perf_counter() - t0, retriever)
+    return _summary(st, out, depth, time.perf_counter() - t0)
 
 
-def _for_ray(spec, remote: bool, retriever, index: Path | None, out: Path):
-    """The retriever as the Ray engine ships it: a remote service (an ``http`` system) as a ``ShardedReplay`` (a
-    journal per shard, beside the store in ``OUT.replay``: a store cleared after a failure must
-    be left empty), a system over an index as an ``IndexRetriever`` (opened by path in each
-    worker, memory-mapped)."""
+def _journal_dir(out: Path) -> Path:
+    """Where a service's answers for the store ``out`` are journaled: ``OUT.replay``, beside it
+    (a store cleared after an interruption before its first shard is left empty, and the
+    journal kept, so that a rerun asks only the queries without an answer)."""
+    return out.with_name(out.name + ".replay")
+
+
+def _shipped(spec, remote: bool, retriever, index: Path | None, out: Path):
+    """The retriever as the engine runs it: a remote service (an ``http`` system) as a
+    ``ShardedReplay`` journaling its answers in ``_journal_dir(out)`` (on Ray a journal per
+    shard; in this process one), a system over an index as the Ray engine ships it, an
+    ``IndexRetriever`` (opened by path in each worker, memory-mapped)."""
     if remote:
         from limelight.scale.replay import ShardedReplay
 
-        return ShardedReplay(spec, retriever.doc_ids, out.with_name(out.name + ".replay"),
-                             name=retriever.name)
+        return ShardedReplay(spec, retriever.doc_ids, _journal_dir(out), name=retriever.name)
     from limelight.scale.exposure import IndexRetriever
 
     return IndexRetriever(index, spec=spec, retriever=retriever)
@@ -224,18 +278,16 @@ def _check_run_options(engine: str, address: str | None, depth: int, shard_size:
         raise LimelightError(f"--shard-size must be ≥ 1, got {shard_size}")
 
 
-def _summary(st, out: Path, depth: int, seconds: float, retriever) -> dict:
-    """What ``exposure compute`` prints: the store's size, r(d)'s Gini and retrievable fraction,
-    and for a system that answers some queries only (``coverage()``), how many have results."""
+def _summary(st, out: Path, depth: int, seconds: float) -> dict:
+    """What ``exposure compute`` prints: the store's size, r(d)'s Gini and retrievable
+    fraction, and how many queries have results and how many none (read from the store, so
+    that a resumed or already complete store counts every query, not only this run's)."""
     res = st.retrievability(c=depth)
-    summary = {"store": str(out), "queries": st.n_queries, "documents": len(st.doc_ids),
-               "pairs": st.n_pairs(), "depth": depth, "seconds": round(seconds, 3),
-               f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction}
-    if callable(getattr(retriever, "coverage", None)):
-        cov = retriever.coverage()
-        summary.update(queries_with_results=cov["with_results"],
-                       queries_without_results=cov["without_results"])
-    return summary
+    with_results = int((st.n_retrieved() > 0).sum())
+    return {"store": str(out), "queries": st.n_queries, "documents": len(st.doc_ids),
+            "pairs": st.n_pairs(), "depth": depth, "seconds": round(seconds, 3),
+            f"gini@{depth}": res.gini, "retrievable_fraction": res.retrievable_fraction,
+            "queries_with_results": with_results, "queries_without_results": st.n_queries - with_results}
 
 
 @app.command("doc")

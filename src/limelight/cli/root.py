@@ -65,18 +65,39 @@ app.add_typer(eqi.app, name="eqi")
 app.add_typer(users.app, name="users")
 
 
+#: what an interrupted command that says nothing more prints (its outputs are written atomically:
+#: each is there whole or not at all)
+INTERRUPTED = "interrupted; what was finished is kept: rerun the same command to resume"
+
+
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     """Entry point: runs the app on ``argv`` (default ``sys.argv[1:]``), turning user errors into
     one-line messages (exit status 2) and warnings into one line each (``warning: ...``, no
-    Python source lines: ``console.show_warning``)."""
+    Python source lines: ``console.show_warning``).
+
+    Ctrl-C: a command started with SIGINT ignored (``limelight ... &`` in a script: the shell
+    ignores it for background commands) takes it back, so that Ctrl-C or ``kill -INT`` stops it
+    as it stops a foreground command; an interrupted command (status 130) ends at once once its
+    own cleanup has run and its line is printed, without the interpreter's teardown of the
+    model libraries (1-2 s after sentence-transformers is loaded)."""
+    import signal
     import warnings
 
     from limelight.cli.console import show_warning
 
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     shown = warnings.showwarning
     warnings.showwarning = show_warning
     try:
         app(args=argv, prog_name=prog_name)
+    except SystemExit as e:
+        if e.code == 130:
+            if isinstance(getattr(e.__context__, "__cause__", None), KeyboardInterrupt):
+                # Ctrl-C the command did not answer itself (Typer turned it into status 130)
+                typer.echo(INTERRUPTED, err=True)
+            _exit_now(130)
+        raise
     except LimelightError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -88,7 +109,20 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
         typer.echo(f"error: {err}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
+        typer.echo(INTERRUPTED, err=True)
+        _exit_now(130)
     finally:
         warnings.showwarning = shown
+
+
+def _exit_now(status: int) -> None:
+    """End the process with ``status`` now: the output flushed, no interpreter teardown (every
+    ``finally`` of the command has run; what it finished is on disk)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)

@@ -16,8 +16,6 @@ afterwards is the same whichever engine wrote it, and any engine resumes a store
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import LimelightError
 from limelight.exposure.shards import ShardSink, _PairBuffer, _ShardWriter, shard_path
+from limelight.progress import deferred_interrupt
 
 Progress = Callable[[int, int], None]
 
@@ -100,38 +99,6 @@ class ShardEngine(Protocol):
         ...
 
 
-class _DeferredInterrupt:
-    """Within the shard loop, Ctrl-C (SIGINT) sets a flag that the loop checks between batches,
-    so that an interrupt never lands inside a native kernel (numba turns it into a
-    ``SystemError``); a second Ctrl-C interrupts at once. Only active in the main thread."""
-
-    def __init__(self):
-        self.hit = False
-        self.prev = None
-
-    def __enter__(self) -> _DeferredInterrupt:
-        if threading.current_thread() is threading.main_thread():
-            self.prev = signal.getsignal(signal.SIGINT)
-            if self.prev is signal.default_int_handler:
-                signal.signal(signal.SIGINT, self._handler)
-            else:
-                self.prev = None
-        return self
-
-    def _handler(self, signum, frame) -> None:
-        if self.hit:
-            raise KeyboardInterrupt
-        self.hit = True
-
-    def check(self) -> None:
-        if self.hit:
-            raise KeyboardInterrupt
-
-    def __exit__(self, *exc) -> None:
-        if self.prev is not None:
-            signal.signal(signal.SIGINT, self.prev)
-
-
 @contextlib.contextmanager
 def _short_gil_switch(seconds: float = 0.0002):
     """Lower Python's GIL switch interval (default 5 ms) for the shard loop, restoring it after.
@@ -154,7 +121,9 @@ def _short_gil_switch(seconds: float = 0.0002):
 class LocalEngine(ShardEngine):
     """Shards computed in this process, batch after batch (the retriever uses the cores), each
     written by a background thread (``shards._ShardWriter``, with ``job.sink``) while the next
-    is retrieved. Ctrl-C is deferred to the end of the batch (``_DeferredInterrupt``)."""
+    is retrieved. Ctrl-C is deferred (``progress.deferred_interrupt``): the retrievers' loops
+    stop at their next safe point, the shards finished before are written, and
+    ``KeyboardInterrupt`` is raised."""
 
     def compute(self, job: ShardJob, shards: list[int]) -> ComputedShards:
         nq = len(job.queries)
@@ -166,7 +135,7 @@ class LocalEngine(ShardEngine):
         buf = _PairBuffer(nq - done if keep else one, job.depth, nq if keep else one, len(job.doc_ids))
         retrieve_s = 0.0
         writer = _ShardWriter(job.depth, job.sink)
-        with _DeferredInterrupt() as intr, _short_gil_switch():
+        with deferred_interrupt() as check, _short_gil_switch():
             try:
                 for i in shards:
                     s, e = job.bounds(i)
@@ -174,7 +143,7 @@ class LocalEngine(ShardEngine):
                         buf.restart(s)
                     start = buf.pos
                     for b in range(s, e, job.batch_size):
-                        intr.check()
+                        check()
                         be = min(e, b + job.batch_size)
                         t0 = time.perf_counter()
                         buf.add_batch(job.retriever, job.queries, b, be, job.doc_ids, job.lex)
@@ -182,11 +151,11 @@ class LocalEngine(ShardEngine):
                         if job.progress:
                             done += be - b
                             job.progress(done, nq)
-                        intr.check()
                     rows, info = buf.rows(start, buf.pos), buf.info(s, e)
                     if not keep:  # (the writer's copies: the buffer is refilled by the next shard)
                         rows, info = tuple(a.copy() for a in rows), tuple(a.copy() for a in info)
-                    writer.put(job.path(i), rows, s, e, info)
+                    writer.put(job.path(i), rows, s, e, info)  # a finished shard is kept
+                check()
             finally:
                 writer.close()
         if not keep:  # a resumed or large job: the pairs are read from the shards

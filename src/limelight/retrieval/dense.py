@@ -34,6 +34,7 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.data.run import Run
 from limelight.errors import IndexMismatchError, LimelightError
+from limelight.progress import check_interrupt
 from limelight.retrieval.base import Retriever, Stage
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -338,6 +339,7 @@ class Encoder:
                                          convert_to_numpy=True, show_progress_bar=False)
                 yield idx, np.asarray(emb, dtype=np.float32)
                 advance(len(idx))
+                check_interrupt()  # a deferred Ctrl-C stops between chunks
 
     def encode_collection(self, collection: Collection, cache_dir: str | os.PathLike | None = None,
                           cache_dtype: Dtype = "float32",

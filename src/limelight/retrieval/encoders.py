@@ -35,6 +35,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,7 @@ import numpy as np
 
 from limelight._io import atomic_dir
 from limelight.errors import LimelightError
+from limelight.progress import check_interrupt, interrupt_requested
 
 VARIANTS = ("torch-fp32", "onnx", "onnx-int8")
 ONNX_VARIANTS = ("onnx", "onnx-int8")
@@ -311,10 +313,13 @@ class OnnxBackend:
         widths = np.maximum(np.asarray(lengths, dtype=np.int64), 1).tolist()
         todo = iter(order)  # shared by the threads: a builtin iterator's next() is atomic
         results: list[tuple[int, np.ndarray]] = []
+        stop = threading.Event()  # Ctrl-C: each worker stops after its current text
 
         def work(session) -> None:
             got = []
             for i in todo:
+                if stop.is_set() or interrupt_requested():
+                    return
                 w = widths[i]
                 got.append((i, session.run(None, {k: v[i:i + 1, :w] for k, v in arrs.items()})[0]))
             results.extend(got)
@@ -325,8 +330,15 @@ class OnnxBackend:
         else:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(len(sessions)) as ex:
+            ex = ThreadPoolExecutor(len(sessions))
+            try:
                 list(ex.map(work, sessions))
+            except BaseException:  # KeyboardInterrupt: the workers stop too, before it goes on
+                stop.set()
+                raise
+            finally:
+                ex.shutdown(wait=True)
+        check_interrupt()  # (deferred Ctrl-C: the workers stopped early, nothing is returned)
         if not results:
             return np.zeros((0, 0), np.float32)
         out = np.empty((n, results[0][1].shape[-1]), dtype=np.float32)
@@ -355,6 +367,7 @@ def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], chunk: int = 2
         out[s:s + len(part)] = emb
         if advance is not None:
             advance(len(part))
+        check_interrupt()
     return out if out is not None else np.zeros((0, 0), np.float32)
 
 
