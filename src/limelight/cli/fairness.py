@@ -1,4 +1,6 @@
-"""``limelight fairness``: exposure of groups of documents against a target, over a store's log."""
+"""``limelight fairness``: exposure of groups of documents against a target, over a store's log;
+``limelight distfair``: attention against merit over the log in its order, query-aware and
+query-agnostic (``limelight.exposure.distfair``)."""
 
 from __future__ import annotations
 
@@ -117,3 +119,65 @@ def fairness_cmd(
         typer.echo(json.dumps(res.to_dict(), ensure_ascii=False))
         return
     _print(res, top)
+
+
+def _print_distfair(res, top: int) -> None:
+    s = res.summary
+    typer.echo(f"{s['store']}: attention ({s['browsing']}) against merit ({s['merit']}) over "
+               f"{s['n_queries_used']:,} of {s['n_queries']:,} queries in log order; groups: "
+               f"{plural(s['n_groups'], 'group')} of {s['groups_source']}")
+    for a in s["assumptions"]:
+        typer.echo(f"assumption: {a}")
+
+    def fmt(x: dict) -> str:
+        return f"{x['value']:.4f}" + (f" [{x['lo']:.4f}, {x['hi']:.4f}]" if "lo" in x else "")
+
+    typer.echo(f"divergence: {s['divergence']}")
+    for lvl in ("individual", "group"):
+        typer.echo(f"{lvl}: query-aware {fmt(s[f'{lvl}_aware'])}, query-agnostic "
+                   f"{fmt(s[f'{lvl}_agnostic'])}, hidden by ignoring the queries (fairwashing) "
+                   f"{fmt(s['fairwashing'][lvl])}")
+    b = s["bound"]
+    typer.echo("group ≤ individual: " + ", ".join(
+        f"{k.split('_')[-1]} {'holds' if v['holds'] else 'FAILS'}" for k, v in b.items()
+        if k.startswith("group_le")))
+    print_table([{k.replace("_", " "): v for k, v in r.items()} for r in res.sequence.to_dict("records")],
+                "over the log, in its order", decimals=4)
+    g = res.groups.head(top)
+    print_table(_rows(g[["group", "n_docs", "attention_share", "merit_share", "gap", "hidden"]]),
+                "groups with the least attention for their merit", decimals=3)
+    d = res.documents.sort_values("hidden", ascending=False).head(top)
+    print_table([{k.replace("_", " "): v for k, v in r.items()} for r in
+                 d[["docid", "attention_share", "merit_share", "aware", "agnostic", "hidden"]].to_dict("records")],
+                "documents whose unfairness the query-agnostic view hides most", decimals=4)
+
+
+def distfair_cmd(
+    store: Path = typer.Option(..., help="exposure store directory (limelight exposure compute)"),
+    merit: str = typer.Option(..., help="qrels:FILE (judgments) or reference:STORE_DIR (a "
+                                        "reference system's scores, stated as an assumption)"),
+    group_field: str = typer.Option(None, help="document field to group by (default: one group)"),
+    groups: Path = typer.Option(None, "--groups", help="TSV of docid<TAB>group lines instead of a field"),
+    index: Path = typer.Option(None, help="index directory to read --group-field from "
+                                          "(default: the one the store records)"),
+    browsing: str = typer.Option("dcg", help="browsing model of the attention (rbp:γ, dcg, trec, …)"),
+    boot: int = typer.Option(200, "--boot", help="bootstrap resamples of the queries (0: no intervals)"),
+    seed: int = typer.Option(0, help="seed of the bootstrap"),
+    checkpoints: int = typer.Option(10, help="points of the log (in its order) the values are shown at"),
+    top: int = typer.Option(5, help="groups and documents shown"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Attention against merit accumulated over the log in its order (after DistFaiR): the total
+    variation distance between the two, per document and per group, query-aware and
+    query-agnostic (the difference: unfairness the query-agnostic view hides), the group ≤
+    individual bound checked, bootstrap intervals over queries."""
+    from limelight.exposure.distfair import distfair
+    from limelight.exposure.store import ExposureStore
+
+    st = ExposureStore.open(store)
+    grp = _groups(st, group_field, groups, index) if (group_field or groups) else None
+    res = distfair(st, _merit(merit, st), grp, browsing, n_boot=boot, seed=seed, checkpoints=checkpoints)
+    if json_out:
+        typer.echo(json.dumps(res.to_dict(top), ensure_ascii=False, default=float))
+        return
+    _print_distfair(res, top)

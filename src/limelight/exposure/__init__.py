@@ -15,6 +15,10 @@
 - ``expected_weights``, ``policy_expectations``, ``stochastic_store_exposure``,
   ``stochastic_topk_exposure``: Plackett-Luce policies over a ranker's top-k (expected exposure
   and r(d) without keeping the rankings); ``sample_rankings`` draws a few, to inspect them.
+- ``distfair`` (``distfair_from_pairs``, ``DistFair``): attention against merit accumulated over
+  the log in its order (after DistFaiR): total variation per document and per group,
+  query-aware and query-agnostic (their difference: fairwashing), the group ≤ individual bound
+  checked, bootstrap intervals.
 - ``Topics``, ``topics_from_texts``, ``topics_from_vectors``, ``topic_retrievability``,
   ``store_topic_retrievability``, ``sweep_topics``: topic-aware retrievability
   (T-Retrievability): the log's queries in K topics (K-means), r(d) and the Gini within each,
@@ -53,6 +57,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         exposure_from_run,
     )
     from limelight.exposure.diff import diff_stores
+    from limelight.exposure.distfair import DistFair, distfair, distfair_from_pairs
     from limelight.exposure.engine import LocalEngine, ShardEngine
     from limelight.exposure.fairness import (
         GroupFairness,
