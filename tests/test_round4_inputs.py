@@ -10,27 +10,19 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import _inproc
 import pytest
 import test_serve_support as support
-from typer.testing import CliRunner
 
-from limelight.cli import main
 from limelight.data import read_trec_run
 
 audit_dir, service, client = support.audit_dir, support.service, support.client
 
 
-def run_cli(*args: str, env: dict | None = None) -> tuple[int, str, str]:
-    """``limelight ARGS`` in this process, as the entry point runs it: (exit status, stdout,
-    stderr)."""
-    runner = CliRunner()
-    with runner.isolation(env={"COLUMNS": "80", **(env or {})}) as (out, err, *_):
-        try:
-            main([str(a) for a in args], prog_name="limelight")
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        return code, out.getvalue().decode(), err.getvalue().decode()
+def run_cli(*args) -> tuple[int, str, str]:
+    """``limelight ARGS`` in this process (``tests/_inproc.py``): (exit status, stdout, stderr)."""
+    p = _inproc.run_cli(*map(str, args))
+    return p.returncode, p.stdout, p.stderr
 
 
 def refused(res: tuple[int, str, str], *words: str) -> str:
@@ -75,11 +67,12 @@ def test_index_out_below_a_file_is_one_line(tmp_path):
 
 
 # ---- 16: fairness's table: counts as counts, names whole ----------------------------------------
-def test_fairness_table_counts_and_whole_group_names(adi, tmp_path):
+def test_fairness_table_counts_and_whole_group_names(adi, tmp_path, monkeypatch):
     """At 80 columns, with the default bootstrap's interval columns: the number of documents
     is a count (``41``, not ``41.0000``), and a group name breaks only between its words."""
     from limelight.exposure.store import ExposureStore
 
+    monkeypatch.setenv("COLUMNS", "80")  # a terminal of 80 columns
     docs = ExposureStore.open(adi / "store").doc_ids.strings.tolist()
     names = ["information-retrieval-evaluation", "Concert/Performance"]
     groups = tmp_path / "groups.tsv"

@@ -60,6 +60,8 @@ def index(
     check_output_dir(out, "index")  # before the work: a folder of the user's is never replaced
     if not memory_gb > 0:
         raise LimelightError(f"--memory-gb must be positive, got {memory_gb}")
+    if memory_gb == float("inf"):
+        raise LimelightError(f"--memory-gb must be a finite number of gigabytes, got {memory_gb}")
     if engine not in ("local", "ray"):
         raise LimelightError(f"unknown engine {engine!r} (local or ray)")
     if address is not None and engine != "ray":

@@ -106,11 +106,16 @@ def fairness_cmd(
     """Fair exposure for groups of documents over the whole log: each group's share of the
     exposure against a target, Singh & Joachims' parity ratios, AWRF, group expected exposure
     (with --merit), bootstrap intervals over queries, and the documents behind each gap."""
+    from limelight.exposure.browsing import parse_browsing_model
     from limelight.exposure.fairness import TARGETS, group_fairness
     from limelight.exposure.store import ExposureStore
 
     if target not in TARGETS:
         raise LimelightError(f"--target {target!r}: expected {', '.join(TARGETS)}")
+    try:
+        parse_browsing_model(browsing)
+    except LimelightError as e:  # before the store is read, named by the option
+        raise LimelightError(f"--browsing {browsing!r}: {e}") from None
     st = ExposureStore.open(store)
     grp = _groups(st, group_field, groups, index)
     m = _merit(merit, st)

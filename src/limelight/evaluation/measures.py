@@ -193,7 +193,10 @@ def parse_measure(text: str | Measure) -> Measure:
                 raise MeasureError(f"bad value {v!r} for {k} in {text!r}") from None
     if cut is not None:
         params["cutoff"] = int(cut)
-    return Measure(name, **params)  # type: ignore[arg-type]
+    try:
+        return Measure(name, **params)  # type: ignore[arg-type]
+    except MeasureError as e:  # named by the measure as written ("P@0: cutoff must be ...")
+        raise MeasureError(f"{s}: {e}") from None
 
 
 def parse_measures(spec: str | Measure | Iterable[str | Measure]) -> list[Measure]:

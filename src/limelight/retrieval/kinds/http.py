@@ -388,7 +388,10 @@ class Template:
         try:
             acc.hashes.extend(map(hash, map(get_id, hits)))
             if get_score is not None:
-                acc.scores.extend(map(get_score, hits))
+                got = list(map(get_score, hits))
+                if bool in set(map(type, got)):  # true is no score (array("d") would take it as 1.0)
+                    raise TypeError("a boolean score")
+                acc.scores.extend(got)
             else:
                 acc.scores.extend(array("d", [math.nan]) * len(hits))
         except (KeyError, TypeError, IndexError, OverflowError):  # a hit without them, or of another type
@@ -508,7 +511,10 @@ def _loads(content: bytes) -> Any:
             return _orjson_loads(content)
         except ValueError:
             pass
-    return json.loads(content)
+    try:
+        return json.loads(content)
+    except RecursionError:  # arrays in arrays past the parser's depth: no answer, told as not JSON
+        raise ValueError("nested too deeply") from None
 
 
 try:
