@@ -12,8 +12,8 @@ within each topic. Here, with o_q the query's weight (its number of log entries)
   L2-normalised (Euclidean K-means on unit rows ranks like cosine). LSA is a deviation from the
   paper's "K-means over TF-IDF", made because on short web queries the raw sparse vectors give
   one catch-all cluster: on the shared log (114,926 queries, K = 20, seed 0) 107,596 queries
-  (94 %) fell into one topic; after LSA the largest holds about a fifth (``dims=None`` gives the
-  literal setting). ``topics_from_vectors``: K-means over given query vectors (an audit's
+  (94 %) fell into one topic; after LSA the largest holds 31,856 (28 %) (``dims=None`` gives
+  the literal setting). ``topics_from_vectors``: K-means over given query vectors (an audit's
   ``systems/query_vectors.npy``: the paper's sentence-embedding variant), rows L2-normalised.
   Seeded: the SVD, the k-means++ seeds (``random_state=seed``, ``n_init=1``: one Lloyd run)
   and the sample both are fitted on — at most ``fit_sample`` = 20,000 queries drawn with
@@ -50,9 +50,10 @@ within each topic. Here, with o_q the query's weight (its number of log entries)
   query retrieves form ``(none)``. The assignment comes from the store's results, so it depends
   on the system: compare systems under one system's assignment.
 
-Everything is computed from the store's parallel (query, document, rank) arrays with
-``np.bincount`` over (topic, document) keys (a sparse matrix when K × documents is too large to
-hold densely): no loop over queries in Python; the per-topic loops run over K.
+Everything is computed from the store's parallel (query, document, rank) arrays in one numba
+pass into a topics × documents array (as ``limelight.exposure.retrievability`` computes r(d);
+a sparse matrix built by scipy when K × documents is too large to hold densely): no loop over
+queries in Python; the per-topic loops run over K.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -68,6 +70,7 @@ import scipy.sparse as sp
 from limelight.data.ids import IdMap
 from limelight.errors import LimelightError
 from limelight.evaluation.discounts import LogDiscount, retrievability_discount
+from limelight.exposure.fairness import _query_ptr
 from limelight.exposure.retrievability import _check_weights, gini
 
 WEIGHTINGS = ("log", "cumulative", "gravity")
@@ -333,41 +336,67 @@ class TopicRetrievability:
         return {**self.summary, "most_unequal": rows}
 
 
+@numba.njit(cache=True, nogil=True)
+def _topic_pass(ptr, order, d, rank, w, labels, f_table, s, n):  # pragma: no cover - numba
+    """One pass over the pairs, query by query in ``order`` (the queries sorted by topic, so
+    that the writes stay in one topic's row of documents at a time): s[t, d] += o_q f(k),
+    n[t, d] += o_q (f(k) looked up in ``f_table``, 0 beyond its end)."""
+    top = len(f_table) - 1
+    for qi in order:
+        t = labels[qi]
+        wi = w[qi]
+        for j in range(ptr[qi], ptr[qi + 1]):
+            k = rank[j]
+            n[t, d[j]] += wi
+            if k <= top:
+                s[t, d[j]] += wi * f_table[k]
+
+
 def _per_topic(q, d, rank, w, labels, k: int, n_docs: int, table: np.ndarray):
     """Σ o_q f(k_qd) and Σ o_q 1[retrieved] per (topic, document): topics × documents, dense
-    (``np.bincount`` of the keys topic · n + d) or CSR when larger than ``DENSE_CELLS``."""
+    (one numba pass over the pairs grouped by query, a topic at a time) or CSR when larger than
+    ``DENSE_CELLS`` or when the pairs are not grouped by ascending query code."""
+    ptr, grouped = _query_ptr(q, len(w))
+    if k * n_docs <= DENSE_CELLS and grouped:
+        s, n = np.zeros((k, n_docs)), np.zeros((k, n_docs))
+        _topic_pass(ptr, np.argsort(labels, kind="stable"), d, rank, w, labels, table, s, n)
+        return s, n
     t = labels[q]
     val = w[q] * table[np.minimum(rank, len(table) - 1)]
-    cnt = w[q]
-    if k * n_docs <= DENSE_CELLS:
-        key = t * n_docs + d
-        s = np.bincount(key, weights=val, minlength=k * n_docs).reshape(k, n_docs)
-        n = np.bincount(key, weights=cnt, minlength=k * n_docs).reshape(k, n_docs)
-        return s, n
     s = sp.csr_matrix((val, (t, d)), shape=(k, n_docs))
-    n = sp.csr_matrix((cnt, (t, d)), shape=(k, n_docs))
+    n = sp.csr_matrix((w[q], (t, d)), shape=(k, n_docs))
     s.sum_duplicates()
     n.sum_duplicates()
+    if k * n_docs <= DENSE_CELLS:
+        return s.toarray(), n.toarray()
     return s, n
 
 
 def _topic_ginis(r, member, population: str) -> np.ndarray:
-    """The Gini of each topic's row over its population (NaN: an empty population)."""
+    """The Gini of each topic's row over its population (NaN: an empty population), by the
+    collection Gini's formula (``retrievability.gini``). Documents outside a population have
+    r = 0, so a row sorted ascending holds its population's N values at its end, zeros first:
+    the nonzero value at 1-based position p of a row of n documents is the (N − n + p)-th of
+    the population, G = Σ_p (2p − 2n + N − 1) s_p / (N Σ s) — every topic at once."""
     k, n_docs = r.shape
-    out = np.full(k, np.nan)
-    dense = not sp.issparse(r)
-    for i in range(k):  # over the K topics
-        if population == "collection":
-            row = r[i] if dense else r.getrow(i).toarray().ravel()
-            out[i] = gini(row)
-        elif dense:
-            if member[i].any():
-                out[i] = gini(r[i][member[i]])
-        else:
-            lo, hi = member.indptr[i], member.indptr[i + 1]
-            if hi > lo:
-                out[i] = gini(np.asarray(r.getrow(i)[:, member.indices[lo:hi]].toarray()).ravel())
-    return out
+    if population == "collection":
+        size = np.full(k, float(n_docs))
+    else:
+        size = np.asarray(member.sum(axis=1), dtype=np.float64).ravel()
+    if sp.issparse(r):  # the stored values of each row: a loop over the K topics
+        num, tot = np.zeros(k), np.zeros(k)
+        for i in range(k):
+            v = np.sort(r.data[r.indptr[i]:r.indptr[i + 1]])
+            v = v[v > 0]
+            pos = size[i] - len(v) + np.arange(1, len(v) + 1)  # their places in the population
+            num[i], tot[i] = np.dot(2 * pos - size[i] - 1, v), v.sum()
+    else:
+        srt = np.sort(r, axis=1)
+        tot = srt.sum(axis=1)
+        num = 2 * (srt @ np.arange(1, n_docs + 1, dtype=np.float64)) + (size - 1 - 2 * n_docs) * tot
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.where(tot > 0, num / (size * tot), 0.0)
+    return np.where(size > 0, g, np.nan)
 
 
 def topic_retrievability(q: np.ndarray, d: np.ndarray, rank: np.ndarray, doc_ids: IdMap,
@@ -384,7 +413,7 @@ def topic_retrievability(q: np.ndarray, d: np.ndarray, rank: np.ndarray, doc_ids
     k, n_docs = topics.k, len(doc_ids)
     if len(labels) and (labels.min() < 0 or labels.max() >= k):
         raise LimelightError(f"topic labels must lie in 0..{k - 1}")
-    q, d, rank = np.asarray(q, dtype=np.int64), np.asarray(d, dtype=np.int64), np.asarray(rank, dtype=np.int64)
+    q, d, rank = np.asarray(q), np.asarray(d), np.asarray(rank)
     if len(q) and (d.min() < 0 or d.max() >= n_docs or q.min() < 0 or q.max() >= len(w)):
         raise LimelightError("a pair's document or query code is outside the collection or query set")
     top = int(rank.max()) if len(rank) else 1
