@@ -45,6 +45,8 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("exact_exposure.py", ["--out", f"{BENCH}/exact_exposure.json"]),  # ~15 min
     ("expected_exposure.py", ["--out", f"{BENCH}/expected_exposure.json"]),  # ~2 min
     ("fairness.py", ["--out", f"{BENCH}/fairness.json"]),  # ~2 min; issue 45 (`make demo` first)
+    # ~2 min; issue 56: retrievability --topics 20 vs plain (the demo store, else it builds one)
+    ("topic_retrievability.py", ["--out", f"{BENCH}/topic_retrievability.json"]),
     ("retrievability_debian.py", ["bm25"]),  # ~3 min
     ("run_kind.py", []),  # ~3 min (the first run writes the 10M-line run: ~2 min more); issue 41
     ("pyterrier_kind.py", []),  # ~2 min; issue 41: PISA through kind pyterrier vs BM25

@@ -142,6 +142,21 @@ def test_topics_as_fairness_groups():
     assert fair.groups["exposure_share"].sum() == pytest.approx(1.0)
 
 
+def test_topic_groups_file_reads_back_as_groups(tmp_path):
+    # a vector topic's name is a query text: a tab in it must not break the TSV
+    res = topic_retrievability(Q, D, RANK, DOCS, W, Topics(np.array([0, 0, 1]), ["x\ty", "z"], "given"))
+    path = tmp_path / "topics.tsv"
+    res.write_groups_tsv(path)
+    assert path.read_text().splitlines() == ["a\tt0: x y", "b\tt0: x y", "c\tt1: z"]  # a: a tie, the first
+    g = Groups.from_tsv(path, DOCS)
+    assert g.names == ["t0: x y", "t1: z", "(none)"] and g.matrix.toarray()[3].tolist() == [0, 0, 1]
+    res.write_groups_tsv(path)  # limelight's own file is replaced; a user's is refused
+    (tmp_path / "mine.tsv").write_text("keep\n")
+    with pytest.raises(Exception, match="not written by limelight"):
+        res.write_groups_tsv(tmp_path / "mine.tsv")
+    assert (tmp_path / "mine.tsv").read_text() == "keep\n"
+
+
 def test_kmeans_topics_are_seeded_and_sensible():
     texts = ["linux kernel module", "kernel module build linux", "linux kernel driver",
              "python package install", "pip install python package", "python package wheel"]

@@ -286,6 +286,11 @@ class TopicRetrievability:
         s = self.standings()
         return s[s["docid"] == docid].reset_index(drop=True)
 
+    def group_names(self) -> list[str]:
+        """Each topic's name as a group: ``t<i>: <name>`` on one line (whitespace runs, tabs
+        included, become one space: a TSV cell)."""
+        return [f"t{i}: {' '.join(str(n).split())}" for i, n in enumerate(self.topics.names)]
+
     def groups(self, mode: str = "share"):
         """Topics as a document-side ``limelight.exposure.fairness.Groups`` (see the module's
         docstring: ``share`` or ``home``)."""
@@ -304,7 +309,7 @@ class TopicRetrievability:
                                 shape=(n_docs, k))
             tot = has.astype(np.float64)
         a = sp.diags(np.divide(1.0, tot, out=np.zeros(n_docs), where=has)) @ ret
-        names = [f"t{i}: {n}" for i, n in enumerate(self.topics.names)]
+        names = self.group_names()
         if not has.all():
             a = sp.hstack([a, sp.csr_matrix((np.ones(int((~has).sum())), (np.flatnonzero(~has),
                           np.zeros(int((~has).sum()), dtype=np.int64))), shape=(n_docs, 1))])
@@ -320,20 +325,22 @@ class TopicRetrievability:
         written by limelight is refused unless ``overwrite``): ``limelight fairness --groups``."""
         from limelight._io import atomic_output_file
 
-        ret = sp.csr_matrix(self.retrievals).T.tocsr()  # documents × topics
-        has = np.diff(ret.indptr) > 0
-        home = np.asarray(ret.argmax(axis=1)).ravel()[has]
-        names = np.asarray([f"t{i}: {n}" for i, n in enumerate(self.topics.names)], dtype=object)
-        df = pd.DataFrame({"docid": self.doc_ids.strings[np.flatnonzero(has)], "topic": names[home]})
+        a = self.groups("home").matrix.tocoo()
+        keep = a.col < self.topics.k  # not (none): documents the file leaves out are (none) there
+        df = pd.DataFrame({"docid": self.doc_ids.strings[a.row[keep]],
+                           "topic": np.asarray(self.group_names(), dtype=object)[a.col[keep]]})
         with atomic_output_file(path, overwrite, flag) as tmp:
             df.to_csv(tmp, sep="\t", header=False, index=False)
 
     def to_dict(self, top: int = 5) -> dict:
         """JSON-ready: the summary and the ``top`` most unequal topics (NaN as None)."""
-        rows = self.most_unequal(top).to_dict("records")
-        for row in rows:
-            row["gini"] = None if not np.isfinite(row["gini"]) else float(row["gini"])
-        return {**self.summary, "most_unequal": rows}
+        def clean(x):
+            if isinstance(x, float | np.floating):
+                return float(x) if np.isfinite(x) else None
+            return int(x) if isinstance(x, np.integer) else x
+
+        rows = [{k: clean(v) for k, v in row.items()} for row in self.most_unequal(top).to_dict("records")]
+        return {**{k: clean(v) for k, v in self.summary.items()}, "most_unequal": rows}
 
 
 @numba.njit(cache=True, nogil=True)
