@@ -176,3 +176,15 @@ def test_cli_bad_merit_is_one_line(adi, capsys):
         main(["distfair", "--store", str(store), "--merit", f"qrels:{root / 'nope.qrels'}"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error: ") and "no such file" in err and err.count("\n") == 1
+
+
+def test_intervals_are_bias_corrected():
+    # merit unrelated to the ranking: the query-agnostic value (|a sum|) is inflated by resampling,
+    # its raw percentile interval lies above the estimate; the corrected one holds it
+    q, d, rank, _, rng = _log(0, nq=400, nd=50, depth=10)
+    m = _merit(q, d, rng.random(len(q)), 400, 50)
+    s = distfair_from_pairs(q, d, rank, np.ones(400), m, None, 50, n_boot=200).summary
+    ag = s["individual_agnostic"]
+    assert ag["percentile"][0] > ag["value"] and ag["bias"] > 0
+    for k in VALUES[::2]:
+        assert s[k]["lo"] <= s[k]["value"] <= s[k]["hi"]
