@@ -94,7 +94,7 @@ import hashlib, sys, time
 t0 = time.perf_counter()
 import numpy as np
 from limelight.retrieval.bm25 import BM25, BM25Index
-import limelight.retrieval._bm25_kernels as K
+import limelight.retrieval.bm25_kernels as K
 texts = [ln.rstrip("\n") for ln in open(sys.argv[2], encoding="utf-8")]
 t1 = time.perf_counter()
 ix = BM25Index.load(sys.argv[1])

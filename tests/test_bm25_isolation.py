@@ -48,7 +48,7 @@ BOUNDS_SCRIPT = textwrap.dedent("""
     import numpy as np
     assert numba.config.BOUNDSCHECK, "bounds checking is off"
     from limelight.data import load_dataset, load_query_log
-    from limelight.retrieval import _bm25_kernels as K
+    from limelight.retrieval import bm25_kernels as K
     from limelight.retrieval.bm25 import BM25, BM25Index
     from limelight.retrieval.index_dir import build_index
 

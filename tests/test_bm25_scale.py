@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import limelight.retrieval._bm25_kernels as K
+import limelight.retrieval.bm25_kernels as K
 from limelight.data import load_dataset, load_query_log
 from limelight.retrieval.bm25 import BM25, BM25Index
 

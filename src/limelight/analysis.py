@@ -6,7 +6,7 @@ scikit-learn/bm25s pattern), stopword removal and optional Snowball stemming (Py
 
 With the default pattern, tokens are exactly the maximal runs of ``\\w`` characters at least two
 code points long; ``code_points`` and ``word_char_table`` give compiled tokenizers (the BM25
-query encoder, ``limelight.retrieval._bm25_kernels``) what they need to reproduce ``tokenize``
+query encoder, ``limelight.retrieval.bm25_kernels``) what they need to reproduce ``tokenize``
 without Python: the lowercased texts as one UTF-32 code-point array, and ``\\w`` as a table over
 all code points, derived from ``re`` itself (so it follows the running Python's Unicode data).
 """

@@ -46,7 +46,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-import limelight.retrieval._bm25_kernels as _k  # by full name: no edge to the package __init__
+import limelight.retrieval.bm25_kernels as _k  # by full name: no edge to the package __init__
 from limelight._io import atomic_dir, read_versioned
 from limelight.analysis import DEFAULT_PATTERN, Analyzer, word_char_table
 from limelight.data.collection import Collection
@@ -130,7 +130,7 @@ class BM25Index:
             rows, codes, terms = _merge_parts(parts, chunk)
         else:
             rows, codes, terms = analyze_flat(analyzer, texts)
-        vocabulary, indptr, docs, tf, doc_len = _invert(n, rows, codes, terms)
+        vocabulary, indptr, docs, tf, doc_len = invert_postings(n, rows, codes, terms)
         return cls(analyzer, vocabulary, collection.ids, indptr, docs, tf, doc_len, k1, b,
                    collection.name)
 
@@ -215,7 +215,7 @@ class BM25Index:
 
     def weights(self, k1: float, b: float, threads: int | None = None) -> np.ndarray:
         """The BM25 weight of every posting for ``(k1, b)`` (float32, cached for the last four
-        pairs). Computed by a parallel kernel (``_bm25_kernels.posting_weights``, ``threads``
+        pairs). Computed by a parallel kernel (``bm25_kernels.posting_weights``, ``threads``
         numba threads, default all) in one pass over the postings, bit for bit the float64
         formula of the module docstring."""
         key = (float(k1), float(b))
@@ -250,7 +250,7 @@ class BM25Index:
         Computed lazily, per term, and cached per ``(k1, b, k)``: with ``terms`` (term ids),
         only those terms are guaranteed to be filled in the returned array (the others may
         hold 0, which is a valid, weaker bound); without, every term. A term costs one pass
-        over its postings (``_bm25_kernels.kth_largest``), so a batch of queries pays for the
+        over its postings (``bm25_kernels.kth_largest``), so a batch of queries pays for the
         terms it uses, once per index, not for a sort of every posting at start-up."""
         key = (float(k1), float(b), int(k))
         with self._lock:
@@ -496,7 +496,7 @@ class QueryLexicon:
     Python ``Analyzer`` followed by a vocabulary lookup, with the default pattern only.
 
     The texts become one code-point array (``Analyzer.code_points``: lowercasing and UTF-32
-    encoding in C, the only part holding the GIL); numba kernels (``_bm25_kernels``) split it
+    encoding in C, the only part holding the GIL); numba kernels (``bm25_kernels``) split it
     into tokens and look every token up in a hash table of surface words → term ids, in
     parallel without the GIL. Without stemming the table is *complete*: it holds the vocabulary
     (stopwords mapped to ``-1``) and a word absent from it has no term. With stemming it is a
@@ -666,10 +666,11 @@ def _intern(tokens: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, li
     return np.repeat(np.arange(len(tokens), dtype=np.int64), lens), codes, list(intern)
 
 
-def _invert(n: int, rows: np.ndarray, codes: np.ndarray,
-            terms: list[str]) -> tuple[IdMap, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Analyzed tokens of ``n`` documents → (sorted vocabulary, CSC indptr, posting docs,
-    posting tfs, doc lengths)."""
+def invert_postings(n: int, rows: np.ndarray, codes: np.ndarray,
+                    terms: list[str]) -> tuple[IdMap, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Analyzed tokens of ``n`` documents (``analyze_flat``'s ``rows, codes, terms``) → (sorted
+    vocabulary, CSC indptr, posting docs, posting tfs, doc lengths): the postings of a BM25
+    index, also those of new documents for exact reverse search."""
     doc_len = np.bincount(rows, minlength=n).astype(np.int32)
     words = np.asarray(terms, dtype=object)
     V = len(words)

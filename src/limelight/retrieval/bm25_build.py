@@ -8,7 +8,7 @@ batch of analyzed tokens: each batch (about ``chunk_chars`` characters of text) 
 so far (a dict of words), each term's document frequency and each document's length stay in
 memory. ``finish`` sorts the vocabulary, lays out the CSC offsets from the document frequencies,
 and reads the spill back in blocks, placing each posting at its term's write cursor
-(``_bm25_kernels.scatter_postings``) straight into the memory-mapped ``docs.npy`` and ``tf.npy``:
+(``bm25_kernels.scatter_postings``) straight into the memory-mapped ``docs.npy`` and ``tf.npy``:
 batches come in document order, so each term's postings arrive in ascending document order, as
 ``BM25Index.build`` lays them out. Peak memory: about ``memory_bytes`` (a batch's analysis, at
 ~19 bytes per character of text, and a spill block) plus the vocabulary, the document ids and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-import limelight.retrieval._bm25_kernels as _k  # by full name: no edge to the package __init__
+import limelight.retrieval.bm25_kernels as _k  # by full name: no edge to the package __init__
 from limelight.analysis import Analyzer
 from limelight.retrieval.bm25 import _ARRAYS, analyze_flat, mean_length, write_meta
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1

@@ -517,12 +517,12 @@ def recompute_new_exposure(retriever, queries: Queries, depth: int, texts: Seque
     all_ids = IdMap(list(old_ids.strings.tolist()) + docids, kind="document")
     n_old = len(old_ids)
     if isinstance(retriever, BM25):
-        from limelight.retrieval.bm25 import _invert, analyze_flat
+        from limelight.retrieval.bm25 import analyze_flat, invert_postings
 
         old = retriever.index
         texts = check_texts(texts or [])
         rows_, codes, terms = analyze_flat(old.analyzer, texts)
-        _v, ip_new, docs_new, tf_new, len_new = _invert(len(texts), rows_, codes, terms)
+        _v, ip_new, docs_new, tf_new, len_new = invert_postings(len(texts), rows_, codes, terms)
         # merge the postings of the old index and of the new documents (codes n_old + i)
         old_terms = old.vocabulary.strings.tolist()
         vocab = IdMap(sorted(set(old_terms) | set(_v.strings.tolist())), kind="term")

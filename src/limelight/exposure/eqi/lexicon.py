@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from limelight.retrieval._bm25_kernels import _find, _hash, lexicon_hashes, lexicon_slots
+from limelight.retrieval.bm25_kernels import find_word, lexicon_hashes, lexicon_slots, word_hash
 
 
 @numba.njit(cache=True, nogil=True)
@@ -47,7 +47,7 @@ def _analyze(buf, starts, ends, word, slots, whash, kptr, keys, vals):  # pragma
             while r < e and word[buf[r]] != 0:
                 r += 1
             if r - p >= 2:
-                w = _find(buf, p, r, _hash(buf, p, r), slots, whash, kptr, keys)
+                w = find_word(buf, p, r, word_hash(buf, p, r), slots, whash, kptr, keys)
                 if w < 0:
                     dl[i] += 1  # a word of the document no query asks for
                 elif vals[w] >= 0:

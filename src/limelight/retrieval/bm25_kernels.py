@@ -14,6 +14,12 @@ table from surface words (code-point strings) to term ids (``-1``: a stopword or
 term is outside the vocabulary). Arrays of a lexicon: ``slots`` (a power of two long; word
 index or ``-1``; int32), ``whash`` (uint64 hash of each word), ``kptr``/``keys`` (word ``w`` is
 ``keys[kptr[w]:kptr[w + 1]]``), ``vals`` (int32 term id of each word).
+
+This module is the BM25 kernel API other packages build on (public, so that none of them
+imports a private name): the BM25 engine itself (``bm25``, ``bm25_build``), and the compiled
+analysis of new documents of exact reverse search (``exposure.eqi.lexicon``), which looks
+surface words up in a lexicon with ``word_hash``/``find_word`` and builds one with
+``lexicon_slots``/``lexicon_hashes``. Names starting with ``_`` stay inside this module.
 """
 
 from __future__ import annotations
@@ -285,7 +291,7 @@ _S33 = np.uint64(33)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _hash(buf, s, e):
+def word_hash(buf, s, e):
     """FNV-1a over code points ``buf[s:e]``, then a MurmurHash3 finalizer step (the table uses
     the low bits)."""
     h = _FNV_OFFSET
@@ -296,7 +302,7 @@ def _hash(buf, s, e):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _find(buf, s, e, h, slots, whash, kptr, keys):
+def find_word(buf, s, e, h, slots, whash, kptr, keys):
     """Word index of ``buf[s:e]`` (hash ``h``) in the lexicon, or ``-1 - slot`` of the empty
     slot where it would go."""
     mask = np.uint64(len(slots) - 1)
@@ -353,7 +359,7 @@ def encode_tokens(buf, starts, ends, word, slots, whash, kptr, keys, vals, compl
                         i += 1
                     if i - s < 2:
                         continue
-                    w = _find(buf, s, i, _hash(buf, s, i), slots, whash, kptr, keys)
+                    w = find_word(buf, s, i, word_hash(buf, s, i), slots, whash, kptr, keys)
                     if w >= 0:
                         v = vals[w]
                         if v >= 0:
@@ -413,8 +419,8 @@ def lexicon_insert(buf, starts, ends, slots, whash, kptr, keys, vals, n_words):
     for t in range(len(starts)):
         s = starts[t]
         e = ends[t]
-        h = _hash(buf, s, e)
-        w = _find(buf, s, e, h, slots, whash, kptr, keys)
+        h = word_hash(buf, s, e)
+        w = find_word(buf, s, e, h, slots, whash, kptr, keys)
         if w < 0:
             slots[-1 - w] = n_words
             w = n_words
@@ -448,7 +454,7 @@ def lexicon_hashes(kptr, keys, n_words):
     """Hash of each of the first ``n_words`` words."""
     out = np.empty(n_words, dtype=np.uint64)
     for w in prange(n_words):
-        out[w] = _hash(keys, kptr[w], kptr[w + 1])
+        out[w] = word_hash(keys, kptr[w], kptr[w + 1])
     return out
 
 
