@@ -11,6 +11,10 @@ Layout::
     DIR/docs.parquet     doc ids, indexed text and the collection's fields (for display)
     DIR/bm25/            BM25Index
     DIR/dense/           DenseIndex (with ``--dense``)
+
+Writing one, shared with :mod:`limelight.scale.index` (Ray runs of the same folder):
+``memory_budget`` (the build's bytes), ``docs_and_bm25`` (``docs.parquet`` through a
+``DocsWriter`` and ``bm25/`` through a ``BM25Builder``) and ``write_meta`` (``meta.json``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def build_index(collection: Collection, out: str | os.PathLike, dense: bool = Fa
     """
     from limelight.data.stream import DocumentChunks, slices
 
-    chunk = _budget(memory_gb) // 64
+    chunk = memory_budget(memory_gb) // 64
     source = DocumentChunks(collection.name, tuple(collection.text_fields),
                             slices(collection, chunk), False)
     return _build(source, out, dense, analyzer, model, show_progress, memory_gb, collection)
@@ -66,11 +70,12 @@ def build_index_from(source: str | os.PathLike, out: str | os.PathLike, dense: b
     the corpus's (``limelight index``; ``data.stream.document_chunks``)."""
     from limelight.data.stream import document_chunks
 
-    chunks = document_chunks(source, _budget(memory_gb) // 64)
+    chunks = document_chunks(source, memory_budget(memory_gb) // 64)
     return _build(chunks, out, dense, analyzer, model, show_progress, memory_gb)
 
 
-def _budget(memory_gb: float) -> int:
+def memory_budget(memory_gb: float) -> int:
+    """``memory_gb`` in bytes, the budget of an index build (one line when not positive)."""
     if not memory_gb > 0:
         raise LimelightError(f"the memory budget must be positive, got {memory_gb} GB")
     return int(memory_gb * (1 << 30))
@@ -83,7 +88,7 @@ def _build(source, out: str | os.PathLike, dense: bool, analyzer: Analyzer | Non
     index chunk by chunk, then the dense index (from ``collection``, else the stored texts)."""
     out = Path(out)
     with atomic_dir(out, "index") as tmp:
-        n_docs = _write_docs_and_bm25(source, tmp, analyzer or Analyzer(), _budget(memory_gb),
+        n_docs = _write_docs_and_bm25(source, tmp, analyzer or Analyzer(), memory_budget(memory_gb),
                                       show_progress, len(collection) if collection is not None else None)
         built = ["bm25"]
         if dense:
@@ -93,18 +98,18 @@ def _build(source, out: str | os.PathLike, dense: bool, analyzer: Analyzer | Non
             enc = Encoder(model) if model else Encoder()
             DenseIndex.build(coll, enc, show_progress=show_progress).save(tmp / "dense")
             built.append("dense")
-        _write_meta(tmp, source, n_docs, built)
+        write_meta(tmp, source, n_docs, built)
     return out
 
 
 def _write_docs_and_bm25(source, tmp: Path, analyzer: Analyzer, memory_bytes: int,
                          show_progress: bool, total: int | None) -> int:
     """One pass over ``source``'s chunks into the index folder ``tmp``: each is appended to
-    ``docs.parquet`` and fed to the BM25 builder of ``bm25/`` (``_docs_and_bm25``). Returns the
+    ``docs.parquet`` and fed to the BM25 builder of ``bm25/`` (``docs_and_bm25``). Returns the
     number of documents."""
     from limelight.progress import progress_bar
 
-    with (_docs_and_bm25(tmp, analyzer, memory_bytes, source.name) as (docs, builder, ids),
+    with (docs_and_bm25(tmp, analyzer, memory_bytes, source.name) as (docs, builder, ids),
           progress_bar(f"BM25: analyzing {source.name}", total) if show_progress
           else contextlib.nullcontext(_no_progress) as update):
         for chunk in source.chunks:
@@ -117,8 +122,8 @@ def _write_docs_and_bm25(source, tmp: Path, analyzer: Analyzer, memory_bytes: in
 
 
 @contextlib.contextmanager
-def _docs_and_bm25(tmp: Path, analyzer: Analyzer, memory_bytes: int,
-                   name: str) -> Iterator[tuple[_DocsWriter, BM25Builder, list[str]]]:
+def docs_and_bm25(tmp: Path, analyzer: Analyzer, memory_bytes: int,
+                   name: str) -> Iterator[tuple[DocsWriter, BM25Builder, list[str]]]:
     """``docs.parquet`` and the BM25 index ``bm25/`` (atomically) of the index folder ``tmp``
     being written (here and by ``limelight.scale.index``): yields the documents' writer, the
     ``BM25Builder`` and the list of document ids the caller fills in the order it feeds them;
@@ -128,7 +133,7 @@ def _docs_and_bm25(tmp: Path, analyzer: Analyzer, memory_bytes: int,
 
     with atomic_dir(tmp / "bm25", "BM25 index") as btmp:
         builder = BM25Builder(btmp, analyzer, memory_bytes)
-        docs = _DocsWriter(tmp / "docs.parquet")
+        docs = DocsWriter(tmp / "docs.parquet")
         ids: list[str] = []
         try:
             yield docs, builder, ids
@@ -140,7 +145,7 @@ def _docs_and_bm25(tmp: Path, analyzer: Analyzer, memory_bytes: int,
             raise
 
 
-def _write_meta(tmp: Path, source, n_docs: int, built: list[str]) -> None:
+def write_meta(tmp: Path, source, n_docs: int, built: list[str]) -> None:
     """The index folder's ``meta.json`` (``source``: the ``DocumentChunks`` indexed)."""
     meta = {"format": FORMAT, "collection": source.name, "n_docs": n_docs,
             "built": built, "text_fields": list(source.text_fields)}
@@ -151,7 +156,7 @@ def _no_progress(done: int, total: int | None = None) -> None:
     """A progress callback that shows nothing."""
 
 
-class _DocsWriter:
+class DocsWriter:
     """``docs.parquet`` written a chunk at a time (a row group each): ``doc_id``, ``text`` and
     the collection's fields, every column a string (lists and objects as JSON; a field named
     ``text`` or ``doc_id`` is stored as ``field_text``/``field_doc_id``)."""
@@ -189,7 +194,7 @@ class _DocsWriter:
 
 
 def _docs_columns(collection: Collection) -> dict[str, list]:
-    """The columns of ``docs.parquet`` for ``collection`` (see ``_DocsWriter``)."""
+    """The columns of ``docs.parquet`` for ``collection`` (see ``DocsWriter``)."""
     # lists of str, not .astype(str): a fixed-width numpy unicode array is n × longest text × 4
     # bytes (10 GB for the Debian catalog, whose longest description has ~40k characters)
     cols = {"doc_id": [str(x) for x in collection.ids.strings.tolist()],

@@ -49,10 +49,10 @@ from limelight.errors import LimelightError
 from limelight.retrieval.bm25_build import BM25Builder
 from limelight.retrieval.index_dir import (
     DEFAULT_MEMORY_GB,
-    _budget,
-    _docs_and_bm25,
-    _DocsWriter,
-    _write_meta,
+    DocsWriter,
+    docs_and_bm25,
+    memory_budget,
+    write_meta,
 )
 from limelight.scale.cluster import cluster_cpus, ray_session
 
@@ -75,7 +75,7 @@ def build_index_ray(collection: Collection, out: str | os.PathLike, *, address: 
     from limelight.data.stream import DocumentChunks, slices
 
     source = DocumentChunks(collection.name, tuple(collection.text_fields),
-                            slices(collection, _budget(memory_gb) // 64), False)
+                            slices(collection, memory_budget(memory_gb) // 64), False)
     return _build(source, out, address, analyzer, memory_gb, run_chars, runs_dir, keep_runs,
                   max_retries, num_cpus, progress, len(collection))
 
@@ -86,7 +86,7 @@ def build_index_ray_from(source: str | os.PathLike, out: str | os.PathLike, **kw
     from limelight.data.stream import document_chunks
 
     memory_gb = kwargs.pop("memory_gb", DEFAULT_MEMORY_GB)
-    chunks = document_chunks(source, _budget(memory_gb) // 64)
+    chunks = document_chunks(source, memory_budget(memory_gb) // 64)
     args = {"address": None, "analyzer": None, "run_chars": DEFAULT_RUN_CHARS, "runs_dir": None,
             "keep_runs": False, "max_retries": 3, "num_cpus": None, "progress": None}
     unknown = sorted(set(kwargs) - set(args))
@@ -180,7 +180,7 @@ def _runs_folder(out: Path, runs_dir, analyzer: Analyzer, run_chars: int) -> Pat
     return folder.resolve()
 
 
-def _runs(chunks: Iterator[Collection], docs: _DocsWriter, ids: list[str],
+def _runs(chunks: Iterator[Collection], docs: DocsWriter, ids: list[str],
           run_chars: int) -> Iterator[list[str]]:
     """The texts of the documents cut into runs of about ``run_chars`` characters (at least one
     document each), as the chunks are read (each written to ``docs.parquet``, its ids kept)."""
@@ -236,20 +236,20 @@ def _build(source, out: str | os.PathLike, address: str | None, analyzer: Analyz
         raise LimelightError(f"run_chars must be ≥ 1, got {run_chars}")
     out = Path(out)
     analyzer = analyzer or Analyzer()
-    budget = _budget(memory_gb)
+    budget = memory_budget(memory_gb)
     check_output_dir(out, "index")  # before the runs folder is made beside it
     runs = _runs_folder(out, runs_dir, analyzer, run_chars)
     with atomic_dir(out, "index") as tmp:
-        with _docs_and_bm25(tmp, analyzer, budget, source.name) as (docs, builder, ids):
+        with docs_and_bm25(tmp, analyzer, budget, source.name) as (docs, builder, ids):
             _analyze_and_merge(source, docs, ids, _Merger(builder, runs), analyzer, budget,
                                run_chars, address, max_retries, num_cpus, progress, total)
-        _write_meta(tmp, source, len(ids), ["bm25"])
+        write_meta(tmp, source, len(ids), ["bm25"])
     if not keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
     return out
 
 
-def _analyze_and_merge(source, docs: _DocsWriter, ids: list[str], merger: _Merger,
+def _analyze_and_merge(source, docs: DocsWriter, ids: list[str], merger: _Merger,
                        analyzer: Analyzer, budget: int, run_chars: int, address: str | None,
                        max_retries: int, num_cpus: int | None, progress, total) -> None:
     """Submit the runs still missing as Ray tasks (a bounded window in flight) and merge every
