@@ -84,9 +84,6 @@ def read_text(path: PathLike) -> str:
     return decode_utf8(path, _read_bytes(path))
 
 
-_read_text = read_text  # the name other modules imported first
-
-
 def _split_columns(path: PathLike, text: str, ncols: int, what: str,
                    extra_ok: bool = False) -> list[np.ndarray]:
     """Whitespace-separated columns of a text file; precise errors on the first bad line.
@@ -152,7 +149,7 @@ def _check_duplicates(path, q, d, lineno, qmap: IdMap, dmap: IdMap, what: str) -
 def _read_trec_run_precise(path: PathLike, name: str | None = None,
                            doc_map: IdMap | None = None) -> Run:
     """The line-by-line reader: slow, but names the exact file and line of any error."""
-    text = _read_text(path)
+    text = read_text(path)
     qid, _q0, docid, rank, score, _tag, lineno = _split_columns(path, text, 6, "qid Q0 docid rank score tag", extra_ok=True)
     if len(qid) == 0:
         raise FormatError(path, None, "empty run: no result lines")
@@ -515,7 +512,7 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None, gzip: bool 
 def _read_trec_qrels_precise(path: PathLike, name: str | None = None, doc_map: IdMap | None = None,
                     strict_docs: bool = False) -> Qrels:
     """The line-by-line qrels reader: names the exact file and line of any error."""
-    text = _read_text(path)
+    text = read_text(path)
     qid, _it, docid, rel, lineno = _split_columns(path, text, 4, "qid iter docid rel")
     if len(qid) == 0:
         raise FormatError(path, None, "empty qrels: no judgment lines")
@@ -582,7 +579,7 @@ def read_queries_tsv(path: PathLike, name: str | None = None, header: bool | Non
 
     Empty query texts and duplicate ids are errors naming the line.
     """
-    text = _read_text(path)
+    text = read_text(path)
     lines = text.splitlines()
     if not lines:
         raise FormatError(path, None, "empty query file")
@@ -641,7 +638,7 @@ def json_object(path: str | Path, lineno: int, line: str) -> dict:
     return obj
 
 
-def _read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
+def read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
     """JSON objects, one per line (``.gz`` transparent), and the line number of each; errors
     name the line. Lines are read as bytes and decoded one by one, so a non-UTF-8 byte is told
     at its own line (a text stream decodes blocks ahead of the line it returns)."""
@@ -675,7 +672,7 @@ def _read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
 
 def read_jsonl(path: PathLike) -> list[dict]:
     """JSON objects, one per line (``.gz`` transparent); errors name the line."""
-    return _read_jsonl_lines(path)[0]
+    return read_jsonl_lines(path)[0]
 
 
 def read_jsonl_docs(path: PathLike, text_fields=("title", "text"), id_field: str = "id",
@@ -685,7 +682,7 @@ def read_jsonl_docs(path: PathLike, text_fields=("title", "text"), id_field: str
     A repeated id is an error naming the line, or with ``duplicates="first"`` the later
     copies are dropped with a warning (the shared CACM has one repeated id).
     """
-    recs, lines = _read_jsonl_lines(path)
+    recs, lines = read_jsonl_lines(path)
     check_documents(recs, lines, text_fields, id_field, path)  # ids TREC files can hold
     seen: set[str] = set()
     keep = []

@@ -21,7 +21,7 @@ import pandas as pd
 
 from limelight.errors import LimelightError
 from limelight.exposure.browsing import parse_browsing_model
-from limelight.exposure.retrievability import _as_labels, gini
+from limelight.exposure.retrievability import as_labels, gini
 
 _METRICS = ("r", "n", "exposure")
 
@@ -122,7 +122,7 @@ def _group_table(df: pd.DataFrame, values: Sequence) -> pd.DataFrame:
     if len(values) != len(df):
         raise LimelightError(f"field has {len(values)} values for {len(df)} documents")
     vals = values.tolist() if isinstance(values, np.ndarray | pd.Series) else list(values)
-    labels = [_as_labels(v) for v in vals]
+    labels = [as_labels(v) for v in vals]
     lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
     doc = np.repeat(np.arange(len(df)), lens)
     g = pd.DataFrame({"group": [x for lab in labels for x in lab]})

@@ -2,7 +2,7 @@
 
 ``compute_exposure`` decides which shards a store still lacks and hands them, with a
 ``ShardJob``, to an engine: anything with ``compute(job, shards) -> ComputedShards``
-(``ShardEngine``). The engine computes each shard's rows (``shards._batch_rows``: the same
+(``ShardEngine``). The engine computes each shard's rows (``shards.batch_rows``: the same
 retriever call and trec_eval tie order everywhere) and writes ``job.path(i)``; the store built
 afterwards is the same whichever engine wrote it, and any engine resumes a store another began.
 

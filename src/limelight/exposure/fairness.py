@@ -69,7 +69,7 @@ import scipy.sparse as sp
 from limelight.errors import LimelightError
 from limelight.evaluation.discounts import Discount
 from limelight.exposure.browsing import parse_browsing_model
-from limelight.exposure.retrievability import _as_labels, _check_weights
+from limelight.exposure.retrievability import _check_weights, as_labels
 
 TARGETS = ("uniform", "size", "merit")
 EE_TARGETS = ("ideal", "trec2022")
@@ -155,9 +155,9 @@ class Groups:
         try:
             codes, uniq = pd.factorize(arr, use_na_sentinel=True)
         except TypeError:  # unhashable values (lists): one by one
-            g = cls.from_labels([_as_labels(v) for v in arr.tolist()], source)
+            g = cls.from_labels([as_labels(v) for v in arr.tolist()], source)
         else:
-            labels = [_as_labels(u) for u in uniq.tolist()]
+            labels = [as_labels(u) for u in uniq.tolist()]
             if all(len(x) <= 1 for x in labels):
                 g = cls._from_codes(np.asarray(codes, dtype=np.int64),
                                     [x[0] if x else "" for x in labels], source)

@@ -330,7 +330,9 @@ def paired_bootstrap_gini(ranks_a: sp.csr_matrix, ranks_b: sp.csr_matrix,
 # ---- groups -----------------------------------------------------------------------------------
 
 
-def _as_labels(v) -> list[str]:
+def as_labels(v) -> list[str]:
+    """A document field's value as its group labels: none for a missing value, a list's items
+    (also a JSON list written as a string), else the value itself, all as strings."""
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return []
     if isinstance(v, str):
@@ -356,7 +358,7 @@ def group_retrievability(r: np.ndarray, values: Sequence | np.ndarray) -> pd.Dat
     r = np.asarray(r, dtype=np.float64)
     if len(values) != len(r):
         raise LimelightError(f"field has {len(values)} values for {len(r)} documents")
-    labels = [_as_labels(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
+    labels = [as_labels(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
     lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
     doc = np.repeat(np.arange(len(r)), lens)
     grp = [g for x in labels for g in x]

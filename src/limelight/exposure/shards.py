@@ -1,7 +1,7 @@
 """The rows of an exposure store and the shard files that hold them.
 
 Every (query, document, rank, score) of every query's top-n, as ``(q, d, rank, score)`` arrays:
-computed batch by batch from a retriever (``_batch_rows``; a top-k kernel orders tied scores as
+computed batch by batch from a retriever (``batch_rows``; a top-k kernel orders tied scores as
 a ``Run`` does), collected in a ``_PairBuffer`` and written as ``shards/part-NNNNN.parquet``
 files (``write_shard``, atomic) by a background ``_ShardWriter``::
 
@@ -195,7 +195,7 @@ def _run_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids:
     return _rows_from_run(retriever(sub, min(depth, len(doc_ids))), sub, doc_ids, b, depth)
 
 
-def _batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap,
+def batch_rows(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap,
                 lex: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The exposure rows of queries ``b:be`` (codes ``b..be-1``) under ``retriever``."""
     if hasattr(retriever, "search_batch"):
@@ -252,7 +252,7 @@ class _PairBuffer:
 
     def add_batch(self, retriever, queries: Queries, b: int, be: int, doc_ids: IdMap,
                   lex: np.ndarray | None) -> None:
-        """The rows of queries ``b:be`` under ``retriever`` (as ``_batch_rows``), appended."""
+        """The rows of queries ``b:be`` under ``retriever`` (as ``batch_rows``), appended."""
         if hasattr(retriever, "search_batch"):
             self.add_topk(*_search_topk(retriever, queries, b, be, self.depth, doc_ids), b, lex)
         else:

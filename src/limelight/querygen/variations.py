@@ -852,9 +852,9 @@ class Variations:
 def read_variations_tsv(path: str | os.PathLike, original: Queries | None = None) -> Variations:
     """Read a file written by ``Variations.write_tsv`` (errors name the file and line). Without
     ``original`` the original query set is unknown: ``queries()`` needs it."""
-    from limelight.data.formats import _read_text
+    from limelight.data.formats import read_text
 
-    lines = _read_text(path).splitlines()
+    lines = read_text(path).splitlines()
     if not lines or [c.strip() for c in lines[0].split("\t")] != list(Variations.COLUMNS):
         raise FormatError(path, 1, "expected the header qid<TAB>variant_id<TAB>text<TAB>method<TAB>category")
     rows = []

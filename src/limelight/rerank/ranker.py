@@ -364,9 +364,9 @@ class RerankedRetriever(Retriever):
         if docs.ndim != 2 or docs.shape[0] != n:
             raise LimelightError(f"{self.first.name}: search_batch returned {docs.shape} for {n} queries")
         # the first stage's ranks as a Run derives them (score desc, doc id desc; padding last)
-        from limelight.retrieval.runfusion import _trec_order
+        from limelight.retrieval.runfusion import trec_order
 
-        docs = _trec_order(docs, np.asarray(scores), lex)
+        docs = trec_order(docs, np.asarray(scores), lex)
         width = docs.shape[1]
         valid = docs >= 0
         top = valid & (np.arange(width)[None, :] < self.depth)

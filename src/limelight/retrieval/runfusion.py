@@ -175,7 +175,7 @@ def fuse(runs: Sequence[Run], method: str = "rrf", **params) -> Run:
 
 
 # ---- padded top-k arrays ---------------------------------------------------------------------
-def _trec_order(docs: np.ndarray, scores: np.ndarray, tie_rank: np.ndarray | None) -> np.ndarray:
+def trec_order(docs: np.ndarray, scores: np.ndarray, tie_rank: np.ndarray | None) -> np.ndarray:
     """Reorder each row of a padded top-k array as a ``Run`` orders it: score descending, ties by
     ``tie_rank[doc]`` descending, padding (``-1``) last."""
     n, k = docs.shape
@@ -201,7 +201,7 @@ def rrf_topk(doc_arrays: Sequence[np.ndarray], n_docs: int, k: int, rrf_k: float
     for i, a in enumerate(doc_arrays):
         a = np.asarray(a)
         if score_arrays is not None:
-            a = _trec_order(a, np.asarray(score_arrays[i]), tie_rank)
+            a = trec_order(a, np.asarray(score_arrays[i]), tie_rank)
         r = np.broadcast_to(np.arange(n)[:, None], a.shape)
         rank = np.broadcast_to(np.arange(1, a.shape[1] + 1, dtype=np.float64)[None, :], a.shape)
         keep = a >= 0

@@ -4,7 +4,7 @@
 ``compute_exposure(..., engine=RayEngine(address=...))``, or ``engine="ray"`` (the name this
 module registers when imported), calls ``compute_shards`` for the shards a store still lacks:
 one Ray task per shard of queries computes its rows exactly as the local engine does
-(``limelight.exposure.shards._batch_rows``: the same retriever call, the same trec_eval tie
+(``limelight.exposure.shards.batch_rows``: the same retriever call, the same trec_eval tie
 order) and writes ``shards/part-NNNNN.parquet`` with the same writer (``write_shard``), so the
 store completed afterwards (its per-document index and manifest, written by the driver) is the
 local engine's store, byte for byte.
@@ -39,7 +39,7 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import LimelightError
 from limelight.exposure.engine import ComputedShards, ShardEngine, ShardJob, register_engine
-from limelight.exposure.shards import _batch_rows, shard_path, write_shard
+from limelight.exposure.shards import batch_rows, shard_path, write_shard
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.spec import RetrieverSpec
 from limelight.scale.cluster import cluster_cpus, ray_session
@@ -143,7 +143,7 @@ def exposure_shard(shared: list, sub: Queries, s: int, batch_size: int, depth: i
         retriever = retriever.for_shard(shard)
     _set_threads(retriever, threads)
     n = len(sub)
-    parts = [_batch_rows(retriever, sub, b, min(n, b + batch_size), depth, doc_ids, lex)
+    parts = [batch_rows(retriever, sub, b, min(n, b + batch_size), depth, doc_ids, lex)
              for b in range(0, n, batch_size)]
     q, d, rank, score = (np.concatenate([p[j] for p in parts]) for j in range(4))
     rows = (q + np.int32(s), d, rank, score)

@@ -47,9 +47,9 @@ def retrievability_stage(spec: SystemView) -> Stage:
         if g:
             grp = group_retrievability(r, coll.fields[g])
             # Gini within each group (documents counted in each of their groups)
-            from limelight.exposure.retrievability import _as_labels
+            from limelight.exposure.retrievability import as_labels
 
-            labels = [_as_labels(v) for v in coll.fields[g].tolist()]
+            labels = [as_labels(v) for v in coll.fields[g].tolist()]
             lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
             doc = np.repeat(np.arange(len(r)), lens)
             flat = pd.DataFrame({"group": [x for lab in labels for x in lab], "r": r[doc]})

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from limelight._io import file_sha256
-from limelight.data.formats import _read_jsonl_lines, read_queries_tsv, read_text, read_trec_runs
+from limelight.data.formats import read_jsonl_lines, read_queries_tsv, read_text, read_trec_runs
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries, normalise_texts
 from limelight.data.run import Run
@@ -352,7 +352,7 @@ def _precise_part(path: Path, fmt: str, cols: tuple[str, str, str], rank: bool) 
     qc, dc, vc = cols
     rows: list[tuple[str, str, float]] = []
     if fmt == "jsonl":
-        recs, lines = _read_jsonl_lines(path)
+        recs, lines = read_jsonl_lines(path)
         for rec, ln in zip(recs, lines, strict=True):
             rows.append((_ident(path, ln, qc, rec.get(qc)), _ident(path, ln, dc, rec.get(dc)),
                          _number(path, ln, vc, rec.get(vc))))
