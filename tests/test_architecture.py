@@ -10,8 +10,9 @@ wherever it stands (top level, ``if TYPE_CHECKING:``, or inside a function):
   full module name (``import limelight.service.schemas as S``).
 
 The rules: no module imports a higher layer; no import loop between modules; nothing outside
-``limelight/cli/`` imports the CLI; no function in ``src/`` longer than 80 lines (``def`` to last
-line, docstring included) unless its docstring says why in a sentence that starts "Long because".
+``limelight/cli/`` imports the CLI; no private name crosses a package (``private_imports``); no
+function in ``src/`` longer than 80 lines (``def`` to last line, docstring included) unless its
+docstring says why in a sentence that starts "Long because".
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
 ]
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+#: the house's shared internals: top-level private modules that every package may import (their
+#: public names only), listed in docs/architecture.md. Any other private name stays in its package.
+SHARED_INTERNALS = ("_io", "_lazy", "_extras", "_checkpoint")
 MAX_LINES = 80
 REASON = re.compile(r"(?:^|[.!?:;]\s+)Long because\b")
 
@@ -148,6 +152,73 @@ def cli_importers(graph: dict[str, dict[str, int]]) -> list[str]:
             and not (a == "limelight.cli" or a.startswith("limelight.cli."))]
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _package(module: str) -> str:
+    """The package of a ``limelight`` module: its directory under ``src/limelight`` (``exposure``
+    for ``limelight.exposure.eqi.lexicon``), or the top-level module itself (``_io``, ``errors``;
+    ``limelight`` for the package's ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "limelight"
+
+
+def _crossing(source: str, target: list[str]) -> str | None:
+    """The private part of ``target`` (a dotted ``limelight`` path, split) that ``source`` may not
+    import, or None: a name starting with ``_`` (a module or a symbol) of another package, or a
+    private symbol of a shared internal (whose module name itself is allowed)."""
+    if len(target) < 2 or _package(".".join(target)) == _package(source):
+        return None
+    rest = target[2:] if target[1] in SHARED_INTERNALS else target[1:]
+    bad = [p for p in rest if _private(p)]
+    return ".".join(target) if bad else None
+
+
+def private_imports(root: Path = SRC) -> list[str]:
+    """``module:line name`` of every private name one package takes from another (a package: a
+    directory under ``src/limelight``, or a top-level module): ``import``/``from ... import``
+    of a module or symbol starting with ``_`` (``limelight.retrieval._kernels``,
+    ``from limelight.retrieval.index_dir import _budget``), anywhere in a file, and
+    ``alias._name`` on a ``limelight`` module bound by an import (``import
+    limelight.retrieval.bm25 as b; b._invert``). ``SHARED_INTERNALS`` are exempt by module name."""
+    mods = modules(root)
+    out = []
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases: dict[str, str] = {}  # local name -> limelight module it is bound to
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "limelight":
+                        targets.append(a.name)
+                        aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "limelight"
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                if base.split(".")[0] != "limelight":
+                    continue
+                for a in node.names:
+                    targets.append(f"{base}.{a.name}")
+                    if f"{base}.{a.name}" in mods:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+            for t in targets:
+                bad = _crossing(name, t.split("."))
+                if bad:
+                    out.append(f"{name}:{node.lineno} {bad}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and _private(node.attr)
+                    and isinstance(node.value, ast.Name) and node.value.id in aliases):
+                bad = _crossing(name, f"{aliases[node.value.id]}.{node.attr}".split("."))
+                if bad:
+                    out.append(f"{name}:{node.lineno} {bad}")
+    return sorted(set(out))
+
+
 def long_functions(root: Path = SRC) -> list[str]:
     """``file:line name (n lines)`` of every function (methods and nested ones too) longer than
     ``MAX_LINES`` whose docstring gives no reason (a sentence starting "Long because")."""
@@ -181,6 +252,48 @@ def test_no_import_loops():
 def test_nothing_outside_the_cli_imports_it():
     bad = cli_importers(import_graph())
     assert not bad, "\n".join(bad)
+
+
+def test_no_private_name_crosses_a_package():
+    """What one package uses of another is public: a private module or symbol (``_name``) stays
+    in its package, but for the shared internals (``SHARED_INTERNALS``, by module name)."""
+    bad = private_imports()
+    assert not bad, "make these public (and document them) or keep them in their package:\n" + "\n".join(bad)
+
+
+def test_the_private_import_check_catches_a_crossing(tmp_path):
+    """Each way of taking a private name from another package is caught on a planted tree; what
+    stays in its package, the shared internals' public names and dunders pass."""
+    pkg = tmp_path / "limelight"
+    for rel, text in {
+        "__init__.py": "from limelight.data import __doc__\n",
+        "_io.py": "def atomic_path(): ...\ndef _tmp(): ...\n",
+        "data/__init__.py": "",
+        "retrieval/__init__.py": "",
+        "retrieval/_kernels.py": "def hash_(): ...\n",
+        "retrieval/bm25.py": ("from . import _kernels\nfrom limelight.retrieval._kernels import hash_\n"
+                              "from limelight._io import atomic_path\n"),
+        "retrieval/index_dir.py": "def _budget(): ...\n",
+        "exposure/__init__.py": "",
+        "exposure/eqi/__init__.py": "",
+        "exposure/eqi/lexicon.py": ("from limelight.retrieval._kernels import hash_\n"
+                                    "import limelight.retrieval._kernels as K\n"
+                                    "from limelight.exposure.eqi import _inner\n"),
+        "scale/__init__.py": "",
+        "scale/index.py": ("from limelight.retrieval.index_dir import _budget\n"
+                           "from limelight._io import _tmp, atomic_path\n"
+                           "def f():\n    import limelight.retrieval.index_dir as ix\n"
+                           "    return ix._budget() + ix.__name__\n"),
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    assert private_imports(pkg) == [
+        "limelight.exposure.eqi.lexicon:1 limelight.retrieval._kernels.hash_",
+        "limelight.exposure.eqi.lexicon:2 limelight.retrieval._kernels",
+        "limelight.scale.index:1 limelight.retrieval.index_dir._budget",
+        "limelight.scale.index:2 limelight._io._tmp",
+        "limelight.scale.index:5 limelight.retrieval.index_dir._budget",
+    ]
 
 
 def test_no_long_function_without_a_reason():
