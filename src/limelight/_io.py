@@ -241,13 +241,16 @@ def atomic_dir(path: str | os.PathLike, kind: str) -> Iterator[Path]:
 
 
 def open_text(path: str | os.PathLike, mode: str = "rt"):
-    """Open a text file, transparently gzip-compressed when the name ends with ``.gz``."""
+    """Open a file, transparently gzip-compressed when the name ends with ``.gz``: UTF-8 text in
+    a text mode (``"rt"``, ``"wt"``), bytes in a binary one (``"rb"``). The one gzip-or-plain
+    opener of the house."""
     path = str(path)
+    encoding = None if "b" in mode else "utf-8"
     if path.endswith(".gz"):
         import gzip
 
-        return gzip.open(path, mode, encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
+        return gzip.open(path, mode, encoding=encoding)
+    return open(path, mode, encoding=encoding)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

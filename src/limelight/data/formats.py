@@ -16,13 +16,13 @@ import os
 import re
 import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from limelight._io import atomic_path
+from limelight._io import atomic_path, open_text
 from limelight.data.collection import Collection, check_documents
 from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
@@ -64,12 +64,8 @@ def decode_utf8(path: PathLike, data: bytes, first_line: int = 1) -> str:
 def _read_bytes(path: PathLike) -> bytes:
     """A file's bytes, gunzipped for ``.gz``; one-line errors for a missing or damaged file."""
     try:
-        with open(path, "rb") as f:
+        with open_text(path, "rb") as f:
             data = f.read()
-        if str(path).endswith(".gz"):
-            import gzip
-
-            data = gzip.decompress(data)
     except FileNotFoundError:
         raise LimelightError(f"{path}: no such file") from None
     except _READ_ERRORS as e:
@@ -638,19 +634,14 @@ def json_object(path: str | Path, lineno: int, line: str) -> dict:
     return obj
 
 
-def read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
-    """JSON objects, one per line (``.gz`` transparent), and the line number of each; errors
-    name the line. Lines are read as bytes and decoded one by one, so a non-UTF-8 byte is told
-    at its own line (a text stream decodes blocks ahead of the line it returns)."""
-    out: list[dict] = []
-    lines: list[int] = []
+def jsonl_records(path: PathLike) -> Iterator[tuple[dict, int, int]]:
+    """``(object, line number, bytes of the line)`` of each non-blank line of a JSONL file
+    (``.gz`` transparent), in order; errors name the line. Lines are read as bytes and decoded
+    one by one, so a non-UTF-8 byte is told at its own line (a text stream decodes blocks ahead
+    of the line it returns). The one JSONL reader: ``read_jsonl_lines`` and the streamed
+    collection (``limelight.data.stream``) read through it."""
     try:
-        if str(path).endswith(".gz"):
-            import gzip
-
-            f = gzip.open(path, "rb")
-        else:
-            f = open(path, "rb")
+        f = open_text(path, "rb")
     except FileNotFoundError:
         raise LimelightError(f"{path}: no such file") from None
     except OSError as e:
@@ -660,13 +651,20 @@ def read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
         with f:
             for i, raw in enumerate(f, start=1):
                 ln = decode_utf8(path, raw, i)
-                if not ln.strip():
-                    continue
-                obj = json_object(path, i, ln)
-                out.append(obj)
-                lines.append(i)
+                if ln.strip():
+                    yield json_object(path, i, ln), i, len(raw)
     except _READ_ERRORS as e:  # a damaged line: the one after the last line read
         raise FormatError(path, i + 1, f"cannot read file ({e})") from None
+
+
+def read_jsonl_lines(path: PathLike) -> tuple[list[dict], list[int]]:
+    """JSON objects, one per line (``.gz`` transparent), and the line number of each; errors
+    name the line (``jsonl_records``)."""
+    out: list[dict] = []
+    lines: list[int] = []
+    for obj, i, _ in jsonl_records(path):
+        out.append(obj)
+        lines.append(i)
     return out, lines
 
 

@@ -20,7 +20,6 @@ whole-file reader, word for word.
 
 from __future__ import annotations
 
-import gzip
 import os
 import warnings
 import zlib
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from limelight._io import open_text
 from limelight.data.queries import Queries
 
 LOG_HEADER = ["source", "qid", "query"]
@@ -40,9 +40,8 @@ class _Slow(Exception):
 
 def _blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
     """The file's bytes (gunzipped for ``.gz``) in blocks that end after a newline."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     rest = b""
-    with opener(path, "rb") as f:
+    with open_text(path, "rb") as f:
         while True:
             data = f.read(block_bytes)
             if not data:
@@ -61,8 +60,7 @@ def _blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
 def is_log(path: str | os.PathLike) -> bool:
     """Whether a query file's first line is the query log's header ``source qid query``."""
     try:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rb") as f:
+        with open_text(path, "rb") as f:
             first = f.readline(1 << 16).decode("utf-8")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError):
         return False

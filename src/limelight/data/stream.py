@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import warnings
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from limelight.data.collection import Collection, document_id, join_fields
-from limelight.data.formats import decode_utf8, json_object
+from limelight.data.formats import jsonl_records
 from limelight.data.ids import IdMap
 from limelight.data.loaders import CATALOGS, SHARED_COLLECTIONS, data_root, load_collection
-from limelight.errors import FormatError, LimelightError
+from limelight.errors import FormatError
 
 DEFAULT_CHUNK_BYTES = 32 << 20
 _FIELDS_FROM = 1000  # documents whose keys decide the fields (as Collection.from_records)
-_READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 @dataclass
@@ -149,36 +147,16 @@ def iter_jsonl_docs(path: str | os.PathLike, chunk_bytes: int = DEFAULT_CHUNK_BY
 def _record_chunks(path: Path, chunk_bytes: int) -> Iterator[tuple[list[dict], list[int]]]:
     """JSON objects of a JSONL file with their line numbers, in chunks of about ``chunk_bytes``
     of lines (the first chunk holds at least ``_FIELDS_FROM`` objects)."""
-    try:
-        if str(path).endswith(".gz"):
-            import gzip
-
-            f = gzip.open(path, "rb")
-        else:
-            f = open(path, "rb")
-    except FileNotFoundError:
-        raise LimelightError(f"{path}: no such file") from None
-    except OSError as e:
-        raise FormatError(path, None, f"cannot read file ({e})") from None
     recs: list[dict] = []
     lines: list[int] = []
     size = 0
     first = True
-    i = 0
-    try:
-        with f:
-            for i, raw in enumerate(f, start=1):
-                ln = decode_utf8(path, raw, i)
-                if not ln.strip():
-                    continue
-                obj = json_object(path, i, ln)
-                recs.append(obj)
-                lines.append(i)
-                size += len(raw)
-                if size >= chunk_bytes and (not first or len(recs) >= _FIELDS_FROM):
-                    yield recs, lines
-                    recs, lines, size, first = [], [], 0, False
-    except _READ_ERRORS as e:  # a damaged line: the one after the last line read
-        raise FormatError(path, i + 1, f"cannot read file ({e})") from None
+    for obj, i, n in jsonl_records(path):
+        recs.append(obj)
+        lines.append(i)
+        size += n
+        if size >= chunk_bytes and (not first or len(recs) >= _FIELDS_FROM):
+            yield recs, lines
+            recs, lines, size, first = [], [], 0, False
     if recs:
         yield recs, lines

@@ -34,7 +34,6 @@ Usage::
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import re
@@ -46,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from limelight._io import open_text
 from limelight.analysis import Analyzer
 from limelight.errors import LimelightError
 from limelight.querygen.variations import NLTK_STOPWORDS
@@ -91,8 +91,7 @@ def read_query_log(path: str | os.PathLike | None = None,
     path = Path(path) if path is not None else default_log_path()
     if not path.exists():
         raise LimelightError(f"{path}: query log not found")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         header = fh.readline().rstrip("\n").split("\t")
         if header != ["source", "qid", "query"]:
             raise LimelightError(f"{path}: expected the header source<TAB>qid<TAB>query, found {header}")

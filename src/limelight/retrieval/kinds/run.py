@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from limelight._io import file_sha256
+from limelight._io import file_sha256, open_text
 from limelight.data.formats import read_jsonl_lines, read_queries_tsv, read_text, read_trec_runs
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries, normalise_texts
@@ -226,10 +226,8 @@ def _table_names(path: Path, fmt: str) -> list[str]:
 
 def _head(path: Path, size: int = 1 << 20) -> str:
     """The first ``size`` bytes of a (possibly gzipped) text file, decoded leniently."""
-    import gzip
-
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+        with open_text(path, "rb") as f:
             return f.read(size).decode("utf-8", errors="replace")
     except (OSError, EOFError) as e:
         raise FormatError(path, None, f"cannot read file ({e})") from None
