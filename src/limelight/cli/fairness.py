@@ -128,9 +128,10 @@ def fairness_cmd(
 
 def _print_distfair(res, top: int) -> None:
     s = res.summary
+    groups = (f"{plural(s['n_groups'], 'group')} of {s['groups_source']}" if s["groups_given"]
+              else "none given (--group-field or --groups)")
     typer.echo(f"{s['store']}: attention ({s['browsing']}) against merit ({s['merit']}) over "
-               f"{s['n_queries_used']:,} of {s['n_queries']:,} queries in log order; groups: "
-               f"{plural(s['n_groups'], 'group')} of {s['groups_source']}")
+               f"{s['n_queries_used']:,} of {s['n_queries']:,} queries in log order; groups: {groups}")
     for a in s["assumptions"]:
         typer.echo(f"assumption: {a}")
 

@@ -85,7 +85,7 @@ def topics_report(st, collection: dict, spec: str, vectors: Path | None, seed: i
                f"min {s['topic_gini_min']:.4f}, mean {s['topic_gini_mean']:.4f}, "
                f"max {s['topic_gini_max']:.4f}, traffic-weighted mean {s['topic_gini_mean_weighted']:.4f}")
     cols = ["name", "n_queries", "weight", "n_docs", "gini"]
-    print_table(res.most_unequal(top)[cols].to_dict("records"), f"the {top} most unequal topics")
+    print_table(res.most_unequal(top)[cols].to_dict("records"), f"the {min(top, s['k'])} most unequal topics")
     if standing is not None:
         print_table(standing[["name", "r", "rank", "n_docs", "below", "share"]].to_dict("records"),
                     f"{doc} within its topics", empty=f"{doc}: retrieved by no topic's queries")

@@ -259,7 +259,7 @@ def distfair_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
     one group of every document, whose values are then 0); see the module's docstring.
     ``order``: the log's order as a permutation of query codes (default: code order)."""
     n_docs = merit.matrix.shape[1] if n_docs is None else n_docs
-    given_order = order is not None
+    given_order, given_groups = order is not None, groups is not None
     w, groups, order = _check(q, d, rank, weights, merit, groups, n_docs, order, n_boot, alpha, checkpoints)
     w = np.where(merit.queries(), w, 0.0)
     if not (w > 0).any():
@@ -285,7 +285,7 @@ def distfair_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
                              "merit distributions", "browsing": disc.name, "merit": merit.source,
                "merit_normalised": "within each query: its attention owed in proportion to merit",
                "assumptions": [merit.assumption] if merit.assumption else [],
-               "groups_source": groups.source, "n_groups": groups.n_groups,
+               "groups_source": groups.source, "groups_given": given_groups, "n_groups": groups.n_groups,
                "n_queries": int(len(w)), "n_queries_used": int(len(pop)),
                "order": "given" if given_order else "query codes (a store's: first entry in the log)",
                **{k: _with_interval(point[k], None if boot is None else boot[k], alpha) for k in VALUES},
