@@ -35,6 +35,21 @@ def fingerprint_texts(*columns: Iterable) -> str:
     return h.hexdigest()[:20]
 
 
+def optimizer_step(loss, params, opt, sched, run: dict) -> None:
+    """One step of the training loops that resume from here: backpropagate ``loss``, clip the
+    gradients of ``params`` to norm 1, step the optimizer and the scheduler, clear the gradients,
+    and record the step in ``run`` (its ``losses`` and ``step``)."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    run["losses"].append(float(loss.detach()))
+    run["step"] += 1
+
+
 def save_state(checkpoint_dir: str | os.PathLike, state: dict) -> Path:
     """Write ``state`` to ``checkpoint_dir/train_state.pt`` atomically (never half-written)."""
     import torch

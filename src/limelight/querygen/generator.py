@@ -388,21 +388,14 @@ class QueryGenerator:
 
     def _step(self, prompts, targets, batch_size, rng, run, params, opt, sched) -> None:
         """One optimizer step on the next batch of the shuffled order (updates ``run``)."""
-        import torch
+        from limelight._checkpoint import optimizer_step
 
         if run["pos"] + batch_size > len(run["order"]):
             run["order"], run["pos"] = rng.permutation(len(prompts)), 0
         idx = run["order"][run["pos"]:run["pos"] + batch_size]
         run["pos"] += batch_size
         batch = self._batch([prompts[i] for i in idx], [targets[i] for i in idx])
-        loss = self.loss(batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        run["losses"].append(float(loss.detach()))
-        run["step"] += 1
+        optimizer_step(self.loss(batch), params, opt, sched, run)
 
     def loss(self, batch: dict):
         """The training loss of a batch from ``_batch``: cross-entropy over the query tokens.

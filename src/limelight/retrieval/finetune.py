@@ -121,15 +121,9 @@ def finetune_biencoder(queries: Sequence[str], doc_texts: Sequence[str], out: st
     st.train()
     t0 = time.perf_counter() - run["seconds"]
     for b in batches[start:]:
-        loss = loss_fn([prep([queries[i] for i in b.tolist()]),
-                        prep([doc_texts[i] for i in b.tolist()])], None)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        run["losses"].append(float(loss.detach()))
-        run["step"] += 1
+        ck.optimizer_step(loss_fn([prep([queries[i] for i in b.tolist()]),
+                                   prep([doc_texts[i] for i in b.tolist()])], None),
+                          params, opt, sched, run)
         if progress is not None:
             progress(run["step"], run["losses"][-1])
         halt = run["step"] < steps and stop is not None and bool(stop(run["step"]))
