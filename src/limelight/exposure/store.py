@@ -475,11 +475,11 @@ class ExposureStore:
         return np.bincount(d[rank <= c], minlength=len(self.doc_ids))
 
     # -- lookups --
-    def connect(self, read_only: bool = True):
+    def connect(self):
         """An in-memory DuckDB connection over the store: ``exposure`` a view over the shards
         (the pairs are not copied), ``queries`` (``q, qid, text, weight, n_retrieved,
-        threshold``) and ``documents`` (``d, docid``) small tables loaded from their files.
-        ``read_only`` is kept for compatibility: the store cannot be written through it."""
+        threshold``) and ``documents`` (``d, docid``) small tables loaded from their files. The
+        store cannot be written through it."""
         import duckdb
 
         con = duckdb.connect(config={"threads": 1})

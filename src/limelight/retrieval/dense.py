@@ -148,8 +148,7 @@ class Encoder:
     ``threads`` one-thread sessions in parallel, so a text's vector never depends on the other
     texts, the batch size or the order (``limelight.retrieval.encoders.ONNX_RUN``); torch-fp32
     encodes batches of ``batch_size`` (default 64) after sorting the texts by length, so that
-    each batch pads little. ``sort_by_length`` is kept for compatibility and changes nothing in
-    the vectors.
+    each batch pads little.
 
     ``variant`` chooses the back-end (``limelight.retrieval.encoders``): ``"torch-fp32"``,
     ``"onnx"`` (fused ONNX Runtime graph, float32), ``"onnx-int8"`` (the same graph with dynamic
@@ -164,8 +163,7 @@ class Encoder:
                  max_seq_length: int | None = None, normalize: bool = True,
                  truncate_dim: int | None = None, device: str = "cpu",
                  show_progress: bool = False, variant: str = "auto",
-                 model_cache: str | os.PathLike | None = None, threads: int | None = None,
-                 sort_by_length: bool = True):
+                 model_cache: str | os.PathLike | None = None, threads: int | None = None):
         import limelight.retrieval.encoders as _enc
 
         name = DEFAULT_MODEL if model is None or str(model) in _DEFAULT_ALIASES else str(model)
@@ -192,7 +190,6 @@ class Encoder:
         dim = get_dim()
         self.dim = int(dim if dim is not None else self._model.encode(["x"]).shape[1])
         self.fingerprint = _folder_fingerprint(path) if path is not None else name
-        self.sort_by_length = bool(sort_by_length)
         requested = variant
         self.variant = _enc.resolve_variant(variant, device)
         self._backend = None
