@@ -222,6 +222,23 @@ class VariationMethod(ABC):
         c = core.lower().replace("\u2019", "'")
         return c == "" or c in self.stopwords
 
+    def _pick_word(self, query: str, rng: np.random.Generator, edit) -> tuple | None:
+        """One non-stopword of ``query``, drawn uniformly among those whose core ``edit`` gives
+        something for (not None): ``(parts, i, token, edit's value)`` (``parts[i]`` is the word,
+        ``token`` its ``_split_core``), or None where no word has one."""
+        parts, idx = _tokens(query)
+        cands = []
+        for i in idx:
+            t = _split_core(parts[i])
+            if self._is_stop(t.core):
+                continue
+            e = edit(t.core)
+            if e is not None:
+                cands.append((i, t, e))
+        if not cands:
+            return None
+        return (parts, *cands[int(rng.integers(len(cands)))])
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -250,18 +267,10 @@ class _CharEdit(VariationMethod):
         raise NotImplementedError
 
     def vary(self, query: str, rng: np.random.Generator) -> str | None:
-        parts, idx = _tokens(query)
-        cands = []
-        for i in idx:
-            t = _split_core(parts[i])
-            if self._is_stop(t.core):
-                continue
-            pos = self._positions(t.core)
-            if pos:
-                cands.append((i, t, pos))
-        if not cands:
+        picked = self._pick_word(query, rng, lambda core: self._positions(core) or None)
+        if picked is None:
             return None
-        i, t, pos = cands[int(rng.integers(len(cands)))]
+        parts, i, t, pos = picked
         p = pos[int(rng.integers(len(pos)))]
         parts[i] = t.pre + self._edit(t.core, p, rng) + t.post
         return _valid(query, "".join(parts))
@@ -361,19 +370,15 @@ class _WordSwap(VariationMethod):
     def replacement(self, word: str) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _changed(self, core: str) -> str | None:
+        r = self.replacement(core)
+        return r if r is not None and r.lower() != core.lower() else None
+
     def vary(self, query: str, rng: np.random.Generator) -> str | None:
-        parts, idx = _tokens(query)
-        cands = []
-        for i in idx:
-            t = _split_core(parts[i])
-            if self._is_stop(t.core):
-                continue
-            r = self.replacement(t.core)
-            if r is not None and r.lower() != t.core.lower():
-                cands.append((i, t, r))
-        if not cands:
+        picked = self._pick_word(query, rng, self._changed)
+        if picked is None:
             return None
-        i, t, r = cands[int(rng.integers(len(cands)))]
+        parts, i, t, r = picked
         if t.core[:1].isupper() and r[:1].islower():
             r = r[:1].upper() + r[1:]
         parts[i] = t.pre + r + t.post
