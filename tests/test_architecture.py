@@ -232,6 +232,15 @@ def long_functions(root: Path = SRC) -> list[str]:
     return out
 
 
+def plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A small ``limelight`` tree of ``files`` (path → text) under ``tmp_path``; its root."""
+    pkg = tmp_path / "limelight"
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    return pkg
+
+
 # ---- the rules ----------------------------------------------------------------------------------
 def test_every_module_has_a_layer():
     """A new top-level module or package goes into ``LAYERS`` (and docs/architecture.md)."""
@@ -264,8 +273,7 @@ def test_no_private_name_crosses_a_package():
 def test_the_private_import_check_catches_a_crossing(tmp_path):
     """Each way of taking a private name from another package is caught on a planted tree; what
     stays in its package, the shared internals' public names and dunders pass."""
-    pkg = tmp_path / "limelight"
-    for rel, text in {
+    pkg = plant(tmp_path, {
         "__init__.py": "from limelight.data import __doc__\n",
         "_io.py": "def atomic_path(): ...\ndef _tmp(): ...\n",
         "data/__init__.py": "",
@@ -284,9 +292,7 @@ def test_the_private_import_check_catches_a_crossing(tmp_path):
                            "from limelight._io import _tmp, atomic_path\n"
                            "def f():\n    import limelight.retrieval.index_dir as ix\n"
                            "    return ix._budget() + ix.__name__\n"),
-    }.items():
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text(text)
+    })
     assert private_imports(pkg) == [
         "limelight.exposure.eqi.lexicon:1 limelight.retrieval._kernels.hash_",
         "limelight.exposure.eqi.lexicon:2 limelight.retrieval._kernels",
@@ -303,8 +309,7 @@ def test_no_long_function_without_a_reason():
 
 def test_the_checks_catch_a_violation(tmp_path):
     """Each rule fails on a tree that breaks it (a copy of a small tree, not the source)."""
-    pkg = tmp_path / "limelight"
-    for rel, text in {
+    pkg = plant(tmp_path, {
         "__init__.py": "",
         "errors.py": "",
         "data/__init__.py": "from limelight.data.run import Run\n",
@@ -317,9 +322,7 @@ def test_the_checks_catch_a_violation(tmp_path):
         "cli/root.py": "",
         "service/long.py": "def f():\n" + "    x = 1\n" * MAX_LINES,
         "service/reasoned.py": 'def g():\n    """Long because it must be."""\n' + "    x = 1\n" * MAX_LINES,
-    }.items():
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text(text)
+    })
     graph = import_graph(pkg)
     assert upward_imports(graph) == [
         "limelight.audit (layer 7) imports limelight.cli.root (layer 10), line 1",
