@@ -165,7 +165,8 @@ def test_kmeans_topics_are_seeded_and_sensible():
     assert len(set(a.labels[:3])) == 1 and len(set(a.labels[3:])) == 1 and a.labels[0] != a.labels[3]
     assert any("kernel" in n or "linux" in n for n in a.names)
     # through LSA (2 dimensions) and fitted on a sample of 4 queries, every query then assigned
-    for lsa in (topics_from_texts(texts, 2, seed=1, dims=2), topics_from_texts(texts, 2, seed=1, fit_sample=4)):
+    for lsa in (topics_from_texts(texts, 2, seed=1, dims=2), topics_from_texts(texts, 2, seed=1, fit_sample=4),
+                topics_from_texts(texts, 2, seed=1, dims=None)):  # the last: raw TF-IDF, scikit-learn's K-means
         assert lsa.labels[0] == lsa.labels[1] == lsa.labels[2] != lsa.labels[3] == lsa.labels[4] == lsa.labels[5]
     assert topics_from_texts(texts, 2, seed=1, dims=2).method == "kmeans-tfidf-lsa2"
     x = np.array([[1.0, 0.1], [2.0, 0.0], [0.0, 1.0], [0.1, 3.0]])

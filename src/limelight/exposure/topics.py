@@ -7,22 +7,26 @@ within each topic. Here, with o_q the query's weight (its number of log entries)
 1-based rank of d for q:
 
 * **Topics** (``Topics``): one label per query. ``topics_from_texts``: K-means over the TF-IDF
-  vectors of the queries' texts (scikit-learn; sublinear tf, English stop words dropped, terms
-  in at least 2 queries), reduced by LSA (``TruncatedSVD``) to ``dims`` = 50 dimensions and
-  L2-normalised (Euclidean K-means on unit rows ranks like cosine). LSA is a deviation from the
-  paper's "K-means over TF-IDF", made because on short web queries the raw sparse vectors give
-  one catch-all cluster: on the shared log (114,926 queries, K = 20, seed 0) 107,596 queries
-  (94 %) fell into one topic; after LSA the largest holds 31,856 (28 %) (``dims=None`` gives
-  the literal setting). ``topics_from_vectors``: K-means over given query vectors (an audit's
+  vectors of the queries' texts (``tfidf``: tokens as limelight's BM25 analyses them, the
+  ``en_plus`` English stop words, terms in at least 2 queries, sublinear tf, smooth idf, rows
+  L2-normalised), reduced by LSA (a seeded randomized SVD) to ``dims`` = 50 dimensions and
+  L2-normalised again (Euclidean K-means on unit rows ranks like cosine). LSA is a deviation
+  from the paper's "K-means over TF-IDF", made because on short web queries the raw sparse
+  vectors give one catch-all cluster: on the shared log (114,926 queries, K = 20, seed 0,
+  scikit-learn's TF-IDF and K-means) 107,596 queries (94 %) fell into one topic; after LSA the
+  largest holds about a quarter (``dims=None`` gives the literal setting, through
+  scikit-learn). ``topics_from_vectors``: K-means over given query vectors (an audit's
   ``systems/query_vectors.npy``: the paper's sentence-embedding variant), rows L2-normalised.
-  Seeded: the SVD, the k-means++ seeds (``random_state=seed``, ``n_init=1``: one Lloyd run)
-  and the sample both are fitted on — at most ``fit_sample`` = 20,000 queries drawn with
-  ``seed``; every query is then put in the topic of its nearest centre (cost: fitting grows
-  with the sample, not the log). The number of topics K is the user's, or swept
-  (``sweep_topics``). Queries are **not** weighted by o_q in the clustering (a topic is a kind
-  of question, not a volume of traffic). A query whose TF-IDF vector is empty (every term a
-  stop word or in one query only) is a zero vector, put in the topic whose centre is nearest
-  the origin; their number is ``info["n_empty"]``.
+  K-means over dense rows: k-means++ seeds, then Lloyd iterations until no query moves (at
+  most ``KMEANS_ITER`` = 30; what scipy's ``kmeans2`` does, in numpy). Seeded: the sample, the SVD's
+  test matrix and the k-means++ seeds all come from ``seed``; the SVD and K-means are fitted on
+  at most ``fit_sample`` = 10,000 queries (at least 100 K) and every query is then put in the topic of its
+  nearest centre (the cost of fitting grows with the sample, not the log). The number of
+  topics K is the user's, or swept (``sweep_topics``). Queries are **not** weighted by o_q in
+  the clustering (a topic is a kind of question, not a volume of traffic). A query whose
+  TF-IDF vector is empty (every term a stop word or in one query only) is a zero vector, put
+  in the topic whose centre is nearest the origin; their number is ``info["n_empty"]``. A
+  topic K-means leaves empty has 0 queries and Gini NaN.
 * **Per-topic retrievability**, the paper's rank-based form with the query weights:
   r_i(d) = (1 / W_i) Σ_{q ∈ Q_i} o_q f(k_qd), W_i = Σ_{q ∈ Q_i} o_q, where
   f(k) = 1 / ln(1 + k) for k ≤ c and 0 beyond (``weighting="log"``: the **natural** logarithm,
@@ -70,13 +74,14 @@ import scipy.sparse as sp
 from limelight.data.ids import IdMap
 from limelight.errors import LimelightError
 from limelight.evaluation.discounts import LogDiscount, retrievability_discount
-from limelight.exposure.fairness import _query_ptr
 from limelight.exposure.retrievability import _check_weights, gini
 
 WEIGHTINGS = ("log", "cumulative", "gravity")
 POPULATIONS = ("retrieved", "collection")
 #: topics × documents cells held as a dense array at most (8 bytes each: 512 MiB); beyond, sparse
 DENSE_CELLS = 1 << 26
+#: Lloyd iterations of K-means over dense rows
+KMEANS_ITER = 30
 
 
 # ---- topic models ---------------------------------------------------------------------------
@@ -106,70 +111,149 @@ class Topics:
 
 
 def _kmeans(x, k: int, seed: int, fit_sample: int | None) -> tuple[np.ndarray, np.ndarray, int]:
-    """K-means (k-means++ seeds, one Lloyd run, ``random_state=seed``) fitted on a seeded
-    sample of at most ``fit_sample`` rows (None: all), every row then given its nearest centre:
-    (labels, centres, rows fitted on)."""
-    from sklearn.cluster import KMeans
-
+    """K-means fitted on a seeded sample of at most ``fit_sample`` rows (None: all), every row
+    then given its nearest centre: (labels, centres, rows fitted on). Dense rows: ``_lloyd``
+    (k-means++ seeds, at most ``KMEANS_ITER`` Lloyd iterations, in numpy: scipy's ``kmeans2``
+    would do the same after a 0.2 s import, a tenth of the whole topic model's time); sparse
+    rows (raw TF-IDF): scikit-learn's ``KMeans`` (one run, ``n_init=1``), which takes them as
+    they are."""
     n = x.shape[0]
     if not 1 <= k <= n:
         raise LimelightError(f"--topics {k}: the number of topics must lie in 1..{n} (the queries)")
     rows = _sample(n, k, seed, fit_sample)
+    fit = x if rows is None else x[rows]
     with _one_thread():
-        km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(x if rows is None else x[rows])
-        labels = km.labels_ if rows is None else km.predict(x)
-    return np.asarray(labels, dtype=np.int64), km.cluster_centers_, n if rows is None else len(rows)
+        if sp.issparse(x):
+            from sklearn.cluster import KMeans
+
+            km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(fit)
+            centres = km.cluster_centers_
+            labels = km.labels_ if rows is None else km.predict(x)
+        else:
+            centres = _lloyd(np.asarray(fit, dtype=np.float64), k, np.random.default_rng([seed, 1]))
+            labels = _nearest(np.asarray(x, dtype=np.float64), centres)
+    return np.asarray(labels, dtype=np.int64), centres, n if rows is None else len(rows)
+
+
+def _nearest(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Each row's nearest centre (Euclidean: the largest x·c − |c|²/2), in blocks of rows."""
+    half = 0.5 * np.einsum("ij,ij->i", centres, centres)
+    out = np.empty(len(x), dtype=np.int64)
+    for a in range(0, len(x), 65536):  # blocks of rows: a bounded rows × K array
+        out[a:a + 65536] = np.argmax(x[a:a + 65536] @ centres.T - half, axis=1)
+    return out
+
+
+def _lloyd(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """K-means centres of the rows of ``x``: k-means++ seeds (Arthur & Vassilvitskii 2007: each
+    next seed drawn with probability ∝ its squared distance to the nearest seed so far), then
+    at most ``KMEANS_ITER`` Lloyd iterations (until no row changes topic); a topic left empty
+    keeps its centre. Loops over the K seeds and the iterations only."""
+    n = len(x)
+    centres = np.empty((k, x.shape[1]))
+    centres[0] = x[rng.integers(n)]
+    d2 = ((x - centres[0]) ** 2).sum(axis=1)
+    for j in range(1, k):  # the K seeds
+        tot = d2.sum()
+        i = int(rng.choice(n, p=d2 / tot)) if tot > 0 else int(rng.integers(n))
+        centres[j] = x[i]
+        d2 = np.minimum(d2, ((x - centres[j]) ** 2).sum(axis=1))
+    labels = np.full(n, -1, dtype=np.int64)
+    for _ in range(KMEANS_ITER):  # Lloyd iterations
+        new = _nearest(x, centres)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+        counts = np.bincount(labels, minlength=k)
+        sums = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ x
+        full = counts > 0
+        centres[full] = sums[full] / counts[full, None]
+    return centres
 
 
 def _one_thread():
     """BLAS and OpenMP on one thread: the matrices are small (a sample × 50), and on a busy
     machine the libraries' spinning threads cost more than they bring (the SVD of the shared
-    log's 20,000-query sample: 7.7 s on 2 threads at load 6 on 2 cores, 0.35 s on one)."""
+    log's 20,000-query sample: 7.7 s on 2 threads at load 6 on 2 cores, 0.35 s on one), and the
+    figures do not depend on the number of threads."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(1)
 
 
 def _sample(n: int, k: int, seed: int, fit_sample: int | None) -> np.ndarray | None:
-    """Sorted rows of a seeded sample of ``max(fit_sample, k)`` rows, or None for all."""
-    if fit_sample is None or n <= max(fit_sample, k):
+    """Sorted rows of a seeded sample of ``max(fit_sample, 100 k)`` rows (K-means: about 100
+    queries a topic at least), or None for all."""
+    m = None if fit_sample is None else max(fit_sample, 100 * k)
+    if m is None or n <= m:
         return None
-    return np.sort(np.random.default_rng(seed).choice(n, max(fit_sample, k), replace=False))
+    return np.sort(np.random.default_rng(seed).choice(n, m, replace=False))
+
+
+def tfidf(texts: Sequence[str]) -> tuple[sp.csr_matrix, np.ndarray]:
+    """(queries × terms TF-IDF, the terms): tokens as limelight's BM25 analyses a text
+    (``limelight.analysis.Analyzer``: lowercased ``\\w\\w+`` words, no stemming;
+    ``limelight.retrieval.bm25.analyze_flat``: one pass over the whole log) less the longer
+    English stop-word list ``en_plus`` (179 words: with the 33 of ``en``, the question words
+    what/how/why/does/... cluster web queries by their form, not their subject),
+    terms in at least 2 queries (1 for a log of 2 queries or fewer), sublinear tf 1 + ln(tf),
+    smooth idf ln((1 + n) / (1 + df)) + 1 (scikit-learn's ``TfidfVectorizer`` defaults), rows
+    L2-normalised (float32)."""
+    from limelight.analysis import Analyzer
+    from limelight.retrieval.bm25 import analyze_flat
+
+    n = len(texts)
+    rows, codes, terms = analyze_flat(Analyzer(stopwords="en_plus"), texts)
+    x = sp.csr_matrix((np.ones(len(codes), dtype=np.float32), (rows, codes)), shape=(n, len(terms)))
+    x.sum_duplicates()
+    df = np.bincount(x.indices, minlength=len(terms))
+    keep = np.flatnonzero(df >= (2 if n > 2 else 1))
+    x = sp.csr_matrix(x[:, keep])
+    x.data = 1.0 + np.log(x.data)
+    x = sp.csr_matrix(x @ sp.diags((np.log((1.0 + n) / (1.0 + df[keep])) + 1.0).astype(np.float32)))
+    norm = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+    x = sp.csr_matrix(sp.diags(np.divide(1.0, norm, out=np.zeros(n), where=norm > 0).astype(np.float32)) @ x)
+    return x, np.asarray(terms, dtype=object)[keep]
+
+
+def _lsa(x: sp.csr_matrix, dims: int, seed: int, rows: np.ndarray | None,
+         n_iter: int = 2) -> np.ndarray:
+    """The top ``dims`` right singular vectors of ``x`` (or of its ``rows``) by randomized SVD
+    (Halko, Martinsson & Tropp 2011: a Gaussian test matrix of ``dims + 10`` columns, ``n_iter``
+    power iterations with QR re-orthonormalisation), seeded: ``dims × terms``."""
+    a = x if rows is None else x[rows]
+    rng = np.random.default_rng([seed, 2])
+    q, _ = np.linalg.qr(a @ rng.standard_normal((a.shape[1], dims + 10)).astype(np.float32))
+    for _ in range(n_iter):  # power iterations
+        z, _ = np.linalg.qr(a.T @ q)
+        q, _ = np.linalg.qr(a @ z)
+    _, _, vt = np.linalg.svd(np.asarray((a.T @ q).T), full_matrices=False)
+    return vt[:dims]
 
 
 def topics_from_texts(texts: Sequence[str], k: int, seed: int = 0, dims: int | None = 50,
-                      fit_sample: int | None = 20_000, n_terms: int = 4) -> Topics:
-    """K-means over the TF-IDF vectors of the query texts, reduced to ``dims`` LSA dimensions
-    (None: the raw TF-IDF vectors, the paper's literal setting), fitted on a sample of
-    ``fit_sample`` queries (see the module's docstring); each topic named by its centre's
+                      fit_sample: int | None = 10_000, n_terms: int = 4) -> Topics:
+    """K-means over the TF-IDF vectors of the query texts (``tfidf``), reduced to ``dims`` LSA
+    dimensions (None: the raw TF-IDF vectors, the paper's literal setting), fitted on a sample
+    of ``fit_sample`` queries (see the module's docstring); each topic named by its centre's
     ``n_terms`` heaviest terms."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
     texts = [str(t) for t in texts]
     if not texts:
         raise LimelightError("no queries to cluster into topics")
-    vec = TfidfVectorizer(sublinear_tf=True, stop_words="english", min_df=2 if len(texts) > 2 else 1,
-                          dtype=np.float32)
-    try:
-        x = vec.fit_transform(texts)
-    except ValueError:  # no term at all survives: one vocabulary-free topic
-        x = sp.csr_matrix((len(texts), 1), dtype=np.float32)
-        terms = np.array(["(no terms)"])
-    else:
-        terms = vec.get_feature_names_out()
+    x, terms = tfidf(texts)
+    if not len(terms):  # no term at all survives: one vocabulary-free dimension
+        x, terms = sp.csr_matrix((len(texts), 1), dtype=np.float32), np.array(["(no terms)"], dtype=object)
     n_empty = int((np.diff(x.indptr) == 0).sum())
     back = None
     if dims is not None and 1 <= dims < min(x.shape) - 1:
-        from sklearn.decomposition import TruncatedSVD
-
-        rows = _sample(x.shape[0], dims, seed, fit_sample)
         with _one_thread():
-            svd = TruncatedSVD(dims, random_state=seed).fit(x if rows is None else x[rows])
-            x = _unit_rows(svd.transform(x).astype(np.float32))
-        back = svd.components_
+            back = _lsa(x, dims, seed, _sample(x.shape[0], dims, seed, fit_sample))
+            x = _unit_rows(np.asarray(x @ back.T, dtype=np.float32))
     labels, centres, fitted = _kmeans(x, k, seed, fit_sample)
-    weights = centres if back is None else centres @ back  # the centres in term space
-    top = np.argsort(-weights, axis=1)[:, :n_terms]
+    weights = np.asarray(centres if back is None else centres @ back)  # the centres in term space
+    m = min(n_terms, weights.shape[1])
+    top = np.argpartition(-weights, m - 1, axis=1)[:, :m]
+    top = np.take_along_axis(top, np.argsort(-np.take_along_axis(weights, top, axis=1), axis=1), axis=1)
     names = [" ".join(terms[j] for j in row if weights[i, j] > 0) or "(no terms)"
              for i, row in enumerate(top)]
     return Topics(labels, names, "kmeans-tfidf" + (f"-lsa{dims}" if back is not None else ""), seed,
@@ -182,7 +266,7 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 def topics_from_vectors(vectors: np.ndarray, k: int, seed: int = 0,
-                        texts: Sequence[str] | None = None, fit_sample: int | None = 20_000) -> Topics:
+                        texts: Sequence[str] | None = None, fit_sample: int | None = 10_000) -> Topics:
     """K-means over query vectors (rows L2-normalised), fitted on a sample of ``fit_sample``
     rows; with ``texts``, each topic named by its query nearest the centre, else ``topic i``."""
     x = np.asarray(vectors, dtype=np.float32)
@@ -363,7 +447,8 @@ def _per_topic(q, d, rank, w, labels, k: int, n_docs: int, table: np.ndarray):
     """Σ o_q f(k_qd) and Σ o_q 1[retrieved] per (topic, document): topics × documents, dense
     (one numba pass over the pairs grouped by query, a topic at a time) or CSR when larger than
     ``DENSE_CELLS`` or when the pairs are not grouped by ascending query code."""
-    ptr, grouped = _query_ptr(q, len(w))
+    grouped = not len(q) or bool((q[1:] >= q[:-1]).all() and q[0] >= 0 and q[-1] < len(w))
+    ptr = np.searchsorted(q, np.arange(len(w) + 1)) if grouped else None
     if k * n_docs <= DENSE_CELLS and grouped:
         s, n = np.zeros((k, n_docs)), np.zeros((k, n_docs))
         _topic_pass(ptr, np.argsort(labels, kind="stable"), d, rank, w, labels, table, s, n)
