@@ -14,19 +14,20 @@ within each topic. Here, with o_q the query's weight (its number of log entries)
   from the paper's "K-means over TF-IDF", made because on short web queries the raw sparse
   vectors give one catch-all cluster: on the shared log (114,926 queries, K = 20, seed 0,
   scikit-learn's TF-IDF and K-means) 107,596 queries (94 %) fell into one topic; after LSA the
-  largest holds about a quarter (``dims=None`` gives the literal setting, through
-  scikit-learn). ``topics_from_vectors``: K-means over given query vectors (an audit's
+  largest holds 21,814 (19 %) (``dims=None`` gives the literal setting, through scikit-learn).
+  ``topics_from_vectors``: K-means over given query vectors (an audit's
   ``systems/query_vectors.npy``: the paper's sentence-embedding variant), rows L2-normalised.
   K-means over dense rows: k-means++ seeds, then Lloyd iterations until no query moves (at
-  most ``KMEANS_ITER`` = 30; what scipy's ``kmeans2`` does, in numpy). Seeded: the sample, the SVD's
-  test matrix and the k-means++ seeds all come from ``seed``; the SVD and K-means are fitted on
-  at most ``fit_sample`` = 10,000 queries (at least 100 K) and every query is then put in the topic of its
-  nearest centre (the cost of fitting grows with the sample, not the log). The number of
-  topics K is the user's, or swept (``sweep_topics``). Queries are **not** weighted by o_q in
-  the clustering (a topic is a kind of question, not a volume of traffic). A query whose
-  TF-IDF vector is empty (every term a stop word or in one query only) is a zero vector, put
-  in the topic whose centre is nearest the origin; their number is ``info["n_empty"]``. A
-  topic K-means leaves empty has 0 queries and Gini NaN.
+  most ``KMEANS_ITER`` = 30; what scipy's ``kmeans2`` does, in numpy). Seeded: the sample, the
+  SVD's test matrix and the k-means++ seeds all come from ``seed``; the SVD and K-means are
+  fitted on at most ``fit_sample`` = 10,000 queries (at least 100 K) and every query is then
+  put in the topic of its nearest centre (the cost of fitting grows with the sample, not the
+  log). The number of topics K is the user's, or swept (``sweep_topics``). Queries are
+  **not** weighted by o_q in the clustering (a topic is a kind of question, not a volume of
+  traffic). A query whose TF-IDF vector is empty (every term a stop word or in one query only)
+  is a zero vector, put in the topic whose centre is nearest the origin; their number is
+  ``info["n_empty"]`` (6,142 of the shared log's queries). A topic K-means leaves empty has 0
+  queries and Gini NaN.
 * **Per-topic retrievability**, the paper's rank-based form with the query weights:
   r_i(d) = (1 / W_i) Σ_{q ∈ Q_i} o_q f(k_qd), W_i = Σ_{q ∈ Q_i} o_q, where
   f(k) = 1 / ln(1 + k) for k ≤ c and 0 beyond (``weighting="log"``: the **natural** logarithm,
