@@ -149,8 +149,9 @@ def _print_distfair(res, top: int) -> None:
         if k.startswith("group_le")))
     print_table([{k.replace("_", " "): v for k, v in r.items()} for r in res.sequence.to_dict("records")],
                 "over the log, in its order", decimals=4)
-    g = res.groups.head(top)
-    print_table(_rows(g[["group", "n_docs", "attention_share", "merit_share", "gap", "hidden"]]),
+    g = res.groups.head(top)[["group", "n_docs", "attention_share", "merit_share", "gap", "hidden"]].copy()
+    g["n_docs"] = [int(x) if x == int(x) else round(x, 2) for x in g["n_docs"].tolist()]  # a count
+    print_table(_rows(g),
                 "groups with the least attention for their merit", decimals=3)
     d = res.documents.sort_values("hidden", ascending=False).head(top)
     print_table([{k.replace("_", " "): v for k, v in r.items()} for r in
