@@ -199,15 +199,18 @@ def load_kinds() -> None:
 
 def kind_names() -> list[str]:
     """The names of the registered kinds: the shipped ones first, in the order of
-    :data:`SHIPPED` (whatever imported them first), then the others in registration order."""
+    :data:`SHIPPED` and by name within one of its modules (whatever imported them first), then
+    the others (plugins) in registration order: the same list whatever the import order."""
     load_kinds()
 
-    def rank(name: str) -> int:
+    def rank(name: str) -> tuple[int, str]:
         module = getattr(_KINDS[name].open, "__module__", "")
         hits = [i for i, m in enumerate(SHIPPED) if module == m or module.startswith(m + ".")]
-        return max(hits) if hits else len(SHIPPED)  # the most specific shipped module
+        if not hits:
+            return len(SHIPPED), ""  # (stable sort: plugins in registration order)
+        return max(hits), name  # the most specific shipped module
 
-    return sorted(_KINDS, key=rank)  # stable: registration order within a module
+    return sorted(_KINDS, key=rank)
 
 
 def get_kind(name: str) -> SystemKind:
@@ -217,7 +220,7 @@ def get_kind(name: str) -> SystemKind:
         load_kinds()
         kind = _KINDS.get(name)
     if kind is None:
-        raise LimelightError(f"unknown system kind {name!r} (registered: {', '.join(_KINDS)})")
+        raise LimelightError(f"unknown system kind {name!r} (registered: {', '.join(kind_names())})")
     return kind
 
 
