@@ -61,6 +61,8 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("scale_curve.py", []),  # ~20 min (first run; cached points after); issue 44: exposure growth exponents
     # issues 20 and 24: the Debian demo audit (`make demo` first)
     ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
+    # issue 54: the portal, logged in as owners and an admin, document pages 30 % of the mix
+    ("serve_portal.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "30"]),  # ~4 min
     ("explain.py", ["--audit", "demo-out"]),  # ~0.5 min; issue 43: explanations, near misses
 ]
 

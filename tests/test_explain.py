@@ -215,6 +215,8 @@ def sci_store(sci_bm25, log, tmp_path_factory):
 
 
 def test_near_misses_equal_direct_search(sci_bm25, sci_store):
+    """Near misses (ranks 101-1000) equal a direct depth-1000 search's, for the least exposed
+    documents (every near miss) and the most exposed (the closest few, by the score ladder)."""
     nm = NearMisses(sci_store, sci_bm25)
     texts = sci_store.queries.texts.tolist()
     direct, _ = sci_bm25.search_batch(texts, 1000)
@@ -239,6 +241,26 @@ def test_near_misses_equal_direct_search(sci_bm25, sci_store):
     top = near_misses(sci_store, sci_bm25, sci_bm25.doc_ids.strings[low[0]], limit=3)
     assert len(top) <= 3
     json.dumps(top)
+    # the most exposed documents (many near misses): the closest few come from the score
+    # ladder's shallow rungs, yet equal the direct search's; every near miss is counted, the
+    # hidden ones (every third query) left out of the list only
+    hidden = np.zeros(len(texts), dtype=bool)
+    hidden[::3] = True
+    qids = sci_store.queries.ids.strings
+    deep = 0
+    for d in np.argsort(-n, kind="stable")[:8].tolist():
+        docid = sci_bm25.doc_ids.strings[d]
+        q, c = np.nonzero(direct == d)
+        keep = (c + 1 >= 101) & (c + 1 <= 1000)
+        expect = sorted(zip((c[keep] + 1).tolist(), qids[q[keep]].tolist(), q[keep].tolist(), strict=True))
+        rows, every = nm.find(docid, 5)
+        assert [(x["rank"], x["qid"]) for x in rows] == [(r, i) for r, i, _ in expect[:5]]
+        assert every.tolist() == sorted(q[keep].tolist())
+        rows_h, every_h = nm.find(docid, 5, hidden)
+        assert every_h.tolist() == every.tolist()
+        assert [(x["rank"], x["qid"]) for x in rows_h] == [(r, i) for r, i, j in expect if not hidden[j]][:5]
+        deep += len(expect) > 50
+    assert deep >= 3
 
 
 def test_near_misses_debian(debian):

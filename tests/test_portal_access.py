@@ -392,3 +392,71 @@ def test_serve_refuses_a_non_loopback_address_without_authentication(audit_dir, 
     r = runner.invoke(app, ["serve", "--audit", str(audit_dir), "--db", str(tmp_path / "p.db"),
                             "--owners", str(tmp_path / "missing.tsv"), "--port", "0", "--no-preload"])
     assert isinstance(r.exception, LimelightError) and "missing.tsv: no such file" in str(r.exception)
+
+
+def test_an_owners_page_counts_every_near_miss_and_links_only_where_it_may_go(portal, matrix):
+    """An owner's document page does not link its searches to the raw log (``/queries/...``,
+    admins only: a 403 for it), the admin's does; the near misses hidden for the searchers'
+    privacy are counted among every near miss of the document (``total``), not among the few
+    listed, and the page says so when none may be shown."""
+    owner = matrix[("GET", "/documents/{docid:path}", "alice", "A")].text
+    admin = matrix[("GET", "/documents/{docid:path}", "root", "A")].text
+    assert 'href="/queries/' not in owner and 'href="/queries/' in admin
+    doc, client = portal["docs"]["A"], portal["client"]
+    full = client.get("/api/near-misses", params={"docid": doc, "limit": 100}, headers=_headers(portal, "root")).json()
+    mine = client.get("/api/near-misses", params={"docid": doc, "limit": 5}, headers=_headers(portal, "alice")).json()
+    assert full["privacy"] is None and full["total"] == len(full["queries"]) == mine["total"] > 5
+    once = sum(portal["weights"][q["qid"]] < K for q in full["queries"])
+    assert mine["privacy"]["fewer_than_k"] == once > 5
+    assert len(mine["queries"]) == min(5, mine["total"] - mine["privacy"]["hidden"])
+    if not mine["queries"]:
+        assert f"{mine['total']:,} distinct searches rank it between" in owner
+
+
+def test_performance_per_document_and_per_owner_as_search_console_counts(portal):
+    """/api/performance (issue 54 item 4): an owner's documents and no other's; impressions are
+    r(d) at c (times shown in the top c, counting every time a search was issued), attention the
+    document page's weighted exposure, the average position the impressions' mean rank; the CSV
+    holds the same rows; per-owner totals are the admin's only and add up to the documents'."""
+    import csv
+    import io
+
+    service, client, policy = portal["service"], portal["client"], portal["policy"]
+    sysm = service.system("bm25")
+    mine = client.get("/api/performance", params={"system": "bm25", "limit": 1000}, headers=_headers(portal, "alice")).json()
+    rows = policy.ownership.rows(A)
+    c = mine["c"]
+    assert mine["owner"] == A and mine["n_documents"] == len(rows) == len(mine["documents"])
+    r = service._served_r(sysm, c)
+    assert mine["impressions"] == pytest.approx(float(r[rows].sum()))
+    by_id = {d["docid"]: d for d in mine["documents"]}
+    assert {k: v["impressions"] for k, v in by_id.items()} == pytest.approx(
+        {str(service.doc_ids[i]): float(r[i]) for i in rows.tolist()})
+    doc = portal["docs"]["A"]
+    page = client.get(f"/api/documents/{quote(doc, safe='')}", params={"system": "bm25", "limit": 1000},
+                      headers=_headers(portal, "root")).json()
+    assert by_id[doc]["attention"] == pytest.approx(page["weighted_exposure"])
+    shown = [(q["weight"], q["rank"]) for q in page["queries"] if q["rank"] <= c]
+    assert by_id[doc]["searches"] == len(shown) > 0
+    assert by_id[doc]["average_position"] == pytest.approx(sum(w * k for w, k in shown) / sum(w for w, _ in shown))
+    assert mine["clicks"] is None and "no clicks" in mine["clicks_note"]
+    # another owner's key answers as an unknown one; the admin sees A's as alice does
+    assert client.get("/api/performance", params={"owner": A}, headers=_headers(portal, "bob")).status_code == 404
+    admin_a = client.get("/api/performance", params={"system": "bm25", "limit": 1000, "owner": A},
+                         headers=_headers(portal, "root")).json()
+    assert admin_a == mine
+    text = client.get("/api/performance", params={"system": "bm25", "format": "csv"}, headers=_headers(portal, "alice"))
+    assert text.headers["content-type"].startswith("text/csv")
+    table = list(csv.DictReader(io.StringIO(text.text)))
+    assert len(table) == len(rows) and {t["owner"] for t in table} == {A}
+    assert sum(float(t["impressions"]) for t in table) == pytest.approx(mine["impressions"])
+    # per owner: the admin's only
+    assert client.get("/api/performance/owners", headers=_headers(portal, "alice")).status_code == 403
+    owners = client.get("/api/performance/owners", params={"system": "bm25", "limit": 1000},
+                        headers=_headers(portal, "root")).json()
+    by_owner = {o["owner"]: o for o in owners["owners"]}
+    assert by_owner[A]["impressions"] == pytest.approx(mine["impressions"]) and by_owner[A]["n_documents"] == len(rows)
+    assert sum(o["n_documents"] for o in owners["owners"]) == sum(len(policy.ownership.rows(k))
+                                                                  for k in policy.ownership.owners)
+    html_page = client.get("/performance", headers=_headers(portal, "alice")).text
+    assert 'id="performance-table"' in html_page and html.escape(A) in html_page

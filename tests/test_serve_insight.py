@@ -203,6 +203,15 @@ def test_pages_speak_in_words(client, service):
     lead = re.search(r'<p class="lead" id="lead">(.*?)</p>', page, re.S).group(1)
     st = client.get(f"/api/documents/{quote(docid)}").json()["standing"]
     assert f"appears in the top {st['c']} for" in lead and f"{int(st['r']):,}" in lead
+    # one count basis per sentence, named (issue 54 item 6); no "100 %" short of all
+    assert "counting every time a search was issued" in lead and "distinct" not in lead
+    summary = re.search(r'<p class="summary" id="exposure-summary">(.*?)</p>', page, re.S).group(1)
+    issued, distinct = summary.split("Counting each distinct search once")
+    assert "Counting every time a search was issued" in issued and "distinct" not in issued
+    from limelight.service.fmt import pct
+
+    assert (pct(0.99998), pct(1.0), pct(0.999999999999), pct(0.5)) == (
+        "99.998 %", "100 %", "more than 99.99999 %", "50 %")
     assert '<select name="browsing" id="browsing">' in page and 'name="browsing" value=' not in page
     assert "<mark" in page
     retr = client.get("/retrievability", params={"c": 10}).text

@@ -8,6 +8,14 @@
   document × term matrix), and only those are re-run, in one batch through the BM25 kernel at
   depth 1000 (the kernel ``BM25.search_batch`` runs, fed the log's own encoding, tokens in query order:
   the ranks equal those of a direct depth-1000 ``search_batch`` of each query).
+  A document of a popular subject has tens of thousands of candidates (Debian's ``iwyu``: 30,014
+  of the 114,926 log queries): re-running them all at depth 1000 took 4-9 s. So every log query's
+  score at a ladder of ranks (:data:`LEVELS`: the store's depth, 101, 102, 104, ... 1000) is
+  computed once, by one depth-1000 search of the whole log (~25 s on the Debian log, 2 cores,
+  kept: 4 bytes a query a rung), and a document's score for a query, against that ladder, says
+  without a search whether the query ranks it within the store's depth, beyond 1000, or between,
+  and how deep: only the queries needed for the closest ``limit`` are re-run, at the shallowest
+  rung holding enough of them (iwyu: 122 queries at depth 132, 0.1 s).
 - :func:`group_exposure_shares`: for each group of a document field, its share of exposure
   (Σ r(d) of its documents over Σ r(d)) against its share of documents, from
   ``retrievability.group_retrievability``.
@@ -17,6 +25,7 @@ Outputs are JSON-able (lists of dicts of str / int / float).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +38,10 @@ from limelight.exposure.store import ExposureStore
 from limelight.retrieval.bm25 import BM25
 
 NEAR_MISS_DEPTH = 1000
+#: rungs of the score ladder beyond the store's depth n: n + 1, n + 2, n + 4, ... (then the depth)
+LEVEL_STEPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+LADDER_BATCH = 4096  # log queries searched at once while building the ladder (8 bytes a result)
+_TIE = 1e-5  # relative slack of a score against a rung: closer is searched, never decided
 
 
 class NearMisses:
@@ -60,6 +73,27 @@ class NearMisses:
         self.by_term: sp.csc_matrix = sp.csc_matrix(
             (np.ones(len(rows), dtype=np.int8), (rows, self.qterms)),
             shape=(len(self.qptr) - 1, retriever.index.n_terms))
+        #: the ranks of the ladder: the store's depth, then ``LEVEL_STEPS`` beyond it, then ``depth``
+        self.levels = np.asarray(sorted({self.first - 1, *(self.first - 1 + s for s in LEVEL_STEPS
+                                                            if self.first - 1 + s < self.depth), self.depth}),
+                                 dtype=np.int64)
+        self._ladder: np.ndarray | None = None
+        self._ladder_lock = threading.Lock()
+
+    def ladder(self) -> np.ndarray:
+        """Every log query's score at each rank of :attr:`levels` (``(n_queries, n_levels)``
+        float32; 0 where the query retrieves fewer documents): one depth-``depth`` search of the
+        whole log in batches, built on first use and kept."""
+        with self._ladder_lock:
+            if self._ladder is None:
+                n = len(self.qptr) - 1
+                out = np.zeros((n, len(self.levels)), dtype=np.float32)
+                for a in range(0, n, LADDER_BATCH):
+                    codes = np.arange(a, min(n, a + LADDER_BATCH))
+                    _, scores = self.retriever._search(*self._rows(codes), self.depth)
+                    out[codes] = scores[:, self.levels - 1]
+                self._ladder = out
+            return self._ladder
 
     def candidates(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """``(term ids of document code d, codes of the log queries with one of them)``."""
@@ -99,26 +133,64 @@ class NearMisses:
             np.maximum.at(floor, rows, (qw * kth[terms]).astype(np.float32))
         return cand[s_d >= floor]
 
-    def _search(self, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``depth`` of the log queries ``cand`` in one call of the BM25 batch kernel."""
-        return self.retriever._search(*self._rows(cand), self.depth)
+    def _search(self, cand: np.ndarray, depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``depth`` (default: the near-miss depth) of the log queries ``cand`` in one call of
+        the BM25 batch kernel (pruned with the near-miss depth's bound: one cached bound for
+        every rung)."""
+        return self.retriever._search(*self._rows(cand), self.depth if depth is None else int(depth),
+                                      self.depth)
 
-    def document(self, docid: str, limit: int | None = 20) -> list[dict[str, Any]]:
-        """The log queries that rank ``docid`` between ``store.depth + 1`` and ``depth``, closest
-        first (rank, then query id): ``qid``, ``query``, ``rank``, ``score`` and ``shared_terms``
-        (analyzed terms the query shares with the document, in the query's order); at most
-        ``limit`` (``None``: all)."""
+    def _ranks(self, d: int, cand: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(codes, ranks, scores)`` of the queries ``cand`` that rank ``d`` within ``depth``
+        and beyond the store's depth (one batched search)."""
+        if not len(cand):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        docs, scores = self._search(cand, depth)
+        row, col = np.nonzero(docs == d)
+        keep = col + 1 >= self.first
+        return cand[row[keep]], col[keep] + 1, scores[row[keep], col[keep]]
+
+    def find(self, docid: str, limit: int | None = 20, hidden: np.ndarray | None = None
+             ) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """The closest near misses of ``docid`` (as :meth:`document`), leaving out the queries
+        whose code is ``True`` in ``hidden`` (one bool per log query: the searchers' privacy),
+        and the codes of **every** log query that ranks it between ``store.depth + 1`` and
+        ``depth`` (hidden or not, listed or not; sorted).
+
+        Exact: a query's score for ``d`` against the query's :meth:`ladder` decides whether it
+        ranks ``d`` within the store's depth, beyond ``depth``, or between; a score within
+        ``_TIE`` of a rung is searched, never decided. The listed ones are found by re-running
+        only the queries whose score reaches the shallowest rung that ``limit`` of them reach
+        (every other query ranks ``d`` deeper than that rung), deeper rungs only if too few of
+        them turn out to rank ``d`` beyond the store's depth."""
         d = int(self.retriever.doc_ids.lookup(docid))
         terms, cand = self.candidates(d)
-        cand = self.reachable(d, cand) if len(cand) else cand
+        empty = np.zeros(0, dtype=np.int64)
         if not len(cand):
-            return []
-        docs, scores = self._search(cand)
-        row, col = np.nonzero(docs == d)
-        rank = col + 1
-        keep = rank >= self.first
-        row, rank, score = row[keep], rank[keep], scores[row[keep], col[keep]]
-        q = cand[row]
+            return [], empty
+        ptr, qt, qw = self._rows(cand)
+        s_d = self.retriever._score(ptr, qt, qw, np.full((len(cand), 1), d, dtype=np.int32))[:, 0]
+        lad = self.ladder()[cand]
+        slack = np.abs(lad) * _TIE
+        below_top = s_d <= lad[:, 0] + slack[:, 0]  # not surely within the store's depth
+        within = s_d >= lad[:, -1] - slack[:, -1]  # not surely beyond ``depth``
+        maybe = below_top & within
+        # the edges: a score tied with the store's depth or the last rung, decided by a search
+        edge = maybe & ((s_d >= lad[:, 0] - slack[:, 0]) | (s_d <= lad[:, -1] + slack[:, -1]))
+        sure = cand[maybe & ~edge]
+        edge_q = self._ranks(d, cand[edge], self.depth)[0]
+        every = np.sort(np.concatenate([sure, edge_q]))
+        visible = maybe if hidden is None else maybe & ~np.asarray(hidden, dtype=bool)[cand]
+        need = len(cand) if limit is None else int(limit)
+        q, rank, score = empty, empty, np.zeros(0, np.float32)
+        for j in range(1, len(self.levels)):
+            pool = visible & (s_d >= lad[:, j] - slack[:, j])
+            last = j == len(self.levels) - 1
+            if not last and int(pool.sum()) < need:
+                continue
+            q, rank, score = self._ranks(d, cand[pool], int(self.levels[j]))
+            if len(q) >= need or last:
+                break
         order = np.lexsort((self.qids[q], rank))
         if limit is not None:
             order = order[:int(limit)]
@@ -127,11 +199,18 @@ class NearMisses:
         out = []
         for i in order.tolist():
             qi = int(q[i])
-            qt = dict.fromkeys(self.qterms[self.qptr[qi]:self.qptr[qi + 1]].tolist())
+            qt_i = dict.fromkeys(self.qterms[self.qptr[qi]:self.qptr[qi + 1]].tolist())
             out.append({"qid": str(self.qids[qi]), "query": str(self.texts[qi]),
                         "rank": int(rank[i]), "score": float(score[i]),
-                        "shared_terms": [str(vocab[t]) for t in qt if t in doc_terms]})
-        return out
+                        "shared_terms": [str(vocab[t]) for t in qt_i if t in doc_terms]})
+        return out, every
+
+    def document(self, docid: str, limit: int | None = 20) -> list[dict[str, Any]]:
+        """The log queries that rank ``docid`` between ``store.depth + 1`` and ``depth``, closest
+        first (rank, then query id): ``qid``, ``query``, ``rank``, ``score`` and ``shared_terms``
+        (analyzed terms the query shares with the document, in the query's order); at most
+        ``limit`` (``None``: all). See :meth:`find`."""
+        return self.find(docid, limit)[0]
 
 
 def near_misses(store: ExposureStore, retriever: BM25, docid: str, depth: int = NEAR_MISS_DEPTH,

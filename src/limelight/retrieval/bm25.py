@@ -388,11 +388,15 @@ class BM25(Retriever):
         return self._search(*self._canonical(queries), _check_k(k))
 
     def _search(self, qptr: np.ndarray, qterms: np.ndarray, qw: np.ndarray,
-                k: int) -> tuple[np.ndarray, np.ndarray]:
+                k: int, floor_k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The batch kernel over an encoding; ``floor_k`` (≥ ``k``): prune with the terms'
+        ``floor_k``-th largest weights instead of their ``k``-th (a weaker, still exact bound),
+        so that searches at many depths share one cached bound (``kth_weights`` keeps 8)."""
         n_threads = self._threads()
         w = self.index.weights(self.k1, self.b, n_threads)
         positive = len(qw) == 0 or float(qw.min()) > 0.0
-        kth = (self.index.kth_weights(self.k1, self.b, k, qterms, n_threads) if positive
+        fk = k if floor_k is None else max(int(floor_k), k)
+        kth = (self.index.kth_weights(self.k1, self.b, fk, qterms, n_threads) if positive
                else _NO_FLOOR)
         with _numba_threads(n_threads):
             return _k.search_csr(qptr, qterms, qw, self.index.indptr, self.index.docs, w, kth,

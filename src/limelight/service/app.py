@@ -26,7 +26,7 @@ import numpy as np
 from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import limelight.report.glossary as G
 import limelight.service.fmt as F
 import limelight.service.insight as I
+import limelight.service.performance as PF
 import limelight.service.schemas as S  # by full name: no edge to the package __init__
 from limelight.errors import LimelightError
 from limelight.service.charts import exposure_bars, hbars, histogram, lorenz_paths
@@ -207,6 +208,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     _add_pages(app, service, page)
     _add_tool_pages(app, service, page)
     _add_insight(app, service, page)
+    _add_performance(app, service, page)
     if max_body:
         app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(SecurityHeaders)
@@ -606,6 +608,51 @@ def _add_insight(app: FastAPI, service: AuditService, page) -> None:
     @app.get("/glossary", response_class=HTMLResponse, include_in_schema=False)
     def glossary_page(request: Request):
         return page(request, "glossary.html", terms=list(G.TERMS.values()), choices=G.BROWSING_CHOICES)
+
+
+def _csv_response(text: str, name: str) -> Response:
+    return Response(text, media_type="text/csv; charset=utf-8",
+                    headers={"content-disposition": f'attachment; filename="{name}"'})
+
+
+def _add_performance(app: FastAPI, service: AuditService, page) -> None:
+    """Search Console's figures (issue 54, ``limelight.service.performance``): ``/api/performance``
+    (JSON, or every row as CSV), ``/api/performance/owners`` (admins) and the ``/performance``
+    page."""
+    responses = {**VIEW_ERRORS, 200: {"description": "JSON, or with format=csv every row as CSV",
+                                      "content": {"text/csv": {"schema": {"type": "string"}}}}}
+    depth = min(s.store.depth for s in service.systems.values())
+    Cut = Annotated[int | None, Query(ge=1, le=depth, description="the cutoff: impressions are times shown "
+                                                                   "in the top c (default: the audit's smallest)")]
+    Fmt = Annotated[str, Query(pattern="^(json|csv)$", description="json, or csv: every row, no paging")]
+    Owner = Annotated[str | None, Query(max_length=1000, description="an owner key (admins; an owner: its own)")]
+
+    @app.get("/api/performance", response_model=S.Performance, responses=responses, tags=["performance"])
+    def api_performance(system: SystemQ = None, browsing: Browsing = "rbp:0.8", c: Cut = None, owner: Owner = None,
+                        limit: Limit = 100, offset: Offset = 0, format: Fmt = "json"):  # noqa: A002 - its name
+        """Impressions, average position and attention of your documents (an admin: every
+        document, or ``owner``'s), with their totals; ``format=csv``: every document as CSV."""
+        if format == "csv":
+            res = PF.performance(service, system, browsing, c, owner, S.MAX_OFFSET, 0)
+            rows = [{**d, "owner": res["owner"] or ""} for d in res["documents"]]
+            return _csv_response(PF.to_csv(rows, PF.COLUMNS), f"performance-{res['system']}-top{res['c']}.csv")
+        return PF.performance(service, system, browsing, c, owner, limit, offset)
+
+    @app.get("/api/performance/owners", response_model=S.OwnerPerformance, responses=responses,
+             tags=["performance"])
+    def api_owner_performance(system: SystemQ = None, browsing: Browsing = "rbp:0.8", c: Cut = None,
+                              limit: Limit = 100, offset: Offset = 0, format: Fmt = "json"):  # noqa: A002
+        """Every owner's documents summed (admins): impressions, average position, attention."""
+        if format == "csv":
+            res = PF.owner_table(service, system, browsing, c, S.MAX_OFFSET, 0)
+            return _csv_response(PF.to_csv(res["owners"], PF.OWNER_COLUMNS), f"owners-{res['system']}-top{res['c']}.csv")
+        return PF.owner_table(service, system, browsing, c, limit, offset)
+
+    @app.get("/performance", response_class=HTMLResponse, include_in_schema=False)
+    def performance_page(request: Request, system: SystemQ = None, browsing: Browsing = "rbp:0.8", c: Cut = None,
+                         owner: Owner = None, offset: Offset = 0):
+        res = PF.performance(service, system, browsing, c, owner, 100, offset)
+        return page(request, "performance.html", res=res, browsing=browsing)
 
 
 GROUPS_SHOWN = 12  # groups drawn in the groups page's picture (the largest)

@@ -189,12 +189,14 @@ class AuditService:
 
     def warm(self, eqi: bool = False) -> None:
         """Load the search models and r(d) of every system (at c = 100 and the audit's cutoffs,
-        with the groups of the audit's group field) now rather than on first request;
-        with ``eqi``, the exact reverse search engines too (else the first EQI search of each
-        system builds its engine: seconds, and 160-340 MB each on the Debian demo audit)."""
+        with the groups of the audit's group field) and the near-miss ladder of every BM25 system
+        (one search of the whole log each) now rather than on first request; with ``eqi``, the
+        exact reverse search engines too (else the first EQI search of each system builds its
+        engine: seconds, and 160-340 MB each on the Debian demo audit)."""
         for m in self.search_models:
             self.retriever(m).search_batch(["warm up"], 10)
         import limelight.service.eqi as _eqi
+        import limelight.service.insight as _insight
 
         cutoffs = [c for c in self.manifest.get("cutoffs", []) if isinstance(c, int)]
         for name, s in self.systems.items():
@@ -202,6 +204,7 @@ class AuditService:
                 self.retrievability(name, c)  # the pages' default c and the audit's own cutoffs
                 if self.group_field is not None:  # and the dashboard's groups at those cutoffs
                     self.groups(self.group_field, name, c, limit=1)
+            _insight.prepare_near_misses(self, s)  # the document page's near misses: their ladder
             if eqi:
                 _eqi.prepare(self, s)
         release_memory()

@@ -162,6 +162,10 @@ def make_engine(url: str) -> Engine:
             def _pragmas(conn, _record):
                 cur = conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
+                # WAL's recommended durability: a commit is not synced (the WAL is, at each
+                # checkpoint); a power cut may lose the last requests' access-log rows, never
+                # corrupt the file. FULL fsynced every request's log row: ~30 ms a request.
+                cur.execute("PRAGMA synchronous=NORMAL")
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
         else:

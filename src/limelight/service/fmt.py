@@ -32,10 +32,21 @@ def num(x: float | int | None, digits: int = 3) -> str:
 
 
 def pct(x: float | None, digits: int = 3) -> str:
-    """A share (0-1) as a percentage with ``digits`` significant digits (``12.3 %``, ``0.0179 %``)."""
+    """A share (0-1) as a percentage with ``digits`` significant digits (``12.3 %``, ``0.0179 %``);
+    "100 %" only for a share of exactly 1: a share just under it gets the digits that tell
+    them apart (``99.998 %``), and "more than 99.99999 %" beyond those."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    return f"{num(100.0 * float(x), digits)} %"
+    v = float(x)
+    out = num(100.0 * v, digits)
+    if v < 1.0:
+        for d in range(digits + 1, 10):
+            if out != "100":
+                break
+            out = num(100.0 * v, d)
+        if out == "100":
+            return "more than 99.99999 %"
+    return f"{out} %"
 
 
 def term(key: str, text: str | None = None) -> Markup:

@@ -116,6 +116,10 @@ ROUTE_ACCESS: dict[tuple[str, str], Access] = {
     ("POST", "/login"): Access.PUBLIC,
     ("POST", "/logout"): Access.PUBLIC,
     ("GET", "/api/me"): Access.PUBLIC,
+    # Search Console's figures (limelight.service.performance): an owner's own documents
+    ("GET", "/api/performance"): Access.MEMBER,
+    ("GET", "/api/performance/owners"): Access.ADMIN,  # every owner's totals: competitors' figures
+    ("GET", "/performance"): Access.MEMBER,
 }
 
 

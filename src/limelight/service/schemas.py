@@ -312,6 +312,8 @@ class NearMisses(BaseModel):
     last_rank: int
     available: bool
     reason: str | None
+    total: int = Field(default=0, description="log queries ranking the document between first_rank and "
+                                               "last_rank, listed or not (hidden ones included)")
     queries: list[NearMiss]
     privacy: Privacy | None = Field(default=None, description="queries hidden from this list for the "
                                                               "searchers' privacy (portal; null: none screened)")
@@ -326,3 +328,57 @@ class Fairness(BaseModel):
     groups: list[dict[str, Any]] = Field(description="per group: size, exposure and target shares, their gap, "
                                                      "Singh & Joachims' ratios, with _lo/_hi intervals")
     contributors: list[dict[str, Any]] = Field(description="the documents carrying each group's gap")
+
+
+class DocumentPerformance(BaseModel):
+    docid: str
+    title: str
+    impressions: float = Field(description="times shown in the top c: Σ o_q over the searches ranking it within c")
+    searches: int = Field(description="distinct searches ranking it within c")
+    average_position: float | None = Field(description="its rank averaged over the impressions (null: none)")
+    attention: float = Field(description="searchers expected to look at it under the browsing model, every "
+                                         "stored rank (Σ o_q · μ(rank))")
+
+
+class Performance(BaseModel):
+    """Search Console's performance figures of the request's documents (an owner's own)."""
+
+    system: str
+    browsing_model: str
+    c: int = Field(description="the cutoff: impressions are times shown in the top c")
+    depth: int
+    owner: str | None = Field(description="the owner key summed over (null: every document)")
+    n_documents: int
+    n_shown: int = Field(description="documents with at least one impression")
+    impressions: float
+    average_position: float | None
+    attention: float
+    clicks: float | None = Field(description="null: the log has no clicks")
+    ctr: float | None
+    clicks_note: str
+    total_weight: float = Field(description="Σ o_q: every search of the log, counted as issued")
+    offset: int
+    limit: int
+    documents: list[DocumentPerformance]
+
+
+class OwnerRow(BaseModel):
+    owner: str
+    n_documents: int
+    n_shown: int
+    impressions: float
+    average_position: float | None
+    attention: float
+
+
+class OwnerPerformance(BaseModel):
+    """Every owner's documents summed (admins)."""
+
+    system: str
+    browsing_model: str
+    c: int
+    total: int
+    offset: int
+    limit: int
+    clicks_note: str
+    owners: list[OwnerRow]
