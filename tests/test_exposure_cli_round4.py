@@ -89,7 +89,7 @@ def test_url_journal_holds_with_one_shard(tmp_path, log, adi):
     OUT.replay, as for ``--engine ray``), and the store equals a store computed in one go."""
     with in_thread(adi, tmp_path, interrupt_after=80) as (url, count):
         res = invoke(*url_args(log, url, tmp_path / "s"), code=130)
-        assert "interrupted after 0 of 1 shards" in res.output and "s.replay" in res.output
+        assert "interrupted after 0 of 1 shard (" in res.output and "s.replay" in res.output
         assert 80 <= answered(count) < N_QUERIES
         invoke(*url_args(log, url, tmp_path / "s"))
         assert answered(count) == N_QUERIES  # the rest only: none asked twice
@@ -119,6 +119,26 @@ def test_run_errors_name_the_cli_options(tmp_path, capsys, data_dir):
     assert summary(res)["queries_with_results"] == 1
     err = one_line(capsys, *base, "--out", tmp_path / "c", "--index", tmp_path, "--match", "text")
     assert "--match goes with --run or --url" in err
+
+
+def test_trec_run_by_text_takes_its_queries_as_an_option(tmp_path, capsys, data_dir):
+    """Item 13: ``--match text`` with a TREC run needs the run's query texts, which the error
+    asked for as the TOML key ``queries = "..."``; it names ``--run-queries`` (no key a
+    command-line user cannot type), and the option works."""
+    qfile = data_dir / "collections" / "adi" / "queries.tsv"
+    base = ["exposure", "compute", "--queries", qfile, "--collection", "adi", "--depth", 10]
+    texts = dict(line.split("\t", 1) for line in qfile.read_text().splitlines())
+    theirs = tmp_path / "their_queries.tsv"  # the run's own query ids, with the log's texts
+    theirs.write_text(f"their-1\t{texts['1'].strip().upper()}\n")
+    run = tmp_path / "by_text.run"
+    run.write_text("their-1 Q0 2 1 3.0 x\ntheir-1 Q0 5 2 2.0 x\n")
+    err = one_line(capsys, *base, "--out", tmp_path / "a", "--run", run, "--match", "text")
+    assert "needs --run-queries" in err and "queries =" not in err, err
+    err = one_line(capsys, *base, "--out", tmp_path / "a", "--run", run, "--run-queries", theirs)
+    assert err.startswith("error: --run-queries") and "--match text" in err, err
+    res = invoke(*base, "--out", tmp_path / "a", "--run", run, "--match", "text", "--run-queries",
+                 theirs, "--json")
+    assert summary(res)["queries_with_results"] == 1 and summary(res)["pairs"] == 2
 
 
 def test_compute_help_shows_the_system_table():

@@ -139,7 +139,7 @@ def test_dense_stops_within_its_batch_when_started_in_the_background(work, tmp_p
     err = interrupt(["exposure", "compute", "--queries", log, "--out", tmp_path / "s", "--depth", 10,
                      "--index", work / "idx", "--model", "dense"], tmp_path,
                     ready=re.compile(r": 0/2000 \("), ignored=True)
-    assert "interrupted after 0 of 1 shards" in err
+    assert "interrupted after 0 of 1 shard;" in err
     assert not (tmp_path / "s").exists()  # nothing finished: the store is left out, a rerun starts afresh
 
 

@@ -166,6 +166,9 @@ def test_retrievability_out_refuses_a_users_file(adi, tmp_path):
     refused(run_cli("retrievability", "--store", adi / "store", "--out", out), str(out),
             "not written by limelight")
     assert out.read_text() == "keep me\n"
+    code, _, err = run_cli("retrievability", "--store", adi / "store", "--out", out, "--overwrite")
+    assert code == 0, err  # the user's say-so
+    assert len(out.read_text().splitlines()) == 82
     out.unlink()
     for _ in range(2):  # its own output is replaced
         code, _, err = run_cli("retrievability", "--store", adi / "store", "--out", out)
@@ -189,6 +192,10 @@ def test_messages_count_and_article_right(adi, data_dir, tmp_path):
     cfg.write_text('[audit]\nname = "x"\ndepth = 10\n\n[collection]\nsource = "adi"\n\n'
                    '[[systems]]\nname = "bm25"\nkind = "bm25"\nk1 = "high"\n')
     refused(run_cli("audit", cfg, "--out", tmp_path / "a", "--check"), "must be an int or float")
+    base = ("exposure", "compute", "--queries", q, "--out", tmp_path / "s")
+    refused(run_cli(*base, "--url", "http://127.0.0.1:9", "--preset", "elasticsearch"),
+            "an http system needs the collection")  # was "a http system"
+    refused(run_cli(*base, "--model", "dense"), "a dense system needs --index")
 
 
 # ---- 4, 17, 18: the served app ---------------------------------------------------------------------

@@ -11,7 +11,7 @@ import typer
 
 from limelight.cli.common import check_k
 from limelight.cli.console import print_rows, progress_bar
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, plural, with_article
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 app = typer.Typer(help="Exact exposure: every query's top-n, stored once.", no_args_is_help=True)
@@ -48,15 +48,18 @@ def _read_system_file(path: Path) -> tuple[str, dict]:
 
 
 #: the parameters of kinds ``run`` and ``http`` that ``--run``/``--url`` take as options
-FLAG_PARAMS = {"match": "--match", "unknown_docs": "--unknown-docs"}
-_SETTING = re.compile(r'\b(' + "|".join(FLAG_PARAMS) + r')\s*=\s*\\?"(\w+)\\?"')
+FLAG_PARAMS = {"match": "--match", "unknown_docs": "--unknown-docs", "queries": "--run-queries"}
+_SETTING = re.compile(r'\b(' + "|".join(FLAG_PARAMS) + r')\s*=\s*\\?"([^"\\]+)\\?"')
+_KEY = re.compile(r'^(' + "|".join(FLAG_PARAMS) + r')\b')  # a message that opens with a key
 
 
 def as_flags(message: str) -> str:
     """A kind's message with the configuration settings it suggests (``match = "text"``,
-    ``unknown_docs = "drop"``) written as the options of ``--run``/``--url`` (``--match text``,
-    ``--unknown-docs drop``): the words a user of the command line can type."""
-    return _SETTING.sub(lambda m: f"{FLAG_PARAMS[m[1]]} {m[2]}", message)
+    ``unknown_docs = "drop"``, ``queries = "<file>"``) written as the options of
+    ``--run``/``--url`` (``--match text``, ``--unknown-docs drop``, ``--run-queries <file>``):
+    the words a user of the command line can type."""
+    message = _SETTING.sub(lambda m: f"{FLAG_PARAMS[m[1]]} {m[2]}", message)
+    return _KEY.sub(lambda m: FLAG_PARAMS[m[1]], message)
 
 
 @contextlib.contextmanager
@@ -77,7 +80,7 @@ def _system(model: str | None, k1: float, b: float, system: Path | None, run: Pa
     ``--model`` over ``--index`` (bm25 by default), or one of ``--system``, ``--run`` (kind
     ``run``) and ``--url``/``--preset`` (kind ``http``), its files checked and hashed;
     ``flags``: the parameters given as options (``FLAG_PARAMS``: ``--match``,
-    ``--unknown-docs``), which go with ``--run`` or ``--url``."""
+    ``--unknown-docs``, ``--run-queries``), which go with ``--run`` or ``--url``."""
     from limelight.retrieval.spec import RetrieverSpec
     from limelight.retrieval.systems import get_kind
 
@@ -120,7 +123,7 @@ def _documents(index: Path | None, collection: str | None, kind: str):
         from limelight.retrieval.index_dir import load_docs
 
         return load_docs(index)
-    raise LimelightError(f"a {kind} system needs the collection its results come from: "
+    raise LimelightError(f"{with_article(kind)} system needs the collection its results come from: "
                          "--collection NAME|FOLDER|FILE (or --index)")
 
 
@@ -158,6 +161,9 @@ def compute(
                                                     "normalised query texts are)"),
     unknown_docs: str = typer.Option(None, "--unknown-docs", help="a result id the collection "
                                      "lacks: refused (the default), or drop: left out, counted"),
+    run_queries: Path = typer.Option(None, "--run-queries", help="with a TREC --run and --match "
+                                     "text: its queries' texts (TSV id<TAB>text; a TREC run holds "
+                                     "query ids only)"),
     collection: str = typer.Option(None, help="for --system/--run/--url: the collection the results "
                                               "come from (as limelight index takes it; default: "
                                               "--index's documents)"),
@@ -185,13 +191,14 @@ def compute(
 
     _check_run_options(engine, address, depth, shard_size)
     spec, base = _system(model, k1, b, system, run, url, preset,
-                         {"match": match, "unknown_docs": unknown_docs})
+                         {"match": match, "unknown_docs": unknown_docs,
+                          "queries": None if run_queries is None else str(run_queries)})
     kind = get_kind(spec.kind)
     if kind.needs_index and index is None:
-        raise LimelightError(f"a {spec.kind} system needs --index (limelight index)")
+        raise LimelightError(f"{with_article(spec.kind)} system needs --index (limelight index)")
     if engine == "ray" and not kind.needs_index and not kind.has(REMOTE):
-        raise LimelightError(f"--engine ray opens the system over an index in each worker; a "
-                             f"{spec.kind} system runs with --engine local")
+        raise LimelightError(f"--engine ray opens the system over an index in each worker; "
+                             f"{with_article(spec.kind)} system runs with --engine local")
     check_resumable_dir(out, "manifest.json", "exposure store")
     if index is not None:
         index_size(index)  # a clear error when it is not an index, before reading the queries
@@ -240,7 +247,7 @@ def _run(retriever, qs, out: Path, depth: int, shard_size: int, fp: str, setting
         n_shards = (len(qs) + shard_size - 1) // shard_size
         n_done = sum(shard_path(out, i).exists() for i in range(n_shards))
         kept = f" (the service's answers are journaled in {journal})" if journal is not None else ""
-        typer.echo(f"interrupted after {n_done} of {n_shards} shards{kept}; rerun the same "
+        typer.echo(f"interrupted after {n_done} of {plural(n_shards, 'shard')}{kept}; rerun the same "
                    "command to resume", err=True)
         raise typer.Exit(130) from None
     return _summary(st, out, depth, time.perf_counter() - t0)
@@ -377,12 +384,15 @@ def diff_cmd(
 
 def retrievability_cmd(
     store: Path = typer.Option(None, help="exposure store directory"),
-    run: Path = typer.Option(None, help="TREC run (its rank column is used, 1-based)"),
+    run: Path = typer.Option(None, help="TREC run (ranks recomputed from the scores, ties "
+                                        "as trec_eval breaks them; its rank column is not used)"),
     docs: Path = typer.Option(None, help="with --run: every document id (one per line, or docs.jsonl)"),
     c: int = typer.Option(None, "--c", help="cutoff c (default: 100, or a store's depth when it "
                                            "is below 100)"),
     beta: float = typer.Option(None, "--beta", help="gravity β (f = 1/k^β); default cumulative"),
     out: Path = typer.Option(None, help="write docid<TAB>r for every document"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="with --out: replace a file "
+                                   "limelight did not write"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
     topics: str = typer.Option(None, "--topics", help="with --store: K (or K1,K2,... to sweep): "
                                "cluster the log's queries into K topics and print each topic's "
@@ -423,7 +433,7 @@ def retrievability_cmd(
         res = analyse(ranks, dmap, None, 100 if c is None else c, beta)
         res.extra["documents"] = "listed in --docs" if docs else "retrieved by the run only"
     if out is not None:
-        res.write_tsv(out)
+        res.write_tsv(out, overwrite, "--overwrite")
     d = res.to_dict()
     if topics is not None:
         from limelight.cli.topics import topics_report
