@@ -185,7 +185,7 @@ def test_cli_memory_budget(tmp_path):
     run = [sys.executable, "-m", "limelight.cli", "index", "--collection", str(f)]
     p = subprocess.run([*run, "--out", str(tmp_path / "idx"), "--memory-gb", "0.001"],
                        capture_output=True, text=True)
-    assert p.returncode == 0 and "indexed 1200 documents of docs" in p.stdout, p.stderr
+    assert p.returncode == 0 and "indexed 1,200 documents of docs" in p.stdout, p.stderr
     _same_files(BM25Index.build(load_collection(f)).save(tmp_path / "ref"), tmp_path / "idx" / "bm25")
     p = subprocess.run([*run, "--out", str(tmp_path / "idx2"), "--memory-gb", "0"],
                        capture_output=True, text=True)
