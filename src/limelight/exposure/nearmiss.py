@@ -73,6 +73,11 @@ class NearMisses:
         self.by_term: sp.csc_matrix = sp.csc_matrix(
             (np.ones(len(rows), dtype=np.int8), (rows, self.qterms)),
             shape=(len(self.qptr) - 1, retriever.index.n_terms))
+        # the same with each term's query weight (repeats summed): a document's BM25 score for
+        # every log query at once, one sparse product (float64: within _TIE of the kernel's)
+        self._weighted: sp.csc_matrix = sp.csc_matrix(
+            (np.asarray(self.qw, dtype=np.float64), (rows, self.qterms)),
+            shape=(len(self.qptr) - 1, retriever.index.n_terms))
         #: the ranks of the ladder: the store's depth, then ``LEVEL_STEPS`` beyond it, then ``depth``
         self.levels = np.asarray(sorted({self.first - 1, *(self.first - 1 + s for s in LEVEL_STEPS
                                                             if self.first - 1 + s < self.depth), self.depth}),
@@ -164,12 +169,17 @@ class NearMisses:
         (every other query ranks ``d`` deeper than that rung), deeper rungs only if too few of
         them turn out to rank ``d`` beyond the store's depth."""
         d = int(self.retriever.doc_ids.lookup(docid))
-        terms, cand = self.candidates(d)
+        m = self.retriever.doc_matrix()
+        terms = np.asarray(m.indices[m.indptr[d]:m.indptr[d + 1]], dtype=np.int64)
         empty = np.zeros(0, dtype=np.int64)
+        if not len(terms):
+            return [], empty
+        # the candidates (queries sharing a term with d) and their scores of d, in one product
+        col = self._weighted[:, terms].tocsr() @ np.asarray(m.data[m.indptr[d]:m.indptr[d + 1]], dtype=np.float64)
+        cand = np.flatnonzero(col > 0).astype(np.int64)
         if not len(cand):
             return [], empty
-        ptr, qt, qw = self._rows(cand)
-        s_d = self.retriever._score(ptr, qt, qw, np.full((len(cand), 1), d, dtype=np.int32))[:, 0]
+        s_d = col[cand]
         lad = self.ladder()[cand]
         slack = np.abs(lad) * _TIE
         below_top = s_d <= lad[:, 0] + slack[:, 0]  # not surely within the store's depth
