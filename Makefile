@@ -25,8 +25,19 @@ install: $(STAMP) wordnet
 
 # the audit of the Debian catalog under the real query log (BM25, dense, hybrid) -> demo-out/,
 # with the configuration shipped inside the package (src/limelight/configs/debian.toml)
+DEMO_DB := sqlite:///$(CURDIR)/demo-out/portal.db
 demo: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/limelight audit debian --out demo-out
+	# the portal over it (issue 54): an admin (a new password, printed once) and one owner account
+	# per Debian source package (no password until `limelight users passwd NAME` gives one)
+	@$(BIN)/limelight users list --db $(DEMO_DB) 2>/dev/null | grep -q '^admin	admin	' || { \
+	  PW=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(12))'); \
+	  LIMELIGHT_PASSWORD=$$PW $(BIN)/limelight users add admin --role admin --db $(DEMO_DB) && \
+	  echo "the admin's password (shown once): $$PW"; }
+	HF_HUB_OFFLINE=1 $(BIN)/limelight users add-owners --audit demo-out --owners field:source --db $(DEMO_DB)
+	@echo "serve the portal: $(BIN)/limelight serve --audit demo-out --db $(DEMO_DB) --owners field:source --min-searches 2"
+	@echo "then log in at http://127.0.0.1:8000/login as admin, or as the owner of a source package (its name):"
+	@echo "  LIMELIGHT_PASSWORD='a long password' $(BIN)/limelight users passwd vim --db $(DEMO_DB)   # then log in as vim"
 	# every page of the web app over it and its report, in headless Chromium (issue 43): a console
 	# error, a chart without axis label, scientific notation, a raw field name or a stray symbol fails
 	HF_HUB_OFFLINE=1 $(BIN)/python tests/_page_checks.py --audit demo-out

@@ -460,3 +460,30 @@ def test_performance_per_document_and_per_owner_as_search_console_counts(portal)
                                                                   for k in policy.ownership.owners)
     html_page = client.get("/performance", headers=_headers(portal, "alice")).text
     assert 'id="performance-table"' in html_page and html.escape(A) in html_page
+
+
+def test_users_add_owners_makes_one_account_per_owner_key(audit_dir, tmp_path):
+    """``limelight users add-owners`` (the demo's accounts): one owner account per owner key of
+    the audit's documents, named after the key (characters a name may not hold become ``-``),
+    without a password; a second run adds none."""
+    from typer.testing import CliRunner
+
+    from limelight.cli import app
+    from limelight.service.accounts import Accounts
+    from limelight.service.core import AuditService
+
+    url = f"sqlite:///{tmp_path / 'owners.db'}"
+    args = ["users", "add-owners", "--audit", str(audit_dir), "--owners", "field:Distributor", "--db", url]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    keys = {str(v) for v in AuditService(audit_dir).docs.fields["Distributor"].tolist() if v not in (None, "")}
+    accounts = Accounts(url)
+    try:
+        users = {u["name"]: u for u in accounts.list_users()}
+        assert {u["owner"] for u in users.values()} == keys and len(users) == len(keys)
+        wb = users["Warner-Bros."]
+        assert (wb["owner"], wb["role"], wb["password"]) == (A, "owner", False)
+    finally:
+        accounts.close()
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and again.output.startswith("added 0 owner accounts")

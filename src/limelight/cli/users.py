@@ -8,6 +8,7 @@ once, when issued, alone on the last line of the output (``users token``).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import typer
 
@@ -50,6 +51,33 @@ def add(name: str = typer.Argument(..., help="the user name"),
     finally:
         accounts.close()
     typer.echo(f"added {a.name} ({a.role}{f', owner {a.owner}' if a.owner else ''})")
+
+
+@app.command("add-owners")
+def add_owners(audit: Path = typer.Option(..., "--audit", help="the audit served (limelight audit --out DIR)"),
+               owners: str = typer.Option(..., "--owners", help="field:NAME or a TSV of OWNER<TAB>ID-or-pattern, "
+                                          "as limelight serve takes it"),
+               db: str = DB) -> None:
+    """One owner account per owner key of the audit's documents (named after the key, no password:
+    set one with users passwd, or issue a token); keys already taken are skipped."""
+    from limelight.audit import AuditDir
+    from limelight.retrieval.index_dir import load_docs
+    from limelight.service.policy import Ownership
+
+    ad = AuditDir(audit)
+    ad.manifest  # noqa: B018 - a one-line error for a directory that is no audit
+    docs = load_docs(ad.index_dir)
+    keys = Ownership.from_spec(owners, docs.ids, docs.fields).owners
+    accounts = _accounts(db)
+    try:
+        added = accounts.add_owners(keys)
+    finally:
+        accounts.close()
+    example = next(iter(added), None)
+    skipped = len(keys) - len(added)
+    typer.echo(f"added {len(added):,} owner accounts for the {len(keys):,} owner keys of {owners}"
+               + (f" ({skipped:,} already had one)" if skipped else "")
+               + (f"; to log in as one, give it a password: limelight users passwd {example}" if example else ""))
 
 
 @app.command("passwd")

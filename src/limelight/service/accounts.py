@@ -99,6 +99,26 @@ class Accounts:
             s.flush()
             return _account(u)
 
+    def add_owners(self, keys: list[str]) -> dict[str, str]:
+        """One owner account per owner key, without a password (set one with ``set_password``,
+        or issue a token), in one transaction: the user name is the key with every run of
+        characters a name may not hold turned into ``-`` (``Warner Bros.`` → ``Warner-Bros.``).
+        Keys whose name is already taken (or empty) are skipped. Returns name → key of those
+        added."""
+        import re
+
+        now = db.utcnow()
+        with self.Session.begin() as s:
+            taken = set(s.scalars(select(db.User.name)))
+            new: dict[str, str] = {}
+            for key in dict.fromkeys(keys):  # a one-off command, not a request's path
+                name = re.sub(r"[^A-Za-z0-9._@+-]+", "-", key).lstrip("-._@+").rstrip("-")[:100]
+                if name and NAME.match(name) and name not in taken and name not in new:
+                    new[name] = key
+            s.add_all([db.User(name=n, role="owner", owner=k, created_at=now, password_hash=None)
+                       for n, k in new.items()])
+        return new
+
     def _hash(self, password: str) -> str:
         if len(password) < MIN_PASSWORD:
             raise LimelightError(f"the password is shorter than {MIN_PASSWORD} characters")
