@@ -240,6 +240,26 @@ def test_learned_model_side_by_side(dense_audit_dir):
     learned_ids = {q["qid"] for q in lst["queries"]}
     assert all(q["in_both"] == (q["qid"] in learned_ids) for q in j["exact"]["queries"])
     assert 'id="panel-exact"' in page and 'id="panel-residual"' in page and "Learned model: residual" in page
+    # under the portal's privacy screen (k = 2, an owner asking): the first 3 queries the screen
+    # shows (5 of the 300 here), in the model's order over the whole log, not what is left of its
+    # top 3
+    from limelight.service.policy import Ownership, Policy, Principal, current_principal
+
+    svc.screen = Policy(Ownership({}, len(svc.doc_ids), "none"), 2)
+    token = current_principal.set(Principal("owner", "o", "o"))
+    try:
+        screen = svc.query_screen(svc.system("dense"))
+        (owned,) = svc.eqi(text, "dense", 3)["learned"]
+    finally:
+        current_principal.reset(token)
+        svc.screen = None
+    every = model.search(texts=[text], k=len(st.queries))[0][0]
+    every = every[every >= 0]
+    shown = every[~screen.hidden[every]]
+    assert len(shown) >= 3 and screen.hidden[every[:3]].any()  # the old list had fewer than 3
+    assert [q["qid"] for q in owned["queries"]] == st.queries.ids.decode(shown[:3]).tolist()
+    cut = int(np.flatnonzero(~screen.hidden[every])[2]) + 1
+    assert owned["privacy"]["hidden"] == int(screen.hidden[every[:cut]].sum())
 
 
 def test_unknown_ids_are_404_with_a_message(client):

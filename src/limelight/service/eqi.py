@@ -176,15 +176,23 @@ def learned(service, sysm, method: str, text: str, k: int, exact: dict, screen=N
     reason = why_not(service, sysm, method)
     if reason is not None:
         return {"method": method, "available": False, "queries": [], "message": reason}
+    n = len(sysm.store.queries)
+    want = min(k, n)
     try:
         model = _cached(service, ("learned", sysm.name, method),
                         lambda: _released(_load_learned(service, sysm, method)))
-        q = np.asarray(model.search(texts=[text], k=k)[0][0])
+        while True:  # with a screen, deeper until k queries it shows (or the whole log) are found
+            q = np.asarray(model.search(texts=[text], k=want)[0][0])
+            q = q[q >= 0]
+            if screen is None or len(q) < want or want >= n or int((~screen.hidden[q]).sum()) >= k:
+                break
+            want = min(n, want * 4)
     except LimelightError as e:
         return {"method": method, "available": False, "queries": [], "message": str(e)}
-    q = q[q >= 0]
     privacy = None
-    if screen is not None:
+    if screen is not None:  # the hidden ones among those ranked above the k-th shown
+        shown = np.flatnonzero(~screen.hidden[q])
+        q = q[:int(shown[k - 1]) + 1] if len(shown) >= k else q
         privacy = screen.summary(q)
         q = q[~screen.hidden[q]]
     truth = exact.get("_truth", {})
