@@ -12,6 +12,7 @@ sent. The rerun runs in-process; its first progress line says how many queries i
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import signal
@@ -54,11 +55,16 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def interrupt(args: list, cwd, ready: re.Pattern = DONE, ignored: bool = False) -> str:
+RESUME = "rerun the same command to resume"
+
+
+def interrupt(args: list, cwd, ready: re.Pattern = DONE, ignored: bool = False,
+              resume: str = RESUME) -> str:
     """Run ``limelight ARGS`` in a process group of its own, send SIGINT to the group when a
-    line of its stderr matches ``ready``; assert status 130 within 2 s, no traceback and a line
-    saying how to resume; return its stderr. ``ignored``: the command starts with SIGINT
-    ignored, as a shell starts a background command (``limelight ... &`` in a script)."""
+    line of its stderr matches ``ready``; assert status 130 within 2 s, no traceback and a last
+    line saying how to resume (``resume``); return its stderr. ``ignored``: the command starts
+    with SIGINT ignored, as a shell starts a background command (``limelight ... &`` in a
+    script)."""
     env = {**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1"}
     p = subprocess.Popen([sys.executable, "-m", "limelight.cli", *map(str, args)], cwd=cwd, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -84,7 +90,7 @@ def interrupt(args: list, cwd, ready: re.Pattern = DONE, ignored: bool = False) 
             p.wait()
     err = "".join(seen) + p.stderr.read()
     assert rc == 130 and took < 2, (rc, took, err)
-    assert "Traceback" not in err and "rerun the same command to resume" in err.splitlines()[-1], err
+    assert "Traceback" not in err and resume in err.splitlines()[-1], err
     return err
 
 
@@ -99,15 +105,22 @@ def finished_queries(store) -> int:
     return SHARD * len(list((store / "shards").glob("*.parquet"))) if store.exists() else 0
 
 
-@pytest.mark.parametrize("kind", ["bm25", "dense", "run", "http"])
+@pytest.mark.parametrize("kind", ["bm25", "dense", "hybrid", "run", "http", "pyterrier"])
 def test_exposure_compute_stops_and_resumes(kind, work, tmp_path, monkeypatch):
-    """``exposure compute`` of each kind of system (over an index: bm25 and dense; a run file;
-    a live service): Ctrl-C stops it, the finished shards are kept, the rerun computes only the
-    other queries and completes the store."""
+    """``exposure compute`` of each kind of system a command line gives (over an index: bm25,
+    dense, hybrid; a run file; a live service; a PyTerrier pipeline, PISA's BM25 fed frames of
+    5 queries): Ctrl-C stops it, the finished shards are kept, the rerun computes only the
+    other queries and completes the store. (Kind reranked runs in an audit only: its first
+    stage is another system of the audit.)"""
     out = tmp_path / "store"
+    pt = tmp_path / "pisa.toml"
+    pt.write_text('[system]\nkind = "pyterrier"\nbatch_size = 5\nargs = {index = "pisa"}\n'
+                  'factory = "limelight.retrieval.kinds.pyterrier:pisa_bm25"\n')
     system = {"bm25": ["--index", work / "idx"],
               "dense": ["--index", work / "idx", "--model", "dense"],
-              "run": ["--run", work / "bm25.run", "--collection", "adi"]}
+              "hybrid": ["--index", work / "idx", "--model", "hybrid"],
+              "run": ["--run", work / "bm25.run", "--collection", "adi"],
+              "pyterrier": ["--system", pt, "--collection", "adi"]}
     args = ["exposure", "compute", "--queries", work / "log.tsv", "--out", out, "--depth", 10,
             "--shard-size", SHARD]
     monkeypatch.setenv("LIMELIGHT_PROGRESS_SECONDS", "0")
@@ -174,3 +187,32 @@ robustness = false
     monkeypatch.setenv("LIMELIGHT_PROGRESS_SECONDS", "0")
     res = invoke("audit", cfg, "--out", tmp_path / "out")
     assert 0 < first_done(res.output.split("exposure", 1)[1]) < N_QUERIES
+
+
+def test_index_stops_and_leaves_nothing(tmp_path, monkeypatch):
+    """``index``: Ctrl-C while the documents are analysed stops it; the local build writes its
+    folder whole or not at all, so the line says that nothing was written and the rerun builds
+    it (it said "what was finished is kept ... resume", which an index never did)."""
+    out = tmp_path / "idx"
+    err = interrupt(["index", "--collection", "debian", "--out", out, "--memory-gb", 0.05], tmp_path,
+                    ready=re.compile(r"analyzing debian: [1-9]\d*, "),
+                    resume="rerun the same command to build it")
+    assert f"no index was written to {out}" in err and not out.exists()
+
+
+def test_generate_train_stops_and_resumes(tmp_path, monkeypatch):
+    """``generate train`` (a tiny real T5, CtrlQGen on the movies catalog, 30 steps): Ctrl-C
+    after a progress line stops it at its next step with a checkpoint, exit 130 and the line
+    saying to rerun with --resume; the resumed run starts at the step it stopped at."""
+    from _tiny_models import tiny_t5
+
+    t5 = tiny_t5(tmp_path / "t5")
+    args = ["generate", "train", "--catalog", "movies", "--backbone", t5, "--steps", 30,
+            "--batch-size", 2, "--n-queries", 8, "--train-layers", 1, "--out", tmp_path / "gen",
+            "--checkpoint-dir", tmp_path / "ck"]
+    err = interrupt(args, tmp_path, resume="rerun with --resume to continue")
+    stopped = int(re.search(r"stopped \(interrupted\) at step (\d+)/30", err).group(1))
+    assert 0 < stopped < 30 and (tmp_path / "ck" / "train_state.pt").exists()
+    res = invoke(*args, "--resume")
+    info = json.loads(res.stdout.strip().splitlines()[-1])
+    assert info["resumed_from"] == stopped and info["steps"] == 30

@@ -55,7 +55,7 @@ def index(
 ) -> None:
     """Index a collection (BM25, and dense with --dense)."""
     from limelight.analysis import Analyzer
-    from limelight.retrieval.index_dir import build_index_from, read_meta
+    from limelight.retrieval.index_dir import read_meta
 
     check_output_dir(out, "index")  # before the work: a folder of the user's is never replaced
     if not memory_gb > 0:
@@ -70,6 +70,24 @@ def index(
         raise LimelightError("--engine ray builds the BM25 index; build the dense one with "
                              "--engine local (or RayEncoder in Python)")
     analyzer = Analyzer(stopwords=stopwords, stemmer="english" if stem else None)
+    try:
+        _build(collection, out, dense, analyzer, model, memory_gb, engine, address)
+    except KeyboardInterrupt:
+        if engine == "ray":  # its analysed runs are kept: main's line (rerun to resume) holds
+            raise
+        # the local build writes its folder whole or not at all: nothing to resume
+        typer.echo(f"interrupted; no index was written to {out} (it is built whole or not at "
+                   "all): rerun the same command to build it", err=True)
+        raise typer.Exit(130) from None
+    meta = read_meta(out)
+    typer.echo(f"indexed {plural(meta['n_docs'], 'document')} of {meta['collection']} into {out}")
+
+
+def _build(collection: str, out: Path, dense: bool, analyzer, model: str | None, memory_gb: float,
+           engine: str, address: str | None) -> None:
+    """``limelight index``'s build: local, or the documents' analysis as Ray tasks."""
+    from limelight.retrieval.index_dir import build_index_from
+
     if engine == "ray":  # runs of documents analyzed as Ray tasks, merged here (resumable)
         from limelight.scale.index import build_index_ray_from
 
@@ -78,8 +96,6 @@ def index(
     else:
         build_index_from(collection, out, dense=dense, analyzer=analyzer, model=model,
                          show_progress=True, memory_gb=memory_gb)
-    meta = read_meta(out)
-    typer.echo(f"indexed {plural(meta['n_docs'], 'document')} of {meta['collection']} into {out}")
 
 
 def search(

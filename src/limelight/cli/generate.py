@@ -208,22 +208,27 @@ def train(
 
 @contextlib.contextmanager
 def _interrupt_flag(active: bool):
-    """Yield ``interrupted()``; while ``active``, Ctrl-C sets it instead of raising (training then
-    stops at its next step, with a checkpoint)."""
-    import signal
+    """Yield ``interrupted()``; while ``active``, Ctrl-C is deferred (``progress.deferred_interrupt``,
+    as every long command defers it: a second Ctrl-C stops at once) and sets it instead of raising
+    (training then stops at its next step, with a checkpoint). ``interrupted()`` keeps its answer
+    after the block (the deferral's flag is cleared when it ends)."""
+    from limelight.progress import deferred_interrupt, interrupt_requested
 
-    hit = []
-    old = None
-    if active:
+    hit: list[int] = []
+
+    def interrupted() -> bool:
+        if not hit and active and interrupt_requested():
+            hit.append(1)
+        return bool(hit)
+
+    if not active:
+        yield interrupted
+        return
+    with deferred_interrupt():
         try:
-            old = signal.signal(signal.SIGINT, lambda *_: hit.append(1))
-        except ValueError:  # not the main thread: Ctrl-C keeps its usual meaning
-            old = None
-    try:
-        yield lambda: bool(hit)
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
+            yield interrupted
+        finally:
+            interrupted()  # (seen before the flag is cleared)
 
 
 def suggest_cmd(

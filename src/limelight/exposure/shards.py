@@ -173,11 +173,45 @@ def _rows_from_run(run: Run, sub: Queries, doc_ids: IdMap, q0: int, depth: int
     return rows
 
 
+#: a batch's ``search_batch`` calls: the first is given ``CHECK_CHUNK`` queries, the next as many
+#: as take about ``CHECK_SECONDS`` at the rate measured so far; a deferred Ctrl-C is tested
+#: between them (``progress.check_interrupt``), so that a large batch (a shard of 8,192 queries
+#: over a large index) stops within a second (a native kernel cannot be stopped midway), while a
+#: fast one is cut in few calls (BM25 over the Debian catalog: 8,192 queries in 2 calls)
+CHECK_CHUNK, CHECK_SECONDS = 1024, 0.5
+
+
 def _search_topk(retriever, queries: Queries, b: int, be: int, depth: int, doc_ids: IdMap
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """``search_batch`` over queries ``b:be``, checked: ``(docs, scores)`` with ≤ ``depth`` columns
-    (the retriever is asked for at most as many documents as the collection has)."""
-    docs, scores = retriever.search_batch(queries.texts_between(b, be), min(depth, len(doc_ids)))
+    """``search_batch`` over queries ``b:be`` (in chunks, a deferred Ctrl-C tested between them:
+    ``CHECK_CHUNK``), checked: ``(docs, scores)`` with ≤ ``depth`` columns (the retriever is
+    asked for at most as many documents as the collection has)."""
+    import time
+
+    from limelight.progress import check_interrupt
+
+    k = min(depth, len(doc_ids))
+    parts, c, n = [], b, CHECK_CHUNK
+    while c < be:
+        if c > b:
+            check_interrupt()
+        e = min(be, c + n)
+        t0 = time.perf_counter()
+        parts.append(retriever.search_batch(queries.texts_between(c, e), k))
+        rate = (e - c) / max(time.perf_counter() - t0, 1e-6)  # queries a second
+        n, c = max(64, int(rate * CHECK_SECONDS)), e
+    if len(parts) <= 1:
+        docs, scores = parts[0] if parts else retriever.search_batch(queries.texts_between(b, be), k)
+    else:  # (the chunks' widths can differ: a retriever pads to the most any query found)
+        width = max(np.asarray(d).shape[1] for d, _ in parts)
+        docs = np.full((be - b, width), -1, dtype=np.asarray(parts[0][0]).dtype)
+        scores = np.zeros((be - b, width), dtype=np.asarray(parts[0][1]).dtype)
+        row = 0
+        for d, sc in parts:
+            d = np.asarray(d)
+            docs[row:row + len(d), :d.shape[1]] = d
+            scores[row:row + len(d), :d.shape[1]] = sc
+            row += len(d)
     docs = np.asarray(docs)
     if docs.shape[0] != be - b:
         raise LimelightError(f"retriever returned {docs.shape[0]} rows for {be - b} queries")

@@ -539,29 +539,45 @@ def plot_curve(history: list[dict], path: str | os.PathLike, title: str = "") ->
 
 
 class _StopFlag:
-    """SIGINT/SIGTERM set a flag checked between optimizer steps (never mid-update)."""
+    """SIGINT (deferred as every long job defers it: ``progress.deferred_interrupt``; a second
+    Ctrl-C stops at once) and SIGTERM set a flag checked between optimizer steps (never
+    mid-update): ``signal``, the one that arrived."""
 
     def __init__(self) -> None:
-        self.signal: int | None = None
+        self._term: int | None = None
         self._old: dict[int, object] = {}
+        self._defer = None
+
+    @property
+    def signal(self) -> int | None:
+        import signal
+
+        from limelight.progress import interrupt_requested
+
+        return self._term if self._term is not None else (
+            signal.SIGINT if interrupt_requested() else None)
 
     def __enter__(self) -> _StopFlag:
         import signal
         import threading
 
+        from limelight.progress import deferred_interrupt
+
+        self._defer = deferred_interrupt()
+        self._defer.__enter__()
         if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handle)
+            self._old[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:  # noqa: ANN001
-        self.signal = signum
+        self._term = signum
 
     def __exit__(self, *exc) -> None:
         import signal
 
         for s, h in self._old.items():
             signal.signal(s, h)
+        self._defer.__exit__(*exc)
 
 
 class _Fit:

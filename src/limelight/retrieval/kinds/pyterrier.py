@@ -220,9 +220,13 @@ class PyTerrierRetriever(Retriever):
         ``docno``, ``score`` (at most ``k`` rows a query where the transformer cuts)."""
         import pandas as pd
 
+        from limelight.progress import check_interrupt
+
         pipe, _ = self._pipeline(k)
         parts = []
         for i in range(0, len(frame), self.batch_size):
+            if i:
+                check_interrupt()  # a deferred Ctrl-C stops between frames
             out = pipe.transform(frame.iloc[i:i + self.batch_size].reset_index(drop=True))
             if not isinstance(out, pd.DataFrame):
                 raise LimelightError(f"system {self.name!r}: the transformer returned a "
