@@ -216,3 +216,15 @@ def test_generate_train_stops_and_resumes(tmp_path, monkeypatch):
     res = invoke(*args, "--resume")
     info = json.loads(res.stdout.strip().splitlines()[-1])
     assert info["resumed_from"] == stopped and info["steps"] == 30
+
+
+def test_evaluate_on_a_large_run_stops(trec_eval_dir, tmp_path):
+    """``evaluate`` over many runs (trec_eval's 30,100-line test run given 200 times: ~6M lines,
+    several seconds to read here): a progress line per file read and per run evaluated, and
+    Ctrl-C stops it between files within 2 s (it was silent until the table). It writes nothing,
+    so its line says so and that the rerun is the same command."""
+    run = trec_eval_dir / "results.comment.test"
+    err = interrupt(["evaluate", *[run] * 200, "--qrels", trec_eval_dir / "qrels.comment.test"],
+                    tmp_path, ready=re.compile(r"(reading|evaluating) 200 runs: [1-9]\d*/200 \("),
+                    resume="nothing was written; rerun the same command")
+    assert err.splitlines()[-1] == "interrupted; nothing was written; rerun the same command"

@@ -8,27 +8,35 @@ from pathlib import Path
 
 import typer
 
-from limelight.errors import LimelightError
+from limelight.errors import LimelightError, plural
 
 
 def _load(qrels_path: Path, run_paths: list[Path]):
     """The qrels and the runs, all on one document map (the qrels' documents first), TREC
-    files read in parallel by the columnar reader."""
+    files read in parallel by the columnar reader; a progress line per file read (on stderr,
+    ``progress.progress_bar``), Ctrl-C tested between files (within ``deferred_interrupt``)."""
+    from limelight.cli.console import progress_bar
     from limelight.data.formats import read_run_parquet, read_trec_qrels, read_trec_runs
+    from limelight.progress import check_interrupt
 
     if not run_paths:
         raise LimelightError("no run files given")
     qrels = read_trec_qrels(qrels_path)
     trec = [i for i, p in enumerate(run_paths) if not str(p).endswith(".parquet")]
     runs: list = [None] * len(run_paths)
-    for i, r in zip(trec, read_trec_runs([run_paths[i] for i in trec], doc_map=qrels.docids),
-                    strict=True):
-        runs[i] = r
-    if trec:
-        qrels = qrels.with_doc_map(runs[trec[0]].docids)  # re-pointed: same codes
-    for i, p in enumerate(run_paths):
-        if runs[i] is None:
-            runs[i] = read_run_parquet(p)
+    with progress_bar(f"reading {plural(len(run_paths), 'run')}", len(run_paths)) as update:
+        for i, r in zip(trec, read_trec_runs([run_paths[i] for i in trec], doc_map=qrels.docids,
+                                             progress=update), strict=True):
+            runs[i] = r
+        if trec:
+            qrels = qrels.with_doc_map(runs[trec[0]].docids)  # re-pointed: same codes
+        done = len(trec)
+        for i, p in enumerate(run_paths):
+            if runs[i] is None:
+                runs[i] = read_run_parquet(p)
+                done += 1
+                update(done)
+                check_interrupt()
     return qrels, runs
 
 
@@ -78,16 +86,25 @@ def evaluate(
     runs per measure, the family that compare uses too). A run's values never depend on the
     other runs passed: the corpus size n is --n-docs, the size of --collection, or else each
     run's own (the judged documents plus those the run retrieves)."""
+    from limelight.cli.console import progress_bar
     from limelight.evaluation.compare import evaluate_runs
+    from limelight.progress import deferred_interrupt
 
     if not 0 < alpha < 1:  # NaN too: a level is a probability strictly between 0 and 1
         raise LimelightError(f"--alpha must be between 0 and 1 (a significance level such as 0.05), "
                              f"got {alpha}")
     n_docs, n_note = _corpus_size(n_docs, collection)
-    q, rs = _load(qrels, runs)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        table = evaluate_runs(rs, q, " ".join(measures), n_docs=n_docs, test=test)
+    try:  # Ctrl-C: tested between files read and between runs evaluated, stops within a second
+        with deferred_interrupt():
+            q, rs = _load(qrels, runs)
+            with warnings.catch_warnings(record=True) as caught, \
+                    progress_bar(f"evaluating {plural(len(rs), 'run')}", len(rs)) as update:
+                warnings.simplefilter("always")
+                table = evaluate_runs(rs, q, " ".join(measures), n_docs=n_docs, test=test,
+                                      progress=update)
+    except KeyboardInterrupt:  # evaluate only prints: there is nothing to keep or resume
+        typer.echo("interrupted; nothing was written; rerun the same command", err=True)
+        raise typer.Exit(130) from None
     for w in caught:
         typer.echo(f"warning: {w.message}", err=True)
     if json_out:

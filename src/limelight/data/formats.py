@@ -16,7 +16,7 @@ import os
 import re
 import warnings
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -429,7 +429,8 @@ def read_trec_run(path: PathLike, name: str | None = None, doc_map: IdMap | None
 
 
 def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
-                   names: Sequence[str] | None = None, threads: int | None = None) -> list[Run]:
+                   names: Sequence[str] | None = None, threads: int | None = None,
+                   progress: Callable[[int], None] | None = None) -> list[Run]:
     """Read several TREC runs onto **one** document ``IdMap``, files parsed in parallel.
 
     The shared map holds ``doc_map``'s ids first, with their codes (e.g. the qrels' documents:
@@ -437,6 +438,10 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
     documents in first-seen order. Each file is read as ``read_trec_run`` reads it: a file the
     fast pass cannot read exactly is re-read by the precise pass (same result, or the one-line
     error naming its file and line).
+
+    ``progress(n)``: called with the number of files parsed so far, after each. Between files
+    a deferred Ctrl-C (``progress.deferred_interrupt``) stops the read (``KeyboardInterrupt``;
+    the files not yet started are not parsed).
     """
     paths = list(paths)
     if names is not None and len(names) != len(paths):
@@ -450,18 +455,34 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
         except Exception:
             return None
 
+    from limelight.progress import check_interrupt
+
+    parts: list = []
+
+    def parsed(part) -> None:  # one more file parsed (in the calling thread): report, stop if asked
+        parts.append(part)
+        if progress is not None:
+            progress(len(parts))
+        check_interrupt()
+
     workers = threads if threads is not None else min(len(paths), os.cpu_count() or 1, 4)
     if workers > 1 and len(paths) > 1:
-        with ThreadPoolExecutor(workers) as ex:
-            parts = list(ex.map(fast, paths))
+        ex = ThreadPoolExecutor(workers)
+        try:
+            for part in ex.map(fast, paths):
+                parsed(part)
+        finally:  # on Ctrl-C: the files not started are dropped, not parsed
+            ex.shutdown(wait=True, cancel_futures=True)
     else:
-        parts = [fast(p) for p in paths]
+        for p in paths:
+            parsed(fast(p))
     # files the fast pass rejected: the precise pass (raises the exact error, or reads them)
     precise = {}
     for i, (p, part) in enumerate(zip(paths, parts, strict=True)):
         if part is None:
             r = _read_trec_run_precise(p)
             precise[i] = r
+            check_interrupt()
     dicts = [part[2] if part is not None else precise[i].docids.to_arrow()
              for i, part in enumerate(parts)]
     shared, recodes = _recode_docs(doc_map, dicts)
@@ -478,7 +499,8 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
             run.meta["tag"] = tag
         runs.append(run)
         parts[i] = None
-    del parts, dicts
+    parts.clear()
+    del dicts
     _release_arrow_memory()
     return runs
 

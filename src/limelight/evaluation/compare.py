@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,16 +75,26 @@ def _common_stack(ev: Evaluator, runs: Sequence[Run], results: Sequence[EvalResu
 
 
 def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[str | Measure],
-                  n_docs: int | None = None, test: str = "t", warn: bool = True) -> RunTable:
+                  n_docs: int | None = None, test: str = "t", warn: bool = True,
+                  progress: Callable[[int], None] | None = None) -> RunTable:
     """Evaluate ``runs`` and test each against the first (corrected over all pairs of runs,
     ``CORRECTION_FAMILY``). Each run's values are those it gets alone: ``n_docs``, or its own
-    default corpus size (``relpos.corpus_size``), never one that depends on the other runs."""
+    default corpus size (``relpos.corpus_size``), never one that depends on the other runs.
+    ``progress(n)``: called with the number of runs evaluated so far, after each; between runs
+    a deferred Ctrl-C (``progress.deferred_interrupt``) stops it (``KeyboardInterrupt``)."""
+    from limelight.progress import check_interrupt
+
     if not runs:
         raise LimelightError("no runs given")
     if test not in ("t", "wilcoxon"):
         raise LimelightError(f"--test must be t or wilcoxon, got {test!r}")
     ev = Evaluator(qrels, measures, n_docs)
-    results = [ev.evaluate(r, warn=warn) for r in runs]  # each run's values as it gets alone
+    results: list[EvalResult] = []
+    for r in runs:  # each run's values as it gets alone
+        results.append(ev.evaluate(r, warn=warn))
+        if progress is not None:
+            progress(len(results))
+        check_interrupt()
     pvals: dict[Measure, np.ndarray] = {}
     pairs: dict[Measure, np.ndarray] = {}
     for m in ev.measures:
