@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from _results import update_results
+from _results import pending_rows, stale_reason, update_results
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -80,12 +80,30 @@ def _table(rows: list[dict], runs: dict[str, dict]) -> str:
         val = f"{r['value']:.4g}{(' ' + r['unit']) if r['unit'] else ''}"
         load = "/".join(f"{x:.1f}" for x in r["load"])
         fig = r["figure"] + (f" ({r['note']})" if r.get("note") else "")
+        if (stale := stale_reason(r)) is not None:  # not today's figure: withheld (_results.STALE)
+            val, ratio, met, fig = stale, "", "", r["figure"]
         out.append(f"| {r['benchmark']} | {fig} | {val} | {r['anchor']} | {ratio} | {r['target']} | "
                    f"{met} | {load} | {r['when']} |")
+    if pending := pending_rows(rows):
+        out += ["", "Figures quoted in the docs or notes that no `make bench` run has recorded yet "
+                "(each becomes a row of the table above once its command has run):", "",
+                "| benchmark | figure | status |", "|---|---|---|"]
+        out += [f"| {bench} | {what} | pending: {cmd} |" for bench, what, cmd in pending]
     out += ["", "| benchmark | status | wall time |", "|---|---|---|"]
     for name, run in runs.items():
         out.append(f"| {name} | {run['status']} | {run['seconds'] / 60:.1f} min |")
     return "\n".join(out) + "\n"
+
+
+def _write(out: Path, sidecar: Path, state: dict) -> None:
+    """The JSON sidecar and the table, atomically; docs/results.md's speed tables when ``out`` is
+    docs/benchmarks.md."""
+    for path, text in ((sidecar, json.dumps(state, indent=1)), (out, _table(state["rows"], state["runs"]))):
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    if out.resolve() == (ROOT / "docs" / "benchmarks.md").resolve():
+        update_results(ROOT / "docs" / "results.md", sidecar)  # its speed tables, from the JSON
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated benchmark names (e.g. eqi,serve)")
     ap.add_argument("--skip", default="", help="comma-separated benchmark names to leave out")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: rewrite --out (and docs/results.md) from its JSON sidecar")
     args = ap.parse_args(argv)
     only = {n.removesuffix(".py") for n in args.only.split(",") if n}
     skip = {n.removesuffix(".py") for n in args.skip.split(",") if n}
@@ -102,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     logs = ROOT / ".cache" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
     order = {s: i for i, (s, _) in enumerate(BENCHMARKS)}
+    if args.render:
+        _write(out, sidecar, state)
+        print(f"wrote {out} from {sidecar}")
+        return 0
     for script, extra in BENCHMARKS:
         name = script.removesuffix(".py")
         if (only and name not in only) or name in skip:
@@ -122,13 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         state["rows"] = sorted([r for r in state["rows"] if r["benchmark"] != script] + rows,
                                key=lambda r: order.get(r["benchmark"], len(order)))
         state["runs"][script] = {"status": status, "seconds": seconds}
-        # written after every benchmark, atomically, so an interrupted `make bench` keeps what ran
-        for path, text in ((sidecar, json.dumps(state, indent=1)), (out, _table(state["rows"], state["runs"]))):
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
-        if out.resolve() == (ROOT / "docs" / "benchmarks.md").resolve():
-            update_results(ROOT / "docs" / "results.md", sidecar)  # its speed tables, from the JSON
+        _write(out, sidecar, state)  # after every benchmark: an interrupted `make bench` keeps what ran
     bad = [s for s, r in state["runs"].items() if r["status"] != "ok"]
     print(f"wrote {out}" + (f"; not ok: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0

@@ -65,3 +65,27 @@ def test_render_follows_the_json_and_keeps_the_rest(tmp_path):
     # a section whose markers are missing is an error, not a silent skip
     with pytest.raises(ValueError, match="speed:eqi"):
         _results.render(text.replace(_results.end_marker("eqi"), ""), rows)
+
+
+def test_stale_and_missing_figures_are_shown_as_pending():
+    """Issue 52 item 20: docs/benchmarks.md is what ``run_all.py`` renders from the JSON; the
+    server's start-up RSS recorded before its start-up changed (2325 MiB) is in no page as a
+    current value (shown as pending, with the command that refreshes it), and each figure the
+    docs rely on that no bench run recorded yet (tab-separated evaluate rows, the 10M-line run
+    file, the 1M-document build RSS, import time on 3.13) is listed with its command."""
+    import run_all
+
+    state = json.loads((REPO / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    page = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page == run_all._table(state["rows"], state["runs"])
+    results = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+    rss = next(r for r in state["rows"] if r["figure"].startswith("limelight serve resident memory"))
+    if _results.stale_reason(rss) is not None:
+        for text in (page, results):
+            assert f"{rss['value']:.4g} MiB" not in text and "refresh with" in text
+    for bench, what, cmd in _results.pending_rows(state["rows"]):
+        assert f"| {bench} | {what} | pending: {cmd} |" in page
+    stale = dict(rss, when="2026-11-25 00:03")
+    assert _results.stale_reason(stale) and not _results.stale_reason(dict(rss, when="2026-11-29 10:00"))
+    assert {b for b, *_ in _results.PENDING} >= {"evaluate_end_to_end.py", "run_kind.py",
+                                                  "scale_build.py", "import_time.py"}
