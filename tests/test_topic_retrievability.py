@@ -157,6 +157,18 @@ def test_topic_groups_file_reads_back_as_groups(tmp_path):
     assert (tmp_path / "mine.tsv").read_text() == "keep\n"
 
 
+def test_tokens_are_limelights_analysis():
+    from limelight.analysis import Analyzer
+    from limelight.exposure.topics import _tokens
+
+    texts = ["What is Debian's APT_config?", "Café crème, naïve 42 x", "", "the THE of-of a b c", "日本語 テキスト"]
+    rows, codes, terms = _tokens(texts)
+    mine = [[] for _ in texts]
+    for r, c in zip(rows.tolist(), codes.tolist(), strict=True):
+        mine[r].append(terms[c])
+    assert mine == Analyzer(stopwords="en_plus").tokenize_many(texts)
+
+
 def test_kmeans_topics_are_seeded_and_sensible():
     texts = ["linux kernel module", "kernel module build linux", "linux kernel driver",
              "python package install", "pip install python package", "python package wheel"]

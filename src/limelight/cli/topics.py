@@ -29,7 +29,7 @@ def _make_topics(st, vectors: Path | None, seed: int):
     rows of ``vectors`` (.npy, one row per query of the store, in its order)."""
     from limelight.exposure.topics import topics_from_texts, topics_from_vectors
 
-    texts = st.queries.texts.tolist()
+    texts = st.queries_table().column("text")  # Arrow strings: the tokenizer reads them as they are
     if vectors is None:
         return lambda k: topics_from_texts(texts, k, seed)
     if not vectors.is_file():
@@ -41,7 +41,7 @@ def _make_topics(st, vectors: Path | None, seed: int):
     if x.ndim != 2 or x.shape[0] != len(texts):
         raise LimelightError(f"--topic-vectors {vectors}: shape {x.shape}, expected one row per "
                              f"query of the store ({len(texts):,} × dim)")
-    return lambda k: topics_from_vectors(x, k, seed, texts)
+    return lambda k: topics_from_vectors(x, k, seed, texts.to_pylist())
 
 
 def topics_report(st, collection: dict, spec: str, vectors: Path | None, seed: int, c: int,
