@@ -106,13 +106,14 @@ class CpuBudget:
         root = Path(str(self.config.rootpath))
         suite = {(root / p).resolve() for p in self.config.getini("testpaths")} or {root}
         opt = self.config.option
-        return {Path(a).resolve() for a in self.config.args} <= suite and not opt.keyword \
-            and not opt.markexpr and not getattr(opt, "deselect", None) and not opt.lf \
-            and not opt.exitfirst
+        selected = any(getattr(opt, name, None) for name in ("keyword", "markexpr", "deselect", "lf",
+                                                               "maxfail"))
+        return {Path(a).resolve() for a in self.config.args} <= suite and not selected
 
     def total(self) -> float:
         return sum(self.per_test.values())
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         if hasattr(self.config, "workerinput") or not self.per_test:
             return

@@ -33,12 +33,15 @@ def test_cheap():
 """
 
 
-def _inner(tmp_path: Path, body: str, budget: float, long_test_s: float = 30.0) -> subprocess.CompletedProcess:
+def _inner(tmp_path: Path, body: str, budget: float, long_test_s: float = 30.0, always: bool = True,
+           args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_inner.py").write_text(BURN + body)
-    env = {**os.environ, "LIMELIGHT_CPU_BUDGET": str(budget), "LIMELIGHT_CPU_BUDGET_ALWAYS": "1",
-           "LIMELIGHT_LONG_TEST_S": str(long_test_s)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+    env = {**os.environ, "LIMELIGHT_CPU_BUDGET": str(budget), "LIMELIGHT_LONG_TEST_S": str(long_test_s)}
+    env.pop("LIMELIGHT_CPU_BUDGET_ALWAYS", None)
+    if always:
+        env["LIMELIGHT_CPU_BUDGET_ALWAYS"] = "1"
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -65,3 +68,14 @@ def test_an_expensive_test_must_say_why(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "test_inner.py::test_silent used" in r.stdout
     assert "test_explained used" not in r.stdout
+
+
+def test_the_budget_applies_to_the_whole_suite_only(tmp_path):
+    """Without the override, the whole suite is checked (and fails over budget); a selection
+    (``-k``, ``-x``) only prints the figures."""
+    body = "\ndef test_new():\n    burn(1.0)\n"
+    whole = _inner(tmp_path, body, budget=0.6, always=False)
+    assert whole.returncode == 1 and "FAILED cpu budget: the suite used" in whole.stdout, whole.stdout
+    for args in (("-k", "new"), ("-x",)):
+        part = _inner(tmp_path, body, budget=0.6, always=False, args=args)
+        assert part.returncode == 0 and "FAILED cpu budget" not in part.stdout, (args, part.stdout)
