@@ -115,7 +115,9 @@ def real_docs():
 @pytest.mark.parametrize("variant", ["auto", "onnx"])
 def test_vectors_do_not_depend_on_the_batch(variant, real_docs):
     """A text's vector is the same whatever else is encoded with it: one batch, batches of 1, 7
-    and 32, reversed order, other worker counts (int8 scales are the text's own)."""
+    and 32, reversed order, other worker counts (int8 scales are the text's own).
+
+    CPU: the real encoders run each text alone and in batches."""
     enc = Encoder(variant=variant)
     assert enc.identity()["onnx_run"] == encoders.ONNX_RUN
     whole = enc.encode(real_docs)

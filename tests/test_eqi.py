@@ -202,7 +202,9 @@ def test_exact_reverse_dense_equals_recomputation(dense_setup):
 def test_exact_reverse_dense_equals_a_rebuilt_index(log, tmp_path):
     """The default encoder end to end (no shared embeddings): a real dense store over cranfield
     minus 20 documents; each left-out document's exact exposing queries (its text encoded alone)
-    equal a re-run of every query over the collection re-encoded with that document added."""
+    equal a re-run of every query over the collection re-encoded with that document added.
+
+    CPU: the default MiniLM encoder over cranfield, re-encoded per left-out document, is the reference the exact method must equal."""
     from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
 
     enc = Encoder()

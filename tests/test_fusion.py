@@ -125,6 +125,7 @@ def _untie(run: Run) -> Run:
 
 @pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
 def test_against_ranx_on_real_runs(real_runs):
+    """CPU: ranx's fusion of two real runs of thousands of lines is the reference."""
     a, b = (_untie(r) for r in real_runs)
     assert len(a) > 1000 and len(b) > 1000
     ra, rb = a.to_ranx(), b.to_ranx()

@@ -203,6 +203,7 @@ def test_errors_generator_of_another_base_model_or_schema(movies_gen, t5, other_
 
 
 def test_suggest_on_debian_gives_deduplicated_broad_suggestions(debian_index, debian_gen):
+    """CPU: suggestions over the whole Debian catalog, with and without a generator, through the CLI."""
     from limelight.querygen.suggest import broad_suggestions
 
     deb = load_catalog("debian")

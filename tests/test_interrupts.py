@@ -111,7 +111,9 @@ def test_exposure_compute_stops_and_resumes(kind, work, tmp_path, monkeypatch):
     dense, hybrid; a run file; a live service; a PyTerrier pipeline, PISA's BM25 fed frames of
     5 queries): Ctrl-C stops it, the finished shards are kept, the rerun computes only the
     other queries and completes the store. (Kind reranked runs in an audit only: its first
-    stage is another system of the audit.)"""
+    stage is another system of the audit.)
+
+    CPU: each kind runs as a real process (the dense and hybrid kinds load MiniLM) so that a real SIGINT reaches it."""
     out = tmp_path / "store"
     pt = tmp_path / "pisa.toml"
     pt.write_text('[system]\nkind = "pyterrier"\nbatch_size = 5\nargs = {index = "pisa"}\n'
@@ -203,7 +205,9 @@ def test_index_stops_and_leaves_nothing(tmp_path, monkeypatch):
 def test_generate_train_stops_and_resumes(tmp_path, monkeypatch):
     """``generate train`` (a tiny real T5, CtrlQGen on the movies catalog, 30 steps): Ctrl-C
     after a progress line stops it at its next step with a checkpoint, exit 130 and the line
-    saying to rerun with --resume; the resumed run starts at the step it stopped at."""
+    saying to rerun with --resume; the resumed run starts at the step it stopped at.
+
+    CPU: a real T5 trained in a real process, stopped by a real SIGINT, then resumed."""
     from _tiny_models import tiny_t5
 
     t5 = tiny_t5(tmp_path / "t5")

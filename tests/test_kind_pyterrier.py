@@ -161,6 +161,7 @@ def test_index_is_built_once_reused_and_rebuilt_for_other_settings(tmp_path):
 
 # ---- an audit: limelight's BM25 and PISA's -------------------------------------------------
 def test_audit_of_debian_with_bm25_and_pisa_end_to_end(tmp_path):
+    """CPU: an audit of Debian with two engines, end to end."""
     from limelight.audit.layout import AuditDir
     from limelight.report import run_audit
 

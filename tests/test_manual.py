@@ -77,6 +77,7 @@ def test_every_block_says_what_it_is():
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_manual_page_runs(page: Path, tmp_path: Path):
+    """CPU: each page's blocks run as written (the rerank page trains TK and re-ranks cranfield); a page is what a reader runs, so its cost is the page's."""
     if not SHARED.is_dir():
         pytest.fail(f"the shared data folder {SHARED} is missing")
     work = tmp_path / "work"

@@ -52,7 +52,9 @@ def page(browser):
 @pytest.mark.parametrize("which", ["audit_dir", "run_audit_dir", "dense_audit_dir"])
 def test_every_page_reads_in_words(browser, request, which):
     """No page of the three quick audits has a problem the checker finds (the /api page, which
-    documents the JSON fields by their names, is the one page left out)."""
+    documents the JSON fields by their names, is the one page left out).
+
+    CPU: every page of a served audit rendered in headless Chromium."""
     base, svc, stop = serve_pages(request.getfixturevalue(which))
     try:
         found = []

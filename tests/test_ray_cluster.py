@@ -38,6 +38,7 @@ def _stamps(store: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_ray_data_embeddings_on_two_nodes_equal_local(cluster):
+    """CPU: MiniLM loaded on two Ray nodes and locally to compare the vectors."""
     from limelight.retrieval.dense import Encoder
     from limelight.scale import RayEncoder
 

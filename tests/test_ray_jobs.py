@@ -165,6 +165,7 @@ def _journaled(work: Path) -> set[str]:
 
 def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster, engine,
                                                                          tmp_path):
+    """CPU: a two-node Ray cluster replays 400 queries twice (with and without a killed node) to compare the stores."""
     url, count = engine
     coll = load_catalog("movies")
     qs = load_query_log().head(400)

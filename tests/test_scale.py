@@ -249,6 +249,7 @@ def test_cli_engine_ray_with_address(cluster, local_store, cranfield_index, work
 
 
 def test_ray_data_embeddings_equal_local_encoder(cluster, local_store):
+    """CPU: MiniLM through Ray Data and locally, to compare the vectors."""
     from limelight.retrieval.dense import Encoder
     from limelight.scale import RayEncoder
 
