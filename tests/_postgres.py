@@ -42,7 +42,8 @@ def postgres_server():
     authentication on loopback only)."""
     bindir = pg_bin()
     if bindir is None:
-        pytest.skip("PostgreSQL is not installed (make postgresql: Debian's package)")
+        pytest.fail("PostgreSQL is not installed: `make postgresql` installs Debian's package "
+                    "(make test does it)")
     root = Path(tempfile.mkdtemp(prefix="limelight-pg-"))
     prefix: list[str] = []
     if os.geteuid() == 0:

@@ -46,6 +46,11 @@ def _groups(store, group_field: str | None, groups_file: Path | None, index: Pat
     return Groups.from_field(store, group_field, index)
 
 
+def _fmt(x: dict) -> str:
+    """A value with its bootstrap interval when it has one: ``0.1234 [0.1000, 0.1500]``."""
+    return f"{x['value']:.4f}" + (f" [{x['lo']:.4f}, {x['hi']:.4f}]" if "lo" in x else "")
+
+
 def _print(res, top: int) -> None:
     s = res.summary
     typer.echo(f"{s['store']}: {plural(s['n_groups'], 'group')} of {s['groups_source']}, target {s['target']}, "
@@ -53,13 +58,10 @@ def _print(res, top: int) -> None:
     for a in s["assumptions"]:
         typer.echo(f"assumption: {a}")
 
-    def fmt(x: dict) -> str:
-        return f"{x['value']:.4f}" + (f" [{x['lo']:.4f}, {x['hi']:.4f}]" if "lo" in x else "")
-
-    typer.echo(f"total variation distance: {fmt(s['tvd'])}; AWRF: {fmt(s['awrf'])}")
+    typer.echo(f"total variation distance: {_fmt(s['tvd'])}; AWRF: {_fmt(s['awrf'])}")
     if "expected_exposure" in s:
         ee = s["expected_exposure"]
-        typer.echo("group expected exposure: " + ", ".join(f"{k} {fmt(ee[k])}" for k in ("EE-L", "EE-D", "EE-R")))
+        typer.echo("group expected exposure: " + ", ".join(f"{k} {_fmt(ee[k])}" for k in ("EE-L", "EE-D", "EE-R")))
     cols = [c for c in ("group", "n_docs", "exposure_share", "target_share", "gap", "gap_lo", "gap_hi",
                         "dp", "dtr", "dir") if c in res.groups]
     g = res.groups.sort_values("gap")[cols].copy()
@@ -135,14 +137,11 @@ def _print_distfair(res, top: int) -> None:
     for a in s["assumptions"]:
         typer.echo(f"assumption: {a}")
 
-    def fmt(x: dict) -> str:
-        return f"{x['value']:.4f}" + (f" [{x['lo']:.4f}, {x['hi']:.4f}]" if "lo" in x else "")
-
     typer.echo(f"divergence: {s['divergence']}")
     for lvl in ("individual", "group"):
-        typer.echo(f"{lvl}: query-aware {fmt(s[f'{lvl}_aware'])}, query-agnostic "
-                   f"{fmt(s[f'{lvl}_agnostic'])}, hidden by ignoring the queries (fairwashing) "
-                   f"{fmt(s['fairwashing'][lvl])}")
+        typer.echo(f"{lvl}: query-aware {_fmt(s[f'{lvl}_aware'])}, query-agnostic "
+                   f"{_fmt(s[f'{lvl}_agnostic'])}, hidden by ignoring the queries (fairwashing) "
+                   f"{_fmt(s['fairwashing'][lvl])}")
     b = s["bound"]
     typer.echo("group ≤ individual: " + ", ".join(
         f"{k.split('_')[-1]} {'holds' if v['holds'] else 'FAILS'}" for k, v in b.items()
