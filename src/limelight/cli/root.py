@@ -117,13 +117,13 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
 
 
 def _exit_now(status: int) -> None:
-    """End the process with ``status`` now: the output flushed, no interpreter teardown (every
-    ``finally`` of the command has run; what it finished is on disk)."""
-    import os
+    """End the process with ``status``, the output flushed. A normal exit, not ``os._exit``:
+    skipping the interpreter's teardown lost replay answers received just before Ctrl-C (the
+    journal held 57 of 60 delivered under load, test_kind_http's Ctrl-C test)."""
 
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(status)
+    sys.exit(status)
