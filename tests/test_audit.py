@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _tiny_models import tiny_tk
 
 from limelight.audit.config import OPTIONAL_STAGES, load_config, parse_config
 from limelight.audit.layout import AuditDir
@@ -343,40 +344,10 @@ methods = "RmvStopWords"
 """
 
 
-def _tiny_tk(path: Path, seed: int = 0) -> Path:
-    """A 1-layer TK trained for a few steps on adi's judged queries (seconds), saved to ``path``."""
-    import torch
-
-    from limelight.data.loaders import load_dataset
-    from limelight.rerank import (
-        NeuralRanker,
-        QrelsTriples,
-        TKConfig,
-        TrainConfig,
-        Vocabulary,
-        train,
-    )
-    from limelight.retrieval.bm25 import BM25, BM25Index
-
-    ds = load_dataset("adi")
-    run = BM25(BM25Index.build(ds.collection)).retrieve(ds.queries, 20).rename("bm25")
-    vocab = Vocabulary.build(ds.collection.texts.tolist(), min_cf=1)
-    ranker = NeuralRanker.create(TKConfig(n_layers=1), vocab, seed=seed)
-    triples = QrelsTriples.build(ds.queries, ds.qrels, run, ds.collection, list(ds.queries.ids)[:25], depth=20)
-    n = torch.get_num_threads()
-    try:
-        train(ranker, ds.collection, ds.queries, triples,
-              TrainConfig(epochs=1, batch_size=16, max_steps_per_epoch=3, seed=seed))
-    finally:
-        torch.set_num_threads(n)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return ranker.save(path)
-
-
 @pytest.fixture(scope="module")
 def reranked_audit(tmp_path_factory):
     root = tmp_path_factory.mktemp("reranked")
-    _tiny_tk(root / "models" / "tk.pt")
+    tiny_tk(root / "models" / "tk.pt")
     cfg_path = root / "reranked.toml"
     cfg_path.write_text(RERANKED)
     out = root / "out"
@@ -450,7 +421,7 @@ def test_retrained_checkpoint_reruns_the_reranked_stages(reranked_audit, tmp_pat
     shutil.copytree(a.path, out)
     _, same = _run(load_config(root / "reranked.toml"), out)  # moved, same checkpoint bytes
     assert all(s.status != "done" for s in same.statuses), [s.name for s in same.statuses if s.status == "done"]
-    _tiny_tk(root / "models" / "tk.pt", seed=5)  # retrained
+    tiny_tk(root / "models" / "tk.pt", seed=5)  # retrained
     res2, runner = _run(load_config(root / "reranked.toml"), out)
     done = {s.name for s in runner.statuses if s.status == "done"}
     assert {"exposure-bm25_tk", "retrievability-bm25_tk", "figures", "compare", "robustness"} <= done

@@ -111,7 +111,7 @@ def test_exposure_compute_stops_and_resumes(kind, work, tmp_path, monkeypatch):
     dense, hybrid; a run file; a live service; a PyTerrier pipeline, PISA's BM25 fed frames of
     5 queries): Ctrl-C stops it, the finished shards are kept, the rerun computes only the
     other queries and completes the store. (Kind reranked runs in an audit only: its first
-    stage is another system of the audit.)
+    stage is another system of the audit: test_audit_of_a_reranked_system_stops_and_resumes.)
 
     CPU: each kind runs as a real process (the dense and hybrid kinds load MiniLM) so that a real SIGINT reaches it."""
     out = tmp_path / "store"
@@ -189,6 +189,57 @@ robustness = false
     monkeypatch.setenv("LIMELIGHT_PROGRESS_SECONDS", "0")
     res = invoke("audit", cfg, "--out", tmp_path / "out")
     assert 0 < first_done(res.output.split("exposure", 1)[1]) < N_QUERIES
+
+
+def test_audit_of_a_reranked_system_stops_and_resumes(work, tmp_path, monkeypatch):
+    """Kind ``reranked`` (a tiny real TK over BM25's top 20; it runs inside an audit only, its
+    first stage being another system of the audit): Ctrl-C while the re-ranker's exposure is
+    being computed stops the audit with the resume line; the rerun keeps BM25's store and the
+    re-ranker's finished shards and computes only its other queries."""
+    from _tiny_models import tiny_tk
+
+    tiny_tk(tmp_path / "tk.pt")
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text(f"""
+[audit]
+name = "adi-reranked-interrupt"
+depth = 20
+cutoffs = [10]
+shard_size = {SHARD}
+
+[collection]
+source = "adi"
+
+[queries]
+source = "{work / 'log.tsv'}"
+
+[[systems]]
+name = "bm25"
+kind = "bm25"
+
+[[systems]]
+name = "tk"
+kind = "reranked"
+first = "bm25"
+checkpoint = "tk.pt"
+depth = 20
+
+[stages]
+rerank = false
+eqi = false
+robustness = false
+""")
+    out = tmp_path / "out"
+    err = interrupt(["audit", cfg, "--out", out], tmp_path, ready=re.compile(r"\btk\b.*: ([1-9]\d*)/\d+ \("))
+    assert "interrupted; the finished stages are kept in" in err
+    kept = {f.name: f.stat().st_mtime_ns for f in (out / "systems" / "tk" / "exposure" / "shards").glob("*.parquet")}
+    assert kept  # the re-ranker's finished shards
+    monkeypatch.setenv("LIMELIGHT_PROGRESS_SECONDS", "0")
+    res = invoke("audit", cfg, "--out", out)
+    assert 0 < first_done(res.output.split("exposure-tk:", 1)[1]) < N_QUERIES
+    shards = out / "systems" / "tk" / "exposure" / "shards"
+    assert all(shards.joinpath(n).stat().st_mtime_ns == t for n, t in kept.items())  # not rewritten
+    assert ExposureStore.open(out / "systems" / "tk" / "exposure").n_queries == N_QUERIES
 
 
 def test_index_stops_and_leaves_nothing(tmp_path, monkeypatch):
