@@ -60,6 +60,7 @@ def test_every_page_loads_from_the_navigation(page, live_server):
     page.goto(live_server + "/")
     for link, heading in [("#nav-queries", "Queries of the log"), ("#nav-retrievability", "Retrievability"),
                           ("#nav-groups", "Who gets the attention: groups of documents"),
+                          ("#nav-topics", "Inequality within the topics of the searches"),
                           ("#nav-eqi", "Which searches show my page?"), ("#nav-glossary", "Glossary"),
                           ("#nav-api", "JSON API"), ("#nav-search", None)]:
         page.click(link)

@@ -58,6 +58,11 @@ Example (``configs/debian.toml``)::
     temperatures = [0.5, 1, 2]  # relative to each query's score spread (T = 0 is always added)
     samples = 16                # sampled rankings per query (Monte-Carlo)
     c = 10                      # retrievability cutoff of the expected r(d)
+
+    [topics]                    # topic-aware retrievability (on unless [stages] topics = false)
+    k = 20                      # topics of the searches (K-means, seeded by audit.seed)
+    model = "tfidf"             # tfidf (their words) or vectors (the audit's query vectors)
+    fairness = true             # group fairness with the topics as groups of documents
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ from limelight.retrieval.defaults import RERANK_DEPTH
 from limelight.retrieval.spec import RetrieverSpec
 from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
 
-OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
+OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention", "topics")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # allowed keys per table, with their types (bool is checked before int: bool is an int subclass)

@@ -41,6 +41,7 @@ from limelight.service.charts import exposure_bars, hbars, histogram, lorenz_pat
 from limelight.service.concurrency import Busy, QueueTimeout
 from limelight.service.core import AuditService, BadRequest, NotFound
 from limelight.service.snippets import segments
+from limelight.service.topics import add_topic_routes
 
 HERE = Path(__file__).parent
 MAX_BODY = 1 << 20  # bytes of a request body (a pasted document is at most MAX_TEXT characters)
@@ -209,6 +210,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     _add_tool_pages(app, service, page)
     _add_insight(app, service, page)
     _add_performance(app, service, page)
+    add_topic_routes(app, service, page)
     if max_body:
         app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(SecurityHeaders)

@@ -97,6 +97,7 @@ ROUTE_ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/api/explain"): Access.DOCUMENT,
     ("GET", "/api/near-misses"): Access.DOCUMENT,
     ("GET", "/api/fairness"): Access.MEMBER,
+    ("GET", "/api/topics"): Access.MEMBER,  # with docid: that document's standing, for its owner only
     ("GET", "/"): Access.SEARCH,
     ("GET", "/documents/{docid:path}"): Access.DOCUMENT,
     ("GET", "/queries"): Access.ADMIN,
@@ -105,6 +106,7 @@ ROUTE_ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/eqi"): Access.MEMBER,  # with ?docid=: the document's text, for its owner only
     ("POST", "/eqi"): Access.MEMBER,
     ("GET", "/groups"): Access.MEMBER,
+    ("GET", "/topics"): Access.MEMBER,
     ("GET", "/glossary"): Access.PUBLIC,
     ("GET", "/api"): Access.PUBLIC,
     ("GET", "/openapi.json"): Access.PUBLIC,
