@@ -421,6 +421,9 @@ def main() -> None:
     a = ap.parse_args()
     text = a.doc.read_text(encoding="utf-8")
     new = section(a.bench)
+    old_cost = text.split(BEGIN, 1)[-1].split(END, 1)[0].split("### Cost\n", 1)
+    if not a.bench.exists() and BEGIN in text and len(old_cost) == 2:  # keep the last benchmark's figures
+        new = new.split("### Cost\n", 1)[0] + "### Cost\n" + old_cost[1].rstrip("\n") + "\n\n" + END + "\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         text = head + new.rstrip("\n") + rest.split(END, 1)[1]
