@@ -101,13 +101,16 @@ def test_report_section(audit):
     assert "Topics as groups under bm25" in page
 
 
-def test_switched_off_is_skipped(tmp_path):
-    cfg = parse_config(CONFIG.replace("compare = false", "compare = false\ntopics = false")
-                       .replace("sample = 400", "sample = 50").replace('name = "classic"', 'name = "c2"'))
+@pytest.mark.parametrize("change, reason", [
+    (("compare = false", "compare = false\ntopics = false"), "switched off"),
+    (("k = 4", 'k = 4\nmodel = "vectors"'), "needs the audit's query vectors"),
+])
+def test_skipped_with_its_reason(tmp_path, change, reason):
+    cfg = parse_config(CONFIG.replace(*change).replace("sample = 400", "sample = 50"))
     run_audit(cfg, tmp_path / "a")
     a = AuditDir(tmp_path / "a")
     rec = next(s for s in a.manifest["stages"] if s["name"] == "topics")
-    assert rec["status"] == "skipped" and "switched off" in rec["reason"]
+    assert rec["status"] == "skipped" and reason in rec["reason"]
     assert not a.table("topics").exists()
 
 
