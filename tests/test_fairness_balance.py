@@ -220,3 +220,31 @@ def test_top_k_figures_agree_with_the_fairness_module(cranfield_store):
         assert curve.iloc[i]["largest_deficit"] == pytest.approx(f["g"]["largest_deficit"], abs=1e-12)
         assert curve.iloc[i]["r@100"] == pytest.approx(f["r@100"], abs=1e-12)
     assert curve.iloc[1]["moved"] > 0.0 == curve.iloc[0]["moved"]
+
+
+def test_policy_figures_resampled_per_query(cranfield_store):
+    """Issue 56 item 3: the per-query figures of a Plackett-Luce policy, resampled, are the
+    figures of the same policy with the queries' weights multiplied by their counts (a query
+    taken twice, one left out), and the bootstrap's estimate is the policy's own figures."""
+    from limelight.exposure.balance import bootstrap_top_k, top_k_resamples
+
+    ds, store = cranfield_store
+    g = Groups.from_values([f"d{int(x) % 3}" for x in ds.collection.ids.strings], "id mod 3")
+    gs = {"g": g}
+    merit = Merit.from_qrels(ds.qrels, store, "cranfield qrels")
+    q, d, rank, score = store.pair_arrays()
+    w = np.asarray(store.queries.weights, dtype=np.float64)
+    tk = top_k_target(q, rank, w, merit, gs, 10)
+    f = pool_policy_figures(tk, gs, q, d, rank, score, 1.0, n_samples=4, seed=0, per_query=True)
+    counts = np.random.default_rng(1).integers(0, 3, len(w)).astype(float)
+    tk2 = top_k_target(q, rank, w * counts, merit, gs, 10)
+    f2 = pool_policy_figures(tk2, gs, q, d, rank, score, 1.0, n_samples=4, seed=0)
+    got = top_k_resamples(tk, f["per_query"], gs, np.stack([np.ones(len(w)), counts]))
+    for key, want in (("ndcg@10", (f["ndcg@10"], f2["ndcg@10"])), ("r@100", (f["r@100"], f2["r@100"])),
+                      ("g.largest_deficit", (f["g"]["largest_deficit"], f2["g"]["largest_deficit"])),
+                      ("g.tvd", (f["g"]["tvd"], f2["g"]["tvd"]))):
+        assert got[key] == pytest.approx(want, abs=1e-12), key
+    b = bootstrap_top_k(tk, f["per_query"], gs, n_boot=50, seed=0)
+    assert b["ndcg@10"]["value"] == pytest.approx(f["ndcg@10"], abs=1e-12)
+    assert b["g.largest_deficit"]["lo"] < b["g.largest_deficit"]["hi"]
+    assert b["r@100"]["lo"] <= b["r@100"]["value"] <= b["r@100"]["hi"]

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from limelight.errors import LimelightError
 from limelight.evaluation.discounts import Discount
@@ -201,6 +202,8 @@ class TopK:
     merit: Merit
     idcg: np.ndarray
     n_rel: np.ndarray
+    #: per query, the exposure E_q its top k hands out (None: not recorded)
+    etot: np.ndarray | None = None
 
 
 def top_k_target(q: np.ndarray, rank: np.ndarray, weights: np.ndarray, merit: Merit,
@@ -223,7 +226,7 @@ def top_k_target(q: np.ndarray, rank: np.ndarray, weights: np.ndarray, merit: Me
         t = tq @ g.matrix
         shares[name] = t / t.sum()
     idcg = _rows(ideal_exposure(mm, _Dcg10()).multiply(mm))
-    return TopK(int(k), w, mu, shares, merit, idcg, np.diff(mm.indptr).astype(np.float64))
+    return TopK(int(k), w, mu, shares, merit, idcg, np.diff(mm.indptr).astype(np.float64), etot)
 
 
 def top_k_figures(tk: TopK, groupings: dict[str, Groups], doc_exposure: np.ndarray,
@@ -271,12 +274,16 @@ def ranking_figures(tk: TopK, groupings: dict[str, Groups], q: np.ndarray, d: np
 
 def pool_policy_figures(tk: TopK, groupings: dict[str, Groups], q: np.ndarray, d: np.ndarray,
                         rank: np.ndarray, score: np.ndarray, temperature: float,
-                        n_samples: int = 32, seed: int = 0, block: int = 4096) -> dict:
+                        n_samples: int = 32, seed: int = 0, block: int = 4096,
+                        per_query: bool = False) -> dict:
     """``top_k_figures`` of the Plackett-Luce policy over each query's candidate pairs (``q``
     grouped by ascending code, ranks 1..n_q contiguous; temperature relative to the spread of
     the query's candidate scores, ``limelight.exposure.stochastic``) whose sampled rankings are
     shown down to rank k: expected exposure of the top k, expected nDCG@10 and R@100. Seeded:
-    the noise depends on the query, the sample and the position only."""
+    the noise depends on the query, the sample and the position only. ``per_query``: also
+    ``out["per_query"]`` = each query's expected DCG@10 (``dcg``), documents with merit in its
+    top 100 (``hits``) and, per grouping, its expected exposure to each group (``exposure``:
+    queries × groups, unweighted), what ``bootstrap_top_k`` resamples."""
     from limelight.exposure.stochastic import expected_weights
 
     mm = tk.merit.matrix
@@ -291,6 +298,7 @@ def pool_policy_figures(tk: TopK, groupings: dict[str, Groups], q: np.ndarray, d
     mval = _values_at(ptr, np.asarray(d, np.int64), mm.indptr.astype(np.int64),
                       mm.indices.astype(np.int64), mm.data, n)
     e_doc, dcg, hits = np.zeros(n), np.zeros(nq), np.zeros(nq)
+    e_q = {name: np.zeros((nq, g.n_groups)) for name, g in groupings.items()} if per_query else {}
     for b0 in range(0, nq, block):
         b1 = min(nq, b0 + block)
         lo, hi = ptr[b0], ptr[b1]
@@ -304,7 +312,72 @@ def pool_policy_figures(tk: TopK, groupings: dict[str, Groups], q: np.ndarray, d
         e_doc += np.bincount(d[lo:hi], weights=tk.weights[q[lo:hi]] * ex[0], minlength=n)
         dcg[b0:b1] = np.bincount(qb, weights=mval[lo:hi] * ex[1], minlength=b1 - b0)
         hits[b0:b1] = np.bincount(qb, weights=(mval[lo:hi] > 0) * ex[2], minlength=b1 - b0)
-    return top_k_figures(tk, groupings, e_doc, dcg, hits)
+        if per_query:  # the block's queries × documents expected exposure, by group
+            m = sp.csr_matrix((ex[0], (qb, d[lo:hi])), shape=(b1 - b0, n))
+            for name, g in groupings.items():
+                e_q[name][b0:b1] = np.asarray((m @ g.matrix).todense())
+    out = top_k_figures(tk, groupings, e_doc, dcg, hits)
+    if per_query:
+        out["per_query"] = {"dcg": dcg, "hits": hits, "exposure": e_q}
+    return out
+
+
+def top_k_resamples(tk: TopK, per_query: dict, groupings: dict[str, Groups],
+                    counts: np.ndarray) -> dict[str, np.ndarray]:
+    """``top_k_figures`` for each row of ``counts`` (resamples × queries: how often each query
+    is taken; its weight becomes o_q × count), from ``pool_policy_figures(..., per_query=True)``'s
+    ``per_query``: nDCG@10, R@100 and per grouping the largest deficit (the most negative gap,
+    whichever group holds it) and the total variation, the target shares recomputed too (each
+    query's E_q spread over its documents by merit). Keys ``ndcg@10``, ``r@100``,
+    ``<grouping>.largest_deficit``, ``<grouping>.tvd``; one value per row."""
+    if tk.etot is None:
+        raise LimelightError("the TopK has no per-query exposure totals: make it with top_k_target")
+    w = tk.weights
+    nq = len(w)
+    cw = np.atleast_2d(np.asarray(counts, dtype=np.float64)) * w
+    if cw.shape[1] != nq:
+        raise LimelightError(f"counts cover {cw.shape[1]:,} queries, the figures {nq:,}")
+    tot = cw.sum(axis=1)
+    nd = np.divide(per_query["dcg"], tk.idcg, out=np.zeros(nq), where=tk.idcg > 0)
+    rc = np.divide(per_query["hits"], tk.n_rel, out=np.zeros(nq), where=tk.n_rel > 0)
+    vals = {"ndcg@10": cw @ nd / tot, "r@100": cw @ rc / tot}
+    mm = tk.merit.matrix
+    mtot = _rows(mm)
+    per_doc = _row_scale(mm, np.divide(tk.etot, mtot, out=np.zeros(nq), where=mtot > 0))
+    for name, g in groupings.items():
+        e = cw @ per_query["exposure"][name]
+        t = cw @ np.asarray((per_doc @ g.matrix).todense())
+        gap = e / e.sum(axis=1, keepdims=True) - t / t.sum(axis=1, keepdims=True)
+        vals[f"{name}.largest_deficit"] = gap.min(axis=1)
+        vals[f"{name}.tvd"] = 0.5 * np.abs(gap).sum(axis=1)
+    return vals
+
+
+def bootstrap_top_k(tk: TopK, per_query: dict, groupings: dict[str, Groups], n_boot: int = 200,
+                    alpha: float = 0.05, seed: int = 0) -> dict:
+    """Bootstrap intervals of ``top_k_figures`` (``top_k_resamples`` over ``n_boot`` resamples of
+    the queries with merit, with replacement, o_q kept): ``{figure: {"value", "lo", "hi"}}``.
+    The intervals are percentile intervals less the mean resample's excess over the estimate (as
+    ``retrievability.bootstrap_gini``'s: a minimum or an absolute value of resampled sums is
+    biased by the resampling itself)."""
+    w = tk.weights
+    nq = len(w)
+    pop = np.flatnonzero(w > 0)
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((n_boot + 1, nq))
+    counts[0, pop] = 1.0  # row 0: the estimate itself
+    for b in range(n_boot):  # one resample of the queries a row
+        counts[b + 1] = np.bincount(pop[rng.integers(0, len(pop), len(pop))], minlength=nq)
+    out = {}
+    for key, v in top_k_resamples(tk, per_query, groupings, counts).items():
+        est, boot = float(v[0]), v[1:]
+        if not len(boot):
+            out[key] = {"value": est}
+            continue
+        lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+        bias = float(boot.mean() - est)
+        out[key] = {"value": est, "lo": float(lo - bias), "hi": float(hi - bias)}
+    return out
 
 
 def balance_curve(store, groups: Groups, merit: Merit, strengths: Sequence[float],
