@@ -4,7 +4,12 @@ test sets — over a candidate pool deeper than what is shown.
 
     flock /tmp/heavy.lock .venv/bin/python experiments/fairness/intervention.py
         [--work /tmp/limelight-fairness] [--pool 1000] [--k 100] [--samples 32] [--seed 0]
-        [--refine 4] [--catalogs debian,movies] [--systems bm25,dense,hybrid]
+        [--refine 4] [--boot 200] [--catalogs debian,movies] [--systems bm25,dense,hybrid]
+
+Every Plackett-Luce point carries bootstrap intervals (``--boot`` resamples of the queries,
+``limelight.exposure.balance.bootstrap_top_k``) of its largest deficit, total variation, nDCG@10
+and R@100 (issue 56 item 3); the re-ranker's targets are labelled with what they saw of the test
+set (``SAW_TEST``).
     .venv/bin/python experiments/fairness/report.py
 
 What is measured is what the report's judged tables measure: each query's ranking shown down to
@@ -52,6 +57,7 @@ from limelight._io import atomic_path
 from limelight.data.formats import read_trec_qrels
 from limelight.exposure.balance import (
     balance_ranks,
+    bootstrap_top_k,
     pool_policy_figures,
     ranking_figures,
     top_k_target,
@@ -67,6 +73,10 @@ from run import FIELDS, SYSTEMS, click_files, index_for, limelight  # noqa: E402
 TEMPS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf]
 STRENGTHS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 TARGETS = ("catalog", "train")
+#: what each re-ranker target saw of the test set (issue 56 item 3: curves labelled with it)
+SAW_TEST = {"catalog": "none (the groups' shares of the catalog)",
+            "train": "no test query or judgment, but drawn from the same query generator (CtrlQGen "
+                     "Click) as the test queries: the train and test sets share their distribution"}
 
 
 def store(catalog: str, system: str, work: Path, idx: Path, qfile: Path, depth: int) -> ExposureStore:
@@ -120,8 +130,12 @@ def _x(u: float, kind: str) -> float:
 
 def _row(x: float, f: dict, field: str, kind: str) -> dict:
     g = f[field]
-    return {kind: x, "largest_deficit": g["largest_deficit"], "deficit_group": g["deficit_group"],
-            "tvd": g["tvd"], "ndcg@10": f["ndcg@10"], "r@100": f["r@100"]}
+    row = {kind: x, "largest_deficit": g["largest_deficit"], "deficit_group": g["deficit_group"],
+           "tvd": g["tvd"], "ndcg@10": f["ndcg@10"], "r@100": f["r@100"]}
+    if "ci" in f:  # the bootstrap intervals of the Plackett-Luce points (issue 56 item 3)
+        row["ci"] = {"largest_deficit": f["ci"][f"{field}.largest_deficit"], "tvd": f["ci"][f"{field}.tvd"],
+                     "ndcg@10": f["ci"]["ndcg@10"], "r@100": f["ci"]["r@100"]}
+    return row
 
 
 def locate(evaluate, grid: list[float], field: str, kind: str, refine: int) -> dict:
@@ -172,8 +186,9 @@ def plot(r: dict, out: Path) -> None:
 
     panels = [(c, f) for c in r["results"] for f in r["fields"][c]]
     fig, axes = plt.subplots(len(panels), 2, figsize=(10, 3.3 * len(panels)), squeeze=False)
-    styles = {"pl": ("-o", "Plackett-Luce T"), f"rerank:catalog:{r['pool']}": ("--s", "re-ranker λ, catalog"),
-              f"rerank:train:{r['pool']}": (":^", "re-ranker λ, train demand")}
+    styles = {"pl": ("-o", "Plackett-Luce T"),
+              f"rerank:catalog:{r['pool']}": ("--s", "re-ranker λ → catalog (saw no test information)"),
+              f"rerank:train:{r['pool']}": (":^", "re-ranker λ → train demand (same generator as the test set)")}
     for i, (cat, field) in enumerate(panels):
         for n, s in enumerate(r["results"][cat]):
             res = r["results"][cat][s][field]
@@ -183,6 +198,14 @@ def plot(r: dict, out: Path) -> None:
                 for j, m in enumerate(("ndcg@10", "r@100")):
                     axes[i, j].plot(x, [p[m] for p in c], style, color=f"C{n}", markersize=3,
                                     label=f"{s}: {what}")
+                    if key == "pl" and all("ci" in p for p in c):  # 95 % intervals, both axes
+                        ci = [p["ci"] for p in c]
+                        axes[i, j].errorbar(
+                            x, [p[m] for p in c], fmt="none", ecolor=f"C{n}", elinewidth=0.6, alpha=0.7,
+                            yerr=[[max(p[m] - q[m]["lo"], 0) for p, q in zip(c, ci, strict=True)],
+                                  [max(q[m]["hi"] - p[m], 0) for p, q in zip(c, ci, strict=True)]],
+                            xerr=[[max(xx - 100 * abs(q["largest_deficit"]["hi"]), 0) for xx, q in zip(x, ci, strict=True)],
+                                  [max(100 * abs(q["largest_deficit"]["lo"]) - xx, 0) for xx, q in zip(x, ci, strict=True)]])
         base = [100 * abs(r["results"][cat][s][field]["pl"]["curve"][0]["largest_deficit"]) / 2
                 for s in r["results"][cat]]
         for j, m in enumerate(("ndcg@10", "r@100")):
@@ -208,6 +231,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--refine", type=int, default=4, help="bisection steps inside the halving bracket")
+    ap.add_argument("--boot", type=int, default=200,
+                    help="bootstrap resamples of the queries for the Plackett-Luce points' intervals")
     ap.add_argument("--catalogs", default="debian,movies")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--plot-only", action="store_true", help="redraw the figure from results/intervention.json")
@@ -233,13 +258,16 @@ def main() -> None:
             q, d, rank, score = st.pair_arrays()
             w = st.queries.weights
             tk = top_k_target(q, rank, w, merit, groupings, a.k)
-            settings = {"pool": a.pool, "k": a.k, "samples": a.samples, "seed": a.seed,
+            settings = {"pool": a.pool, "k": a.k, "samples": a.samples, "seed": a.seed, "boot": a.boot,
                         "store": st.manifest.get("queries"), "n_pairs": int(len(q))}
             pts = Points(a.work / "intervention" / f"{catalog}-{s}.json", settings)
 
             def pl(t: float, pts=pts, tk=tk, groupings=groupings, q=q, d=d, rank=rank, score=score):
-                return pts.get(f"pl:{t!r}", lambda: pool_policy_figures(
-                    tk, groupings, q, d, rank, score, t, a.samples, a.seed))
+                def go():
+                    f = pool_policy_figures(tk, groupings, q, d, rank, score, t, a.samples, a.seed, per_query=True)
+                    f["ci"] = bootstrap_top_k(tk, f.pop("per_query"), groupings, a.boot, seed=a.seed)
+                    return f
+                return pts.get(f"pl:{t!r}", go)
 
             results[catalog][s] = {}
             for field, groups in groupings.items():
@@ -271,6 +299,7 @@ def main() -> None:
            "samples": a.samples, "seed": a.seed, "refine": a.refine, "temperatures": TEMPS,
            "strengths": STRENGTHS, "targets": {"catalog": "the groups' shares of the catalog",
                                                "train": "the groups' shares of the Click training set's entities"},
+           "saw_test": SAW_TEST, "boot": a.boot,
            "timing": timing, "load": list(os.getloadavg())}
     with atomic_path(saved) as tmp:
         tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False,

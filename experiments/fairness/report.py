@@ -254,10 +254,12 @@ def intervention() -> list[str]:
         return ["(results of an older `experiments/fairness/intervention.py`: run it again)"]
     pool, k = r["pool"], r["k"]
     variants = [("pl", "temperature", f"Plackett-Luce, pool {pool}")]
+    saw = {"catalog": "saw no test information", "train": "no test query, same generator as the test set"}
     for pl_ in (pool, k):
         for t in ("catalog", "train"):
             variants.append((f"rerank:{t}:{pl_}", "strength",
-                             f"re-ranker → {'catalog' if t == 'catalog' else 'train demand'}, pool {pl_}"))
+                             f"re-ranker → {'catalog' if t == 'catalog' else 'train demand'}, pool {pl_} "
+                             f"({saw[t]})"))
     temps = ", ".join("∞" if x in ("inf", float("inf")) else f"{x:g}" for x in r["temperatures"])
     L = [f"Each Click test query's ranking is shown down to rank {k} and measured as in the judged "
          f"tables above (exposure μ = 1/log2(rank+1) over the top {k} against the merit target; "
@@ -320,9 +322,41 @@ def intervention() -> list[str]:
               f"{pool}, for {'; '.join(none)} — the smallest largest deficit over every "
               "intervention and grid point, in points, and the group that holds it there when it is "
               "no longer the ranker's."]
+    L += pl_sweep(r)
     L += ["", f"![Plackett-Luce (solid) and the re-ranker toward the catalog (dashed) and the train "
           f"demand (dotted), pool {pool}, top {k} shown: largest group deficit against nDCG@10 "
           "and R@100; vertical lines: half the ranker's deficit](figures/exposure/fairness_intervention.png)", ""]
+    return L
+
+
+def _ci(p: dict, m: str, pts: bool = False) -> str:
+    v, c = p[m], (p.get("ci") or {}).get(m)
+    f = (lambda x: f"{100 * x:+.2f}") if pts else (lambda x: f"{x:.3f}")
+    return f(v) if not c or c.get("lo") is None else f"{f(v)} [{f(c['lo'])}, {f(c['hi'])}]"
+
+
+def pl_sweep(r: dict) -> list[str]:
+    """Issue 56 item 3: the Plackett-Luce sweep of every case, each grid point with its
+    bootstrap intervals (largest deficit in points, nDCG@10, R@100)."""
+    cases = [(cat, field, s) for cat, systems in r["results"].items() for field in r["fields"][cat]
+             for s in systems]
+    if not cases or "ci" not in r["results"][cases[0][0]][cases[0][2]][cases[0][1]]["pl"]["curve"][0]:
+        return ["", "(the Plackett-Luce points have no intervals: run `experiments/fairness/intervention.py` "
+                "again)"]
+    L = ["", f"**The Plackett-Luce sweep, every case** (issue 56): at each temperature of the grid the "
+         f"largest deficit (points), nDCG@10 and R@100 with 95 % bootstrap intervals ({r.get('boot', '?')} "
+         "resamples of the Click test queries; bias-corrected percentile intervals, "
+         "`limelight.exposure.balance.bootstrap_top_k`). The re-rankers' targets: `catalog` saw no test "
+         "information; `train demand` saw no test query or judgment, but is drawn from the same query "
+         "generator (CtrlQGen Click) as the test queries.", "",
+         "| catalog (groups) | system | T | largest deficit, points | group | nDCG@10 | R@100 |",
+         "|---|---|---|---|---|---|---|"]
+    for cat, field, s in cases:
+        for p in r["results"][cat][s][field]["pl"]["curve"]:
+            t = p["temperature"]
+            t = "∞" if t in ("inf", float("inf")) else f"{float(t):g}"
+            L.append(f"| {cat} ({field}) | {NAMES[s]} | {t} | {_ci(p, 'largest_deficit', True)} | "
+                     f"`{p['deficit_group']}` | {_ci(p, 'ndcg@10')} | {_ci(p, 'r@100')} |")
     return L
 
 
