@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         target_exposure,
     )
     from limelight.evaluation.kernels import (
-        compute,
         lexiprecision_metric,
         lexirecall_metric,
         recall_level,
@@ -51,13 +50,17 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         LexiPrecision,
         LexiRecall,
         Measure,
+        MeasureDef,
         MeasureError,
         P,
+        ParamInfo,
         R,
         Rprec,
+        compute,
         nDCG,
         parse_measure,
         parse_measures,
+        register_measure,
     )
     from limelight.evaluation.preferences import (
         lexi_ranks,

@@ -58,10 +58,6 @@ class RunTable:
         return out
 
 
-def _lexi_kind(m: Measure) -> str:
-    return "recall" if m.name == "LexiRecall" else "precision"
-
-
 def _common_stack(ev: Evaluator, runs: Sequence[Run], results: Sequence[EvalResult],
                   threshold: int) -> np.ndarray:
     """The runs' relevance positions stacked at one corpus size, for lexicographic
@@ -103,7 +99,7 @@ def evaluate_runs(runs: Sequence[Run], qrels: Qrels, measures: str | Iterable[st
         if len(runs) > 1:
             if m.is_preference:
                 stack = _common_stack(ev, runs, results, m.threshold)
-                raw = sign_test_matrix(preference_matrix(stack, _lexi_kind(m)))
+                raw = sign_test_matrix(preference_matrix(stack, m.preference))
             else:
                 raw = paired_test_matrix(np.stack([r.per_query[m] for r in results]), test)
             pm = holm_matrix(raw)  # one family: every pair of runs (as compare_runs)
@@ -151,7 +147,7 @@ def compare_runs(runs: Sequence[Run], qrels: Qrels, preference: str | Measure = 
     results = [ev.evaluate(r, warn=warn) for r in runs]
     if m.is_preference:
         stack = _common_stack(ev, runs, results, m.threshold)
-        prefs = preference_matrix(stack, _lexi_kind(m))
+        prefs = preference_matrix(stack, m.preference)
     else:
         prefs = metric_preference_matrix(np.stack([r.per_query[m] for r in results]))
     pairs = win_tie_loss(prefs)

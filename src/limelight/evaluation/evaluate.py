@@ -19,8 +19,7 @@ from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
 from limelight.data.run import Run
 from limelight.errors import LimelightError
-from limelight.evaluation.kernels import compute
-from limelight.evaluation.measures import Measure, parse_measures
+from limelight.evaluation.measures import Measure, compute, parse_measures
 from limelight.evaluation.relpos import (
     QrelsIndex,
     RelPositions,
@@ -86,7 +85,7 @@ class Evaluator:
         return int(n) if n is not None else corpus_size(self.qrels, run)
 
     def thresholds(self) -> list[int]:
-        return sorted({1 if m.name == "nDCG" else m.threshold for m in self.measures})
+        return sorted({m.threshold for m in self.measures})
 
     def positions(self, run: Run, threshold: int = 1, n_docs: int | None = None) -> RelPositions:
         return relevance_positions(run, self.index, threshold, self.corpus_size(run, n_docs))
@@ -124,8 +123,7 @@ class Evaluator:
                           f"(e.g. {extra[0]!r})", stacklevel=2)
         per_query = {}
         for m in self.measures:
-            rp = rps[1 if m.name == "nDCG" else m.threshold]
-            per_query[m] = compute(m, rp)
+            per_query[m] = compute(m, rps[m.threshold])
         return EvalResult(run.name, self.qids, per_query, rps)
 
     def evaluate_many(self, runs: Sequence[Run], warn: bool = True) -> list[EvalResult]:

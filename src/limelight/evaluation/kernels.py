@@ -7,7 +7,8 @@ Measures that trec_eval computes see only retrieved documents (exposure 0 beyond
 depth, as trec_eval and the paper's footnote on AP do); TSE and the lexicographic measures use
 the pessimistically imputed positions. The expected-exposure formulas of a ranking (the ideal
 policy's target ε* and EE-D/EE-R/EE-L from exposures) are kernels too and live at the end;
-``limelight.evaluation.expected_exposure`` evaluates stochastic policies with them.
+``limelight.evaluation.expected_exposure`` evaluates stochastic policies with them. Which
+kernel a measure uses is declared by the measure (``limelight.evaluation.measures``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from limelight.evaluation.discounts import (
     ReciprocalDiscount,
     TruncatedDiscount,
 )
-from limelight.evaluation.measures import Measure, MeasureError
 from limelight.evaluation.relpos import RelPositions
+
+
+class MeasureError(LimelightError, ValueError):
+    """An unknown measure name or an invalid parameter."""
 
 
 def recall_level(e: np.ndarray, z: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -53,71 +57,25 @@ def exposure(name: str, pos: np.ndarray, n: int, p: float | None = None) -> np.n
     return exposure_model(name, n, p).weights(pos)
 
 
-def _levels(rp: RelPositions) -> np.ndarray:
-    """Recall level i (1-based) of each column."""
-    return np.arange(1, rp.pos.shape[1] + 1, dtype=np.float64)[None, :]
-
-
-def _seen(rp: RelPositions, cutoff: int | None) -> np.ndarray:
+def seen_mask(rp: RelPositions, cutoff: int | None) -> np.ndarray:
     mask = rp.retrieved
     if cutoff is not None:
         mask = mask & (rp.pos <= cutoff)
     return mask
 
 
-def _safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     b = np.asarray(b, dtype=np.float64)
     return np.divide(a, b, out=np.zeros_like(np.asarray(a, dtype=np.float64)), where=b > 0)
 
 
-def compute(measure: Measure, rp: RelPositions) -> np.ndarray:
-    """Per-query values of ``measure`` (float64, one per query of ``rp``).
-
-    ``rp`` must be built at ``measure.threshold`` (nDCG uses grades at threshold 1).
-    """
-    name = measure.name
-    m = rp.m.astype(np.float64)
-    pos = rp.pos
-    k = measure.cutoff
-    if name == "AP":
-        seen = _seen(rp, k)
-        return _safe_div(recall_level(1.0 / pos, _levels(rp), seen), m)
-    if name == "RR":
-        first = pos[:, 0]
-        ok = (rp.m > 0) & (first <= rp.depth) & ((first <= k) if k is not None else True)
-        return np.where(ok, 1.0 / first, 0.0)
-    if name == "P":
-        return _seen(rp, k).sum(axis=1) / float(k)
-    if name == "R":
-        return _safe_div(_seen(rp, k).sum(axis=1).astype(np.float64), m)
-    if name == "Rprec":
-        seen = rp.retrieved & (pos <= rp.m[:, None])
-        return _safe_div(seen.sum(axis=1).astype(np.float64), m)
-    if name == "RBP":
-        seen = _seen(rp, k)
-        return recall_level(exposure("rbp", pos, rp.n, measure.p), 1.0, seen)
-    if name == "nDCG":
-        return _ndcg(rp, k)
-    if name == "TSE":
-        last = pos[np.arange(len(pos)), np.maximum(rp.m - 1, 0)]
-        val = exposure(measure.e or "rr", last, rp.n, measure.p)
-        return np.where(rp.m > 0, val, 0.0)
-    if name == "LexiRecall":
-        return lexirecall_metric(rp.pos, rp.m, rp.n)
-    if name == "LexiPrecision":
-        return lexiprecision_metric(rp.pos, rp.m, rp.n)
-    if measure.is_expected_exposure:  # the policy that always returns this run
-        return deterministic_ee(rp, measure.gamma)[name]
-    raise MeasureError(f"no kernel for {measure}")
-
-
-def _ndcg(rp: RelPositions, k: int | None) -> np.ndarray:
+def ndcg(rp: RelPositions, k: int | None) -> np.ndarray:
     """trec_eval's ndcg / ndcg_cut: gains are the grades, discount 1/log2(rank+1), ideal from
     all judged relevant documents (sorted by grade), both cut at ``k``."""
-    seen = _seen(rp, k)
+    seen = seen_mask(rp, k)
     gain = rp.grade.astype(np.float64)
     dcg = recall_level(exposure("ndcg", rp.pos, rp.n), gain, seen)
-    return _safe_div(dcg, ideal_dcg(rp, k))
+    return safe_div(dcg, ideal_dcg(rp, k))
 
 
 def ideal_dcg(rp: RelPositions, k: int | None) -> np.ndarray:

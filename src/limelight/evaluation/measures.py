@@ -5,53 +5,154 @@
 (Diaz et al., CIKM 2020; ``limelight.evaluation.expected_exposure``) and parameterised forms such
 as ``AP(rel=2)@100``, ``TSE(e=ndcg)`` or ``EE-L(gamma=0.5)``. ``str(parse_measure(s)) == s``
 for canonical spellings and ``parse_measure(str(m)) == m`` for every measure.
+
+A measure is registered, as in ir_measures: one small ``MeasureDef`` subclass declares its
+``NAME``, its parameters (``SUPPORTED_PARAMS``: ``ParamInfo`` with type, default, check), what it
+is (a lexicographic ``PREFERENCE``, an ``EXPECTED_EXPOSURE`` measure) and its kernel
+(``compute(measure, rp)`` on the relevance-position array), and one ``register_measure`` call adds it.
+Code that uses measures asks the definition (``measure.definition``), never for a name.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from limelight.errors import LimelightError
+import numpy as np
 
+from limelight.evaluation.kernels import (
+    MeasureError,
+    deterministic_ee,
+    exposure,
+    lexiprecision_metric,
+    lexirecall_metric,
+    ndcg,
+    recall_level,
+    safe_div,
+    seen_mask,
+)
+from limelight.evaluation.relpos import RelPositions
 
-class MeasureError(LimelightError, ValueError):
-    """An unknown measure name or an invalid parameter."""
-
-
-#: name -> (allowed parameters, whether a cutoff is allowed, whether a cutoff is required)
-_SPECS: dict[str, tuple[frozenset[str], bool, bool]] = {
-    "AP": (frozenset({"rel"}), True, False),
-    "nDCG": (frozenset(), True, False),
-    "RR": (frozenset({"rel"}), True, False),
-    "P": (frozenset({"rel"}), True, True),
-    "R": (frozenset({"rel"}), True, True),
-    "Rprec": (frozenset({"rel"}), False, False),
-    "RBP": (frozenset({"rel", "p"}), True, False),
-    "TSE": (frozenset({"rel", "e", "p"}), False, False),
-    "LexiRecall": (frozenset({"rel"}), False, False),
-    "LexiPrecision": (frozenset({"rel"}), False, False),
-    "EE-L": (frozenset({"gamma"}), False, False),
-    "EE-D": (frozenset({"gamma"}), False, False),
-    "EE-R": (frozenset({"gamma"}), False, False),
-}
-#: expected-exposure measures (RBP patience ``gamma``, default 0.5); EE-L and EE-D: lower is better
-EXPECTED_EXPOSURE_NAMES = frozenset({"EE-L", "EE-D", "EE-R"})
-#: names that are preferences between rankings (their table value is the metric form, §7.3.2)
-PREFERENCE_NAMES = frozenset({"LexiRecall", "LexiPrecision"})
-#: exposure models for TSE (section 3.2): e(i) for 1-based rank i
-EXPOSURES = ("rr", "ndcg", "rbp", "lin")
-_ALIASES = {"ndcg": "nDCG", "map": "AP", "mrr": "RR", "rprec": "Rprec", "recall": "R",
-            "precision": "P", "lr": "LexiRecall", "lp": "LexiPrecision", "lexirecall": "LexiRecall",
-            "lexiprecision": "LexiPrecision", "tse": "TSE", "rbp": "RBP", "ap": "AP", "rr": "RR",
-            "ee-l": "EE-L", "ee-d": "EE-D", "ee-r": "EE-R"}
+__all__ = ["MeasureDef", "Measure", "MeasureError", "ParamInfo", "compute", "definition",
+           "parse_measure", "parse_measures", "register_measure", "registered"]
 
 
 @dataclass(frozen=True)
-class Measure:
-    """One evaluation measure with its parameters.
+class ParamInfo:
+    """A declared measure parameter: its type (``int``, ``float`` or ``str``), the ``default``
+    filled in when it is not given (None: it stays unset), whether the spelling of a measure
+    shows it at its default (``shown``), the values it takes (``valid``, said by ``rule`` in an
+    error: ``"must lie in (0, 1)"``) and a description."""
 
+    dtype: type
+    default: Any = None
+    shown: bool = True
+    valid: Callable[[Any], bool] | None = None
+    rule: str = ""
+    desc: str = ""
+
+    def convert(self, key: str, value: Any) -> Any:
+        """``value`` as this parameter's type, checked; a ``MeasureError`` naming ``key``."""
+        try:
+            if self.dtype is int:
+                v: Any = int(value)
+                if not isinstance(value, str) and v != value:
+                    raise ValueError
+            elif self.dtype is str:
+                v = str(value).lower()
+            else:
+                v = self.dtype(value)
+        except (TypeError, ValueError):
+            raise MeasureError(f"bad value {value!r} for {key}") from None
+        if self.valid is not None and not self.valid(v):
+            raise MeasureError(f"{key} {self.rule}, got {v!r}")
+        return v
+
+
+def _unit(x: float) -> bool:
+    return 0.0 < x < 1.0
+
+
+#: the parameters the shipped measures share
+REL = ParamInfo(int, 1, shown=False, valid=lambda r: r >= 1, rule="must be an integer ≥ 1",
+                desc="minimum grade counted as relevant (trec_eval's -l)")
+CUTOFF = ParamInfo(int, valid=lambda c: c >= 1, rule="must be a positive integer",
+                   desc="rank cut-off")
+PERSISTENCE = ParamInfo(float, 0.8, valid=_unit, rule="must lie in (0, 1)", desc="RBP's persistence p")
+GAMMA = ParamInfo(float, 0.5, valid=_unit, rule="must lie in (0, 1)",
+                  desc="RBP patience γ of the expected exposure, γ^(i-1) at 1-based rank i")
+
+
+class MeasureDef:
+    """What a measure is, declared once and registered (``register_measure``).
+
+    ``NAME`` is its spelling; ``SUPPORTED_PARAMS`` its parameters in the order its spelling
+    writes them (``cutoff``, written ``@k``, among them when a cut-off is allowed);
+    ``CUTOFF_REQUIRED`` whether ``@k`` must be given; ``ALIASES`` other spellings (any case);
+    ``PREFERENCE`` ``"recall"`` or ``"precision"`` for a lexicographic preference between
+    rankings (its value is the metric form); ``EXPECTED_EXPOSURE`` for EE-L/EE-D/EE-R.
+    ``compute`` is the kernel: per-query values from the relevance positions built at the
+    measure's ``threshold``.
+    """
+
+    NAME: ClassVar[str] = ""
+    SUPPORTED_PARAMS: ClassVar[dict[str, ParamInfo]] = {}
+    CUTOFF_REQUIRED: ClassVar[bool] = False
+    ALIASES: ClassVar[tuple[str, ...]] = ()
+    PREFERENCE: ClassVar[str | None] = None
+    EXPECTED_EXPOSURE: ClassVar[bool] = False
+
+    def check(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The parameters made canonical (after each was converted and defaulted): a measure
+        whose parameters depend on each other overrides this."""
+        return params
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:  # pragma: no cover
+        """Per-query values of ``measure`` (float64, one per query of ``rp``)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<measure {self.NAME}>"
+
+
+_REGISTRY: dict[str, MeasureDef] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_measure(defn: MeasureDef, *, replace: bool = False) -> MeasureDef:
+    """Add a measure definition (its ``NAME`` and ``ALIASES``); another one under a taken name
+    is refused unless ``replace``. Returns ``defn``."""
+    if not defn.NAME:
+        raise MeasureError(f"{type(defn).__name__} has no NAME")
+    old = _REGISTRY.get(defn.NAME)
+    if old is not None and not replace and type(old) is not type(defn):
+        raise MeasureError(f"a measure {defn.NAME!r} is registered already")
+    _REGISTRY[defn.NAME] = defn
+    for alias in (defn.NAME, *defn.ALIASES):
+        _ALIASES[alias.lower()] = defn.NAME
+    return defn
+
+
+def registered() -> dict[str, MeasureDef]:
+    """The registered measures by name (a copy)."""
+    return dict(_REGISTRY)
+
+
+def definition(name: str) -> MeasureDef:
+    """The registered definition of ``name`` (exact spelling)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise MeasureError(f"unknown measure {name!r}; known: {', '.join(_REGISTRY)}") from None
+
+
+class Measure:
+    """One evaluation measure with its parameters: a hashable value.
+
+    ``Measure("AP", cutoff=10, rel=2)``; each parameter the measure declares reads as an
+    attribute (``m.rel``, ``m.p``), None where the measure does not take it or it is unset.
     ``rel`` is the minimum grade counted as relevant (default 1, as trec_eval's ``-l``);
     ``cutoff`` the rank cut-off; ``p`` RBP's persistence (also TSE's with ``e="rbp"``);
     ``e`` TSE's exposure model (``rr``: 1/i, ``ndcg``: 1/log2(i+1), ``rbp``: (1-p)p^(i-1),
@@ -59,87 +160,91 @@ class Measure:
     EE-R; default 0.5, exposure γ^(i-1) at 1-based rank i).
     """
 
+    __slots__ = ("name", "cutoff", "params")
     name: str
-    cutoff: int | None = None
-    rel: int | None = None
-    p: float | None = None
-    e: str | None = None
-    gamma: float | None = None
+    cutoff: int | None
+    params: tuple[tuple[str, Any], ...]
 
-    def __post_init__(self) -> None:
-        if self.name not in _SPECS:
-            raise MeasureError(f"unknown measure {self.name!r}; known: {', '.join(_SPECS)}")
-        params, cut_ok, cut_req = _SPECS[self.name]
-        if self.cutoff is not None:
-            if not cut_ok:
-                raise MeasureError(f"{self.name} takes no cutoff")
-            if int(self.cutoff) != self.cutoff or self.cutoff < 1:
-                raise MeasureError(f"cutoff must be a positive integer, got {self.cutoff!r}")
-        elif cut_req:
-            raise MeasureError(f"{self.name} needs a cutoff, e.g. {self.name}@10")
-        for k in ("rel", "p", "e", "gamma"):
-            if getattr(self, k) is not None and k not in params:
-                raise MeasureError(f"{self.name} takes no parameter {k!r}")
-        # canonical defaults so that equal measures compare and hash equal
-        if self.name == "RBP" and self.p is None:
-            object.__setattr__(self, "p", 0.8)
-        if self.name == "TSE":
-            if self.e is None:
-                object.__setattr__(self, "e", "rr")
-            if self.e not in EXPOSURES:
-                raise MeasureError(f"TSE exposure must be one of {EXPOSURES}, got {self.e!r}")
-            if self.e == "rbp" and self.p is None:
-                object.__setattr__(self, "p", 0.8)
-            if self.e != "rbp" and self.p is not None:
-                raise MeasureError("TSE takes p only with e=rbp")
-        if self.p is not None:
-            object.__setattr__(self, "p", float(self.p))
-            if not 0.0 < self.p < 1.0:
-                raise MeasureError(f"p must lie in (0, 1), got {self.p}")
-        if self.name in EXPECTED_EXPOSURE_NAMES:
-            g = 0.5 if self.gamma is None else float(self.gamma)
-            if not 0.0 < g < 1.0:
-                raise MeasureError(f"gamma must lie in (0, 1), got {self.gamma}")
-            object.__setattr__(self, "gamma", g)
-        if self.rel == 1:  # rel=1 is the default: one spelling
-            object.__setattr__(self, "rel", None)
-        if self.rel is not None and (int(self.rel) != self.rel or self.rel < 1):
-            raise MeasureError(f"rel must be an integer ≥ 1, got {self.rel!r}")
+    def __init__(self, name: str, cutoff: int | None = None, **params: Any) -> None:
+        defn = definition(name)
+        supported = defn.SUPPORTED_PARAMS
+        for k in params:
+            if k not in supported or k == "cutoff":
+                raise MeasureError(f"{name} takes no parameter {k!r}")
+        if cutoff is not None:
+            if "cutoff" not in supported:
+                raise MeasureError(f"{name} takes no cutoff")
+            cutoff = supported["cutoff"].convert("cutoff", cutoff)
+        elif defn.CUTOFF_REQUIRED:
+            raise MeasureError(f"{name} needs a cutoff, e.g. {name}@10")
+        given = {k: (supported[k].convert(k, v) if v is not None else supported[k].default)
+                 for k, v in params.items()}
+        full = {k: info.default for k, info in supported.items() if k != "cutoff"} | given
+        full = defn.check(full)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "cutoff", cutoff)
+        object.__setattr__(self, "params", tuple((k, v) for k, v in full.items() if v is not None))
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("a Measure is immutable")
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__"):
+            raise AttributeError(key)
+        for k, v in object.__getattribute__(self, "params"):
+            if k == key:
+                return v
+        if any(key in d.SUPPORTED_PARAMS for d in _REGISTRY.values()):
+            return None  # a parameter this measure does not take, or leaves unset
+        raise AttributeError(key)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Measure) and self.name == other.name
+                and self.cutoff == other.cutoff and self.params == other.params)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.cutoff, self.params))
+
+    def __reduce__(self):
+        return (_rebuild, (self.name, self.cutoff, dict(self.params)))
+
+    @property
+    def definition(self) -> MeasureDef:
+        """The registered definition: what the measure declares."""
+        return _REGISTRY[self.name]
 
     # ---- ir_measures-style construction: AP@10, AP(rel=2) ----------------------------------
     def __matmul__(self, cutoff: int) -> Measure:
-        return replace(self, cutoff=cutoff)
+        return Measure(self.name, cutoff, **dict(self.params))
 
-    def __call__(self, **params) -> Measure:
-        unknown = set(params) - {"cutoff", "rel", "p", "e", "gamma"}
-        if unknown:
-            raise MeasureError(f"{self.name} takes no parameter {sorted(unknown)[0]!r}")
-        return replace(self, **params)
+    def __call__(self, **params: Any) -> Measure:
+        cutoff = params.pop("cutoff", self.cutoff)
+        return Measure(self.name, cutoff, **(dict(self.params) | params))
 
     @property
     def threshold(self) -> int:
-        """Minimum grade counted as relevant."""
-        return 1 if self.rel is None else int(self.rel)
+        """Minimum grade counted as relevant: the relevance positions its kernel reads."""
+        rel = self.rel
+        return 1 if rel is None else int(rel)
+
+    @property
+    def preference(self) -> str | None:
+        """``"recall"`` or ``"precision"`` for a lexicographic preference, else None."""
+        return self.definition.PREFERENCE
 
     @property
     def is_preference(self) -> bool:
-        return self.name in PREFERENCE_NAMES
+        return self.definition.PREFERENCE is not None
 
     @property
     def is_expected_exposure(self) -> bool:
         """EE-L, EE-D or EE-R (EE-L and EE-D: lower is better)."""
-        return self.name in EXPECTED_EXPOSURE_NAMES
+        return self.definition.EXPECTED_EXPOSURE
 
     def __str__(self) -> str:
-        params = []
-        if self.e is not None and self.name == "TSE" and self.e != "rr":
-            params.append(f"e={self.e}")
-        if self.p is not None:
-            params.append(f"p={self.p:g}")
-        if self.gamma is not None:
-            params.append(f"gamma={self.gamma:g}")
-        if self.rel is not None:
-            params.append(f"rel={self.rel}")
+        supported = self.definition.SUPPORTED_PARAMS
+        params = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params
+                  if supported[k].shown or v != supported[k].default]
         s = self.name + (f"({','.join(params)})" if params else "")
         return s + (f"@{self.cutoff}" if self.cutoff is not None else "")
 
@@ -147,7 +252,20 @@ class Measure:
         return str(self)
 
 
+def _rebuild(name: str, cutoff: int | None, params: dict[str, Any]) -> Measure:
+    return Measure(name, cutoff, **params)
+
+
+def compute(measure: Measure, rp: RelPositions) -> np.ndarray:
+    """Per-query values of ``measure`` (float64, one per query of ``rp``): the kernel its
+    definition declares. ``rp`` must be built at ``measure.threshold``."""
+    return measure.definition.compute(measure, rp)
+
+
 _RE = re.compile(r"^\s*([A-Za-z][A-Za-z-]*)\s*(?:\(([^)]*)\))?\s*(?:@\s*(\d+))?\s*$")
+#: trec_eval's spellings: name_k and plain names
+_TREC_CUT = {"map_cut": "AP", "ndcg_cut": "nDCG", "P": "P", "recall": "R"}
+_TREC = {"map": "AP", "ndcg": "nDCG", "recip_rank": "RR"}
 
 
 def parse_measure(text: str | Measure) -> Measure:
@@ -162,35 +280,23 @@ def parse_measure(text: str | Measure) -> Measure:
     s = str(text).strip()
     te = re.match(r"^(map_cut|ndcg_cut|P|recall)_(\d+)$", s)
     if te:
-        name = {"map_cut": "AP", "ndcg_cut": "nDCG", "P": "P", "recall": "R"}[te.group(1)]
-        return Measure(name, cutoff=int(te.group(2)))
-    if s in ("map", "ndcg", "recip_rank"):
-        return Measure({"map": "AP", "ndcg": "nDCG", "recip_rank": "RR"}[s])
+        return Measure(_TREC_CUT[te.group(1)], cutoff=int(te.group(2)))
+    if s in _TREC:
+        return Measure(_TREC[s])
     mt = _RE.match(s)
     if not mt:
         raise MeasureError(f"cannot parse measure {text!r}")
     name, args, cut = mt.groups()
-    if name not in _SPECS:
+    if name not in _REGISTRY:
         name = _ALIASES.get(name.lower(), name)
     params: dict[str, object] = {}
-    if args:
-        for part in args.split(","):
-            if not part.strip():
-                continue
-            if "=" not in part:
-                raise MeasureError(f"cannot parse parameter {part!r} in {text!r}")
-            k, v = (x.strip() for x in part.split("=", 1))
-            try:
-                if k in ("rel", "cutoff"):
-                    params[k] = int(v)
-                elif k in ("p", "gamma"):
-                    params[k] = float(v)
-                elif k == "e":
-                    params[k] = v.lower()
-                else:
-                    raise MeasureError(f"{name} takes no parameter {k!r}")
-            except ValueError:
-                raise MeasureError(f"bad value {v!r} for {k} in {text!r}") from None
+    for part in (args or "").split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise MeasureError(f"cannot parse parameter {part!r} in {text!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        params[k] = v
     if cut is not None:
         params["cutoff"] = int(cut)
     try:
@@ -217,6 +323,162 @@ def parse_measures(spec: str | Measure | Iterable[str | Measure]) -> list[Measur
         raise MeasureError("no measures given")
     return out
 
+
+# ---- the shipped measures: one small class and one register call each ---------------------------
+def _levels(rp: RelPositions) -> np.ndarray:
+    """Recall level i (1-based) of each column."""
+    return np.arange(1, rp.pos.shape[1] + 1, dtype=np.float64)[None, :]
+
+
+class _AP(MeasureDef):
+    """Average precision: Σ_i (i / p_i) / m over the retrieved relevant documents."""
+
+    NAME = "AP"
+    SUPPORTED_PARAMS = {"cutoff": CUTOFF, "rel": REL}
+    ALIASES = ("map",)
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        seen = seen_mask(rp, measure.cutoff)
+        return safe_div(recall_level(1.0 / rp.pos, _levels(rp), seen), rp.m.astype(np.float64))
+
+
+class _nDCG(MeasureDef):
+    """trec_eval's ndcg / ndcg_cut: graded gains, discount 1/log2(rank+1)."""
+
+    NAME = "nDCG"
+    SUPPORTED_PARAMS = {"cutoff": CUTOFF}
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        return ndcg(rp, measure.cutoff)
+
+
+class _RR(MeasureDef):
+    """Reciprocal rank of the first relevant document retrieved (within the cut-off)."""
+
+    NAME = "RR"
+    SUPPORTED_PARAMS = {"cutoff": CUTOFF, "rel": REL}
+    ALIASES = ("mrr",)
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        first, k = rp.pos[:, 0], measure.cutoff
+        ok = (rp.m > 0) & (first <= rp.depth) & ((first <= k) if k is not None else True)
+        return np.where(ok, 1.0 / first, 0.0)
+
+
+class _P(MeasureDef):
+    """Precision at k: relevant documents in the top k, over k."""
+
+    NAME = "P"
+    SUPPORTED_PARAMS = {"cutoff": CUTOFF, "rel": REL}
+    CUTOFF_REQUIRED = True
+    ALIASES = ("precision",)
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        return seen_mask(rp, measure.cutoff).sum(axis=1) / float(measure.cutoff)
+
+
+class _R(MeasureDef):
+    """Recall at k: relevant documents in the top k, over all relevant ones."""
+
+    NAME = "R"
+    SUPPORTED_PARAMS = {"cutoff": CUTOFF, "rel": REL}
+    CUTOFF_REQUIRED = True
+    ALIASES = ("recall",)
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        return safe_div(seen_mask(rp, measure.cutoff).sum(axis=1).astype(np.float64), rp.m.astype(np.float64))
+
+
+class _Rprec(MeasureDef):
+    """R-precision: precision at m, the number of relevant documents."""
+
+    NAME = "Rprec"
+    SUPPORTED_PARAMS = {"rel": REL}
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        seen = rp.retrieved & (rp.pos <= rp.m[:, None])
+        return safe_div(seen.sum(axis=1).astype(np.float64), rp.m.astype(np.float64))
+
+
+class _RBP(MeasureDef):
+    """Rank-biased precision: Σ (1 − p)·p^(rank−1) over the retrieved relevant documents."""
+
+    NAME = "RBP"
+    SUPPORTED_PARAMS = {"cutoff": CUTOFF, "p": PERSISTENCE, "rel": REL}
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        seen = seen_mask(rp, measure.cutoff)
+        return recall_level(exposure("rbp", rp.pos, rp.n, measure.p), 1.0, seen)
+
+
+#: exposure models for TSE (section 3.2): e(i) for 1-based rank i
+EXPOSURES = ("rr", "ndcg", "rbp", "lin")
+
+
+class _TSE(MeasureDef):
+    """Total search efficiency: the exposure e of the last relevant document's position."""
+
+    NAME = "TSE"
+    SUPPORTED_PARAMS = {
+        "e": ParamInfo(str, "rr", shown=False, valid=lambda e: e in EXPOSURES,
+                       rule=f"must be one of {EXPOSURES}", desc="exposure model"),
+        "p": ParamInfo(float, valid=_unit, rule="must lie in (0, 1)", desc="persistence with e=rbp"),
+        "rel": REL,
+    }
+
+    def check(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params["e"] == "rbp" and params["p"] is None:
+            params["p"] = 0.8
+        if params["e"] != "rbp" and params["p"] is not None:
+            raise MeasureError("TSE takes p only with e=rbp")
+        return params
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        last = rp.pos[np.arange(len(rp.pos)), np.maximum(rp.m - 1, 0)]
+        return np.where(rp.m > 0, exposure(measure.e, last, rp.n, measure.p), 0.0)
+
+
+class _LexiRecall(MeasureDef):
+    """Lexicographic recall (its metric form, section 7.3.2)."""
+
+    NAME = "LexiRecall"
+    SUPPORTED_PARAMS = {"rel": REL}
+    ALIASES = ("lr",)
+    PREFERENCE = "recall"
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        return lexirecall_metric(rp.pos, rp.m, rp.n)
+
+
+class _LexiPrecision(MeasureDef):
+    """Lexicographic precision (its metric form)."""
+
+    NAME = "LexiPrecision"
+    SUPPORTED_PARAMS = {"rel": REL}
+    ALIASES = ("lp",)
+    PREFERENCE = "precision"
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        return lexiprecision_metric(rp.pos, rp.m, rp.n)
+
+
+class _ExpectedExposure(MeasureDef):
+    """EE-L, EE-D or EE-R of the policy that always returns the run (Diaz et al., CIKM 2020)."""
+
+    SUPPORTED_PARAMS = {"gamma": GAMMA}
+    EXPECTED_EXPOSURE = True
+
+    def __init__(self, name: str):
+        self.NAME = name  # type: ignore[misc]
+
+    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
+        return deterministic_ee(rp, measure.gamma)[measure.name]
+
+
+for _defn in (_AP(), _nDCG(), _RR(), _P(), _R(), _Rprec(), _RBP(), _TSE(), _LexiRecall(),
+              _LexiPrecision(), _ExpectedExposure("EE-L"), _ExpectedExposure("EE-D"),
+              _ExpectedExposure("EE-R")):
+    register_measure(_defn)
 
 AP = Measure("AP")
 nDCG = Measure("nDCG")

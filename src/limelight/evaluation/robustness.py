@@ -37,7 +37,7 @@ def per_query_preferences(runs: Sequence[Run], qrels: Qrels, measures: str | Ite
     for m in ev.measures:
         if m.is_preference:
             stack = stack_positions([r.positions[m.threshold] for r in results])
-            out[m] = preference_matrix(stack, "recall" if m.name == "LexiRecall" else "precision")
+            out[m] = preference_matrix(stack, m.preference)
         else:
             out[m] = metric_preference_matrix(np.stack([r.per_query[m] for r in results]))
     return out

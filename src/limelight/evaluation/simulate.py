@@ -16,8 +16,7 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import hypergeom
 
 from limelight.data.ids import IdMap
-from limelight.evaluation.kernels import compute
-from limelight.evaluation.measures import Measure, parse_measure
+from limelight.evaluation.measures import Measure, compute, parse_measure
 from limelight.evaluation.preferences import pairwise
 from limelight.evaluation.relpos import RelPositions
 
@@ -107,8 +106,7 @@ def simulate_ties(measures: Sequence[str], n: int, m: int | tuple[int, int], pai
     for s in measures:
         meas = parse_measure(s)
         if meas.is_preference:
-            kind = "recall" if meas.name == "LexiRecall" else "precision"
-            out[s] = float((pairwise(a, b, kind) == 0).mean())
+            out[s] = float((pairwise(a, b, meas.preference) == 0).mean())
         else:
             out[s] = float((_values(meas, a, ma, n, d) == _values(meas, b, ma, n, d)).mean())
     return out

@@ -48,7 +48,10 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
     from limelight.exposure.balance import balance_curve, balance_ranks
     from limelight.exposure.browsing import (
         BrowsingModel,
+        BrowsingModelDef,
+        browsing_models,
         parse_browsing_model,
+        register_browsing_model,
         to_rho,
     )
     from limelight.exposure.compute import (
