@@ -89,7 +89,8 @@ def serve_pages(audit):
 def audit_pages(svc) -> list[str]:
     """Every page of an audit: search (empty and with results), the most and a least
     retrievable document of each system, its queries, a query, retrievability at each cutoff,
-    the groups page (each target the audit allows), the glossary, the EQI form."""
+    the groups page (each target the audit allows), the topics page with the most retrievable
+    document's standing, the glossary, the EQI form."""
     urls = ["/", "/?q=state+of+the+union", "/queries", "/queries?search=state", "/glossary", "/eqi"]
     for name in svc.systems:
         top = svc.ranked_documents(name, 100, "most", 1, 0)["documents"][0]["docid"]
@@ -98,7 +99,7 @@ def audit_pages(svc) -> list[str]:
         urls += [f"/documents/{quote(top)}?system={quote(name)}", f"/documents/{quote(low)}?system={quote(name)}",
                  f"/documents/{quote(top)}?system={quote(name)}&browsing=dcg",
                  f"/queries/{quote(qid)}?system={quote(name)}", f"/retrievability?system={quote(name)}&c=10",
-                 f"/retrievability?system={quote(name)}"]
+                 f"/retrievability?system={quote(name)}", f"/topics?system={quote(name)}&doc={quote(top)}"]
     if svc.group_field:
         urls += ["/groups", "/groups?target=uniform"]
         if len(svc.systems) > 1:
