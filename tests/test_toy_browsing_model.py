@@ -1,11 +1,10 @@
 """A toy browsing model added by this one module (docs/architecture.md, "Extension points"): a
-``Discount`` of its own, one small ``BrowsingModelDef`` and one ``register_browsing_model``
-call; the model then parses where every browsing model does and weighs a real exposure store."""
+``Discount`` of its own, its ``BrowsingModelDef`` (spelling, declared argument) and one
+``register_browsing_model`` call; the model then parses where every browsing model does and weighs a real exposure store."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pytest
@@ -25,28 +24,17 @@ class StepDiscount(Discount):
     """μ = 1 on the first page of ``size`` results, 1/2 on the second, 0 after."""
 
     size: int = 10
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return f"pages({self.size})"
+    name = "pages"
 
     def mu(self, rho: np.ndarray) -> np.ndarray:
         page = np.asarray(rho) // self.size
         return np.where(page == 0, 1.0, np.where(page == 1, 0.5, 0.0))
 
 
-class _PagesUser(BrowsingModelDef):
-    """The user who reads the first page and half of the second: ``pages:size``."""
-
-    NAME = "pages"
-    PARAM = ParamInfo(int, 10, valid=lambda n: n >= 1, rule="must be ≥ 1", desc="results per page")
-    PARAM_LABEL = "size"
-
-    def build(self, arg: Any) -> Discount:
-        return StepDiscount(arg)
-
-
-register_browsing_model(_PagesUser())
+#: the user who reads the first page and half of the second: ``pages:size``
+PAGES = BrowsingModelDef("pages", StepDiscount, ParamInfo(int, 10, valid=lambda n: n >= 1, rule="must be ≥ 1",
+                                                           desc="results per page"), "size")
+register_browsing_model(PAGES)
 
 
 def test_a_registered_toy_browsing_model_parses_and_weighs_a_store(tmp_path):

@@ -365,28 +365,18 @@ class _RR(MeasureDef):
         return np.where(ok, 1.0 / first, 0.0)
 
 
-class _P(MeasureDef):
-    """Precision at k: relevant documents in the top k, over k."""
+class _AtCutoff(MeasureDef):
+    """P@k (relevant documents in the top k, over k) or R@k (over all relevant ones)."""
 
-    NAME = "P"
     SUPPORTED_PARAMS = {"cutoff": CUTOFF, "rel": REL}
     CUTOFF_REQUIRED = True
-    ALIASES = ("precision",)
+
+    def __init__(self, name: str, alias: str, recall: bool):
+        self.NAME, self.ALIASES, self.recall = name, (alias,), recall  # type: ignore[misc]
 
     def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
-        return seen_mask(rp, measure.cutoff).sum(axis=1) / float(measure.cutoff)
-
-
-class _R(MeasureDef):
-    """Recall at k: relevant documents in the top k, over all relevant ones."""
-
-    NAME = "R"
-    SUPPORTED_PARAMS = {"cutoff": CUTOFF, "rel": REL}
-    CUTOFF_REQUIRED = True
-    ALIASES = ("recall",)
-
-    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
-        return safe_div(seen_mask(rp, measure.cutoff).sum(axis=1).astype(np.float64), rp.m.astype(np.float64))
+        hits = seen_mask(rp, measure.cutoff).sum(axis=1).astype(np.float64)
+        return safe_div(hits, rp.m.astype(np.float64)) if self.recall else hits / float(measure.cutoff)
 
 
 class _Rprec(MeasureDef):
@@ -438,28 +428,19 @@ class _TSE(MeasureDef):
         return np.where(rp.m > 0, exposure(measure.e, last, rp.n, measure.p), 0.0)
 
 
-class _LexiRecall(MeasureDef):
-    """Lexicographic recall (its metric form, section 7.3.2)."""
+class _Lexicographic(MeasureDef):
+    """LexiRecall or LexiPrecision: a lexicographic preference between rankings, valued by its
+    metric form (section 7.3.2)."""
 
-    NAME = "LexiRecall"
     SUPPORTED_PARAMS = {"rel": REL}
-    ALIASES = ("lr",)
-    PREFERENCE = "recall"
+
+    def __init__(self, name: str, alias: str, preference: str,
+                 metric: Callable[[np.ndarray, np.ndarray, int], np.ndarray]):
+        self.NAME, self.ALIASES, self.PREFERENCE = name, (alias,), preference  # type: ignore[misc]
+        self.metric = metric
 
     def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
-        return lexirecall_metric(rp.pos, rp.m, rp.n)
-
-
-class _LexiPrecision(MeasureDef):
-    """Lexicographic precision (its metric form)."""
-
-    NAME = "LexiPrecision"
-    SUPPORTED_PARAMS = {"rel": REL}
-    ALIASES = ("lp",)
-    PREFERENCE = "precision"
-
-    def compute(self, measure: Measure, rp: RelPositions) -> np.ndarray:
-        return lexiprecision_metric(rp.pos, rp.m, rp.n)
+        return self.metric(rp.pos, rp.m, rp.n)
 
 
 class _ExpectedExposure(MeasureDef):
@@ -475,9 +456,11 @@ class _ExpectedExposure(MeasureDef):
         return deterministic_ee(rp, measure.gamma)[measure.name]
 
 
-for _defn in (_AP(), _nDCG(), _RR(), _P(), _R(), _Rprec(), _RBP(), _TSE(), _LexiRecall(),
-              _LexiPrecision(), _ExpectedExposure("EE-L"), _ExpectedExposure("EE-D"),
-              _ExpectedExposure("EE-R")):
+for _defn in (_AP(), _nDCG(), _RR(), _AtCutoff("P", "precision", False),
+              _AtCutoff("R", "recall", True), _Rprec(), _RBP(), _TSE(),
+              _Lexicographic("LexiRecall", "lr", "recall", lexirecall_metric),
+              _Lexicographic("LexiPrecision", "lp", "precision", lexiprecision_metric),
+              _ExpectedExposure("EE-L"), _ExpectedExposure("EE-D"), _ExpectedExposure("EE-R")):
     register_measure(_defn)
 
 AP = Measure("AP")

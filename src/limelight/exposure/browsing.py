@@ -13,7 +13,9 @@ model with one small class and one call.
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from limelight.errors import LimelightError
 from limelight.evaluation.discounts import (
@@ -52,42 +54,45 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@dataclass(frozen=True)
 class BrowsingModelDef:
     """A browsing model as the configuration and the CLI spell it, declared once and registered
     (``register_browsing_model``), as a measure is (``limelight.evaluation.measures``).
 
-    ``NAME`` is its spelling, ``ALIASES`` other spellings; ``PARAM`` the one argument written
-    after a colon (``rbp:0.9``; a ``ParamInfo`` with its type and default; None: the model takes
-    none) and ``PARAM_LABEL`` how the list of models writes it (``γ``); ``build`` the model
-    (a ``Discount``) from the converted argument.
+    ``name`` is its spelling, ``aliases`` other spellings; ``model`` makes the model (a
+    ``Discount``) from the one argument written after a colon (``rbp:0.9``), which ``param``
+    declares (a ``ParamInfo`` with its type and default; None: the model takes none, and
+    ``model`` is called without one); ``label`` is how the list of models writes the argument
+    (``γ``).
     """
 
-    NAME: ClassVar[str] = ""
-    ALIASES: ClassVar[tuple[str, ...]] = ()
-    PARAM: ClassVar[ParamInfo | None] = None
-    PARAM_LABEL: ClassVar[str] = ""
+    name: str
+    model: Callable[..., BrowsingModel]
+    param: ParamInfo | None = None
+    label: str = ""
+    aliases: tuple[str, ...] = ()
 
-    def build(self, arg: Any) -> BrowsingModel:  # pragma: no cover - abstract
-        """The model for the argument ``arg`` (converted by ``PARAM``; None without one)."""
-        raise NotImplementedError
+    def build(self, arg: Any = None) -> BrowsingModel:
+        """The model for ``arg`` (converted by ``param``; nothing without one)."""
+        return self.model() if self.param is None else self.model(arg)
 
     @property
     def spelling(self) -> str:
         """``rbp:γ``, ``dcg``: how the list of models writes it."""
-        return self.NAME + (f":{self.PARAM_LABEL}" if self.PARAM is not None else "")
+        return self.name + (f":{self.label}" if self.param is not None else "")
 
 
 _MODELS: dict[str, BrowsingModelDef] = {}
 
 
 def register_browsing_model(defn: BrowsingModelDef, *, replace: bool = False) -> BrowsingModelDef:
-    """Add a browsing model under its ``NAME`` and ``ALIASES`` (lower case); another one under a
+    """Add a browsing model under its ``name`` and ``aliases`` (lower case); another one under a
     taken name is refused unless ``replace``. Returns ``defn``."""
-    for name in (defn.NAME, *defn.ALIASES):
+    for name in (defn.name, *defn.aliases):
         old = _MODELS.get(name.lower())
-        if old is not None and not replace and type(old) is not type(defn):
+        if old is not None and not replace and old != defn:
             raise LimelightError(f"a browsing model {name!r} is registered already")
-    for name in (defn.NAME, *defn.ALIASES):
+    for name in (defn.name, *defn.aliases):
         _MODELS[name.lower()] = defn
     return defn
 
@@ -105,56 +110,20 @@ def parse_browsing_model(spec: str) -> BrowsingModel:
     if defn is None:
         known = ", ".join(d.spelling for d in browsing_models())
         raise LimelightError(f"unknown browsing model {spec!r} ({known})")
-    if defn.PARAM is None:
-        return defn.build(None)
+    if defn.param is None:
+        return defn.build()
     try:
-        value = defn.PARAM.convert(defn.NAME, arg) if arg else defn.PARAM.default
+        value = defn.param.convert(defn.name, arg) if arg else defn.param.default
     except MeasureError:
         raise LimelightError(f"bad browsing model argument in {spec!r}") from None
     return defn.build(value)
 
 
-# ---- the shipped models: one small class and one register call each ---------------------------
-class _RBPUser(BrowsingModelDef):
-    """RBP's patient user: μ = γ^ρ."""
-
-    NAME = "rbp"
-    PARAM = ParamInfo(float, 0.8, desc="persistence γ ∈ (0, 1]")
-    PARAM_LABEL = "γ"
-
-    def build(self, arg: Any) -> BrowsingModel:
-        return GeometricDiscount(arg)
-
-
-class _DCGUser(BrowsingModelDef):
-    """nDCG's user: μ = 1 / log2(ρ + 2)."""
-
-    NAME = "dcg"
-
-    def build(self, arg: Any) -> BrowsingModel:
-        return LogDiscount()
-
-
-class _ExhaustiveUser(BrowsingModelDef):
-    """The user who inspects every retrieved result: μ = 1."""
-
-    NAME = "exhaustive"
-    ALIASES = ("exh",)
-
-    def build(self, arg: Any) -> BrowsingModel:
-        return ConstantDiscount()
-
-
-class _CutoffUser(BrowsingModelDef):
-    """The user who inspects the top c: μ = 1[ρ < c]."""
-
-    NAME = "cutoff"
-    PARAM = ParamInfo(int, 10, desc="how many results the user inspects")
-    PARAM_LABEL = "c"
-
-    def build(self, arg: Any) -> BrowsingModel:
-        return TruncatedDiscount(arg)
-
-
-for _defn in (_RBPUser(), _DCGUser(), _ExhaustiveUser(), _CutoffUser()):
+# ---- the shipped models: one declaration and one register call each -----------------------------
+for _defn in (
+    BrowsingModelDef("rbp", GeometricDiscount, ParamInfo(float, 0.8, desc="persistence γ ∈ (0, 1]"), "γ"),
+    BrowsingModelDef("dcg", LogDiscount),
+    BrowsingModelDef("exhaustive", ConstantDiscount, aliases=("exh",)),
+    BrowsingModelDef("cutoff", TruncatedDiscount, ParamInfo(int, 10, desc="results the user inspects"), "c"),
+):
     register_browsing_model(_defn)
