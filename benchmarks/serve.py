@@ -85,12 +85,25 @@ def rss_mib(pid: int) -> dict[str, float]:
     return out
 
 
-def start_server(audit: str, port: int, log: Path) -> subprocess.Popen:
+def finish(out: dict, json_path: str | None) -> None:
+    """Write ``out`` to ``json_path`` (when given); a non-zero exit when a phase had errors."""
+    if json_path:
+        Path(json_path).write_text(json.dumps(out, indent=1, default=float))
+    n_err = sum(p["errors"] for p in out["phases"])
+    if n_err:
+        raise SystemExit(f"{n_err} errors")
+
+
+def start_server(audit: str, port: int, log: Path, extra: tuple[str, ...] = (),
+                 wait_s: float = 900) -> subprocess.Popen:
+    """``limelight serve --audit AUDIT --port PORT EXTRA...`` started and answering /api/info
+    (its stderr in ``log``); the script stops if it exits or does not answer within ``wait_s``."""
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "limelight.cli", "serve", "--audit", audit,
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
-    deadline = time.monotonic() + 900
+                             "--port", str(port), *extra], stdout=subprocess.DEVNULL, stderr=log.open("w"),
+                            text=True)
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"server exited: {log.read_text().strip()[-2000:]}")
@@ -101,7 +114,7 @@ def start_server(audit: str, port: int, log: Path) -> subprocess.Popen:
             pass
         time.sleep(0.5)
     proc.terminate()
-    raise SystemExit("server did not start within 900 s")
+    raise SystemExit(f"server did not start within {wait_s:.0f} s")
 
 
 class Workload:
@@ -165,6 +178,29 @@ class Workload:
             s.eqi(body["text"], body["system"], 20)
 
 
+async def timed_request(request, kind: str, path: str, lat: dict[str, list[float]],
+                        errors: dict[str, list[str]], later_ok: bool = True):
+    """Await ``request`` (an httpx request of ``kind`` to ``path``): its latency into
+    ``lat[kind]``, a failure into ``errors[kind]``; the response, None on a transport error. With
+    ``later_ok`` a 429 (the server's "later") is neither timed nor an error: the caller waits and
+    asks again."""
+    import httpx
+
+    t0 = time.perf_counter()
+    try:
+        r = await request
+    except httpx.HTTPError as e:
+        errors[kind].append(f"{type(e).__name__} {path}")
+        r = None
+    else:
+        if r.status_code == 429 and later_ok:
+            return r
+        if r.status_code >= 400:
+            errors[kind].append(f"{r.status_code} {path} {r.text[:120]}")
+    lat[kind].append(time.perf_counter() - t0)
+    return r
+
+
 async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
     """``clients`` asyncio clients issuing requests back to back over the endpoint mix for
     ``seconds``. A 429 (a full queue: EQI, or views) is not an error but a refusal the server
@@ -185,19 +221,12 @@ async def load(base: str, work: Workload, clients: int, seconds: float) -> dict:
                 kind = endpoints[j % len(endpoints)]
                 j += 1
                 method, path, params, body = work.make(kind)
-                t0 = time.perf_counter()
-                try:
-                    r = await http.request(method, path, params=params, json=body)
-                    if r.status_code == 429:
-                        refused[kind] += 1
-                        wait = float(r.headers.get("retry-after", "1"))
-                        await asyncio.sleep(max(0.0, min(wait, stop - time.perf_counter())))
-                        continue
-                    if r.status_code >= 400:
-                        errors[kind].append(f"{r.status_code} {path} {r.text[:120]}")
-                except httpx.HTTPError as e:
-                    errors[kind].append(f"{type(e).__name__} {path}")
-                lat[kind].append(time.perf_counter() - t0)
+                r = await timed_request(http.request(method, path, params=params, json=body), kind, path,
+                                        lat, errors)
+                if r is not None and r.status_code == 429:
+                    refused[kind] += 1
+                    wait = float(r.headers.get("retry-after", "1"))
+                    await asyncio.sleep(max(0.0, min(wait, stop - time.perf_counter())))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(client(i) for i in range(clients)))
@@ -373,7 +402,7 @@ TARGET_INFO_P99_MS = 50.0  # issue 42: /api/info while 4 clients hammer uncached
 TARGET_START_MIB = 1536.0  # issue 42: resident memory after start-up ≤ 1.5 GB
 
 
-def _load_avg() -> str:
+def load_avg() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
@@ -464,10 +493,10 @@ def main() -> None:
     port = free_port()
     log = Path(a.json).with_suffix(".server.log") if a.json else ROOT / ".cache" / "bench" / "serve.server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"load average (1/5/15 min) {_load_avg()} before the server starts", flush=True)
+    print(f"load average (1/5/15 min) {load_avg()} before the server starts", flush=True)
     proc = start_server(a.audit, port, log)
     mem_start = rss_mib(proc.pid)
-    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); load {_load_avg()}", flush=True)
+    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); load {load_avg()}", flush=True)
     print(_memory_line("after start-up", mem_start), flush=True)
     base = f"http://127.0.0.1:{port}"
     out: dict = {"audit": str(a.audit), "memory": {"start": mem_start}, "phases": []}
@@ -486,21 +515,21 @@ def main() -> None:
         print(_memory_line("after the first request of each endpoint and system", mem), flush=True)
         runs = []
         for n in client_counts:
-            before = _load_avg()
+            before = load_avg()
             res = asyncio.run(load(base, work, n, a.seconds))
-            after = _load_avg()
+            after = load_avg()
             mem = rss_mib(proc.pid)
             out["memory"][f"after_{n}_clients"] = mem
             runs.append((n, res, before, after, mem))
             print(f"{n} clients done: load {before} -> {after}; " + _memory_line("server", mem), flush=True)
         hammer = None
         if a.hammer:
-            before = _load_avg()
+            before = load_avg()
             hammer = asyncio.run(hammer_views(base, work, a.hammer, a.hammer_seconds))
-            hammer["load"] = (before, _load_avg())
+            hammer["load"] = (before, load_avg())
             mem = rss_mib(proc.pid)
             out["memory"]["after_views"] = mem
-            print(f"views done: load {before} -> {_load_avg()}; " + _memory_line("server", mem), flush=True)
+            print(f"views done: load {before} -> {load_avg()}; " + _memory_line("server", mem), flush=True)
         mem_end = rss_mib(proc.pid)  # before it exits: VmHWM is the peak over its whole life
         out["memory"]["end"] = mem_end
     finally:
@@ -534,11 +563,7 @@ def main() -> None:
                ratio=lat["http"]["p99_ms"] / 50, target="≤ 50 ms", met=lat["http"]["p99_ms"] <= 50,
                note=f"{lat['documents']} documents; AuditService.document p99 {lat['library']['p99_ms']:.1f} ms, "
                     f"HTTP max {lat['http']['max_ms']:.1f} ms")
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1, default=float))
-    n_err = sum(p["errors"] for p in out["phases"])
-    if n_err:
-        raise SystemExit(f"{n_err} errors")
+    finish(out, a.json)
 
 
 if __name__ == "__main__":

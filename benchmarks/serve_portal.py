@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _summary import percentiles_ms, record  # noqa: E402
-from serve import free_port, rss_mib  # noqa: E402
+from serve import finish, free_port, load_avg, rss_mib, start_server, timed_request  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORD = "bench-password-0"  # the accounts' password (a throw-away database)
@@ -54,10 +52,6 @@ CYCLE = ["doc_page", "search", "doc_json", "doc_page", "retrievability", "near_m
          "ranked", "log", "retrievability_page"]
 TARGET_P99_MS = {8: 200.0, 30: 500.0}
 TOP = 20  # the most exposed documents, always among those asked
-
-
-def _load_avg() -> str:
-    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def pick_documents(svc, owners_spec: str, n_owners: int, seed: int = 0) -> tuple[list[str], dict[str, list[str]]]:
@@ -107,26 +101,6 @@ def make_accounts(url: str, owners: list[str]) -> dict[str, str]:
     finally:
         acc.close()
     return names
-
-
-def start_server(audit: str, port: int, db_url: str, owners: str, k: int, log: Path) -> subprocess.Popen:
-    import httpx
-
-    proc = subprocess.Popen([sys.executable, "-m", "limelight.cli", "serve", "--audit", audit, "--port", str(port),
-                             "--db", db_url, "--owners", owners, "--min-searches", str(k)],
-                            stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
-    deadline = time.monotonic() + 1200
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited: {log.read_text().strip()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/info", timeout=5).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit("server did not start within 1200 s")
 
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -188,14 +162,7 @@ async def load(base: str, users: list[tuple[str, list[str], bool]], systems: lis
             kind = CYCLE[j % len(CYCLE)]
             j += 1
             path, params = request_of(kind, rng, docs, systems, texts, is_admin)
-            t0 = time.perf_counter()
-            try:
-                r = await http.get(path, params=params)
-                if r.status_code >= 400:
-                    errors[kind].append(f"{r.status_code} {path} {r.text[:120]}")
-            except httpx.HTTPError as e:
-                errors[kind].append(f"{type(e).__name__} {path}")
-            lat[kind].append(time.perf_counter() - t0)
+            await timed_request(http.get(path, params=params), kind, path, lat, errors, later_ok=False)
 
     t0 = time.perf_counter()
     try:
@@ -232,7 +199,7 @@ def most_exposed(base: str, docs: list[str], systems: list[str]) -> dict:
     res = asyncio.run(run())
     slow = sorted(res["slowest"], reverse=True)[:3]
     out = {"html": percentiles_ms(res["html"]), "json": percentiles_ms(res["json"]),
-           "slowest": [{"ms": ms, "docid": d, "system": s} for ms, d, s in slow], "load": _load_avg()}
+           "slowest": [{"ms": ms, "docid": d, "system": s} for ms, d, s in slow], "load": load_avg()}
     print(f"the {len(docs)} most exposed documents x {len(systems)} systems, one at a time as the admin: "
           f"HTML p50 {out['html']['p50_ms']:.1f} ms, p99 {out['html']['p99_ms']:.1f} ms, max "
           f"{out['html']['max_ms']:.1f} ms ({', '.join(f'{d} {s} {ms:.0f} ms' for ms, d, s in slow)}); "
@@ -305,20 +272,21 @@ def main() -> None:
             order.append(users[0])
         order.append(owners_only[i])
     print(f"audit {a.audit}: {len(docs)} documents ({TOP} most exposed first), {len(by_owner)} owners ({owners}), "
-          f"k = {a.min_searches}; load {_load_avg()} before the server starts", flush=True)
+          f"k = {a.min_searches}; load {load_avg()} before the server starts", flush=True)
     port = free_port()
     t0 = time.perf_counter()
-    proc = start_server(a.audit, port, db_url, owners, a.min_searches, work / "server.log")
-    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); load {_load_avg()}; "
+    proc = start_server(a.audit, port, work / "server.log", ("--db", db_url, "--owners", owners, "--min-searches",
+                                                              str(a.min_searches)), wait_s=1200)
+    print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); load {load_avg()}; "
           f"resident {rss_mib(proc.pid).get('rss_mib', float('nan')):.0f} MiB", flush=True)
     base = f"http://127.0.0.1:{port}"
     out: dict = {"audit": str(a.audit), "owners": owners, "documents": len(docs), "phases": []}
     try:
         out["most_exposed"] = most_exposed(base, docs[:TOP], systems)
         for n in [int(x) for x in a.clients.split(",") if x.strip()]:
-            before = _load_avg()
+            before = load_avg()
             res = asyncio.run(load(base, order, systems, texts, n, a.seconds, a.seed))
-            after = _load_avg()
+            after = load_avg()
             print(f"\n{n} logged-in clients for {res['wall']:.1f} s; load average (1/5/15 min) before {before}, "
                   f"after {after}")
             out["phases"].append({**phase_table(res, n), "load_before": before, "load_after": after})
@@ -336,11 +304,7 @@ def main() -> None:
            ratio=me["html"]["p99_ms"] / max(me["json"]["p99_ms"], 1e-9), target="≤ 200 ms",
            met=bool(me["html"]["p99_ms"] <= 200), note=f"slowest {me['slowest'][0]['docid']} "
                                                        f"({me['slowest'][0]['system']})")
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1, default=float))
-    n_err = sum(p["errors"] for p in out["phases"])
-    if n_err:
-        raise SystemExit(f"{n_err} errors")
+    finish(out, a.json)
 
 
 if __name__ == "__main__":
