@@ -259,8 +259,8 @@ def run_distfair_reference(setting: str, name: str, stores: dict, topics, idx: P
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("/tmp/limelight-topics"))
-    ap.add_argument("--settings", default="adi,med,cacm,cranfield,npl,scifact,debian-log,debian-click,"
-                                          "movies-click,movies-log")
+    ap.add_argument("--settings", default="debian-log,adi,med,cacm,cranfield,movies-click,debian-click,npl,"
+                                          "scifact,movies-log")
     ap.add_argument("--boot", type=int, default=200)
     ap.add_argument("--boot-log", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
