@@ -140,3 +140,5 @@ def test_web_view_equals_the_library(audit):
         assert r.status_code == 200
         assert f"{j['collection_gini']:.3f}"[:4] in r.text and "standing-table" in r.text
         assert 'href="/topics?system=bm25' in r.text  # the other system, on the same topics
+        page = c.get(f"/documents/{doc}", params={"system": "classic"}).text  # linked from its page
+        assert f'href="/topics?system=classic&doc={doc}"' in page
