@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,21 @@ from limelight._io import atomic_path
 from limelight.errors import LimelightError
 
 STATE_FILE = "train_state.pt"
+
+
+@dataclass
+class TrainingStats:
+    """Steps, examples seen, seconds and per-step losses of one training run. With checkpoints
+    they cover the whole run (resumed parts included); ``resumed_from`` is the step the run
+    continued from (0 for a fresh run) and ``completed`` is False when ``stop`` ended the run
+    early (a checkpoint holds its state)."""
+
+    steps: int
+    examples: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)
+    completed: bool = True
+    resumed_from: int = 0
 
 
 def fingerprint_texts(*columns: Iterable) -> str:

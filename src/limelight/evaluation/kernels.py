@@ -15,15 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import limelight.evaluation.discounts as D
 from limelight.errors import LimelightError
-from limelight.evaluation.discounts import (
-    Discount,
-    GeometricDiscount,
-    LinearDiscount,
-    LogDiscount,
-    ReciprocalDiscount,
-    TruncatedDiscount,
-)
 from limelight.evaluation.relpos import RelPositions
 
 
@@ -36,19 +29,19 @@ def recall_level(e: np.ndarray, z: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, e * z, 0.0).sum(axis=1)
 
 
-def exposure_model(name: str, n: int, p: float | None = None) -> Discount:
+def exposure_model(name: str, n: int, p: float | None = None) -> D.Discount:
     """The exposure model e(i) of TSE and the measure kernels as a ``Discount`` (strictly
     decreasing in the rank): ``rr`` 1/i, ``ndcg`` 1/log2(i+1), ``rbp`` (1−p)·p^(i−1) (p = 0.8
     by default), ``lin`` 1 − i/n."""
     if name == "rr":
-        return ReciprocalDiscount()
+        return D.ReciprocalDiscount()
     if name == "ndcg":
-        return LogDiscount()
+        return D.LogDiscount()
     if name == "rbp":
         pp = 0.8 if p is None else p
-        return GeometricDiscount(pp, scale=1.0 - pp)
+        return D.GeometricDiscount(pp, scale=1.0 - pp)
     if name == "lin":
-        return LinearDiscount(int(n))
+        return D.LinearDiscount(int(n))
     raise MeasureError(f"unknown exposure model {name!r}")
 
 
@@ -83,7 +76,7 @@ def ideal_dcg(rp: RelPositions, k: int | None) -> np.ndarray:
     gains, discount 1/log2(rank+1), cut at ``k``."""
     gain = rp.grade.astype(np.float64)
     ideal = -np.sort(-np.where(rp.valid, gain, 0.0), axis=1)
-    disc = LogDiscount() if k is None else TruncatedDiscount(int(k), LogDiscount())
+    disc = D.LogDiscount() if k is None else D.TruncatedDiscount(int(k), D.LogDiscount())
     return (ideal * disc.weights(np.arange(1, ideal.shape[1] + 1))[None, :]).sum(axis=1)
 
 
@@ -189,7 +182,7 @@ def deterministic_ee(rp: RelPositions, gamma: float) -> dict[str, np.ndarray]:
     document at rank ``i`` has exposure γ^(i−1), ranks beyond the run's depth none."""
     g = _check_gamma(gamma)
     depth = rp.depth.astype(np.float64)
-    rel = np.where(rp.retrieved, GeometricDiscount(g).weights(rp.pos), 0.0)
+    rel = np.where(rp.retrieved, D.GeometricDiscount(g).weights(rp.pos), 0.0)
     total = (1.0 - np.power(g, depth)) / (1.0 - g)
     norm2 = (1.0 - np.power(g * g, depth)) / (1.0 - g * g)
     return ee_from_parts(rel, rp, total, norm2, g)

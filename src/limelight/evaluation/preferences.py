@@ -27,31 +27,30 @@ if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
     import pandas as pd
 
 
+def _first_difference(p: Sequence[int], q: Sequence[int], last: bool) -> int:
+    """+1 if ``p`` ranks better at the first (or ``last``) index where the sorted position
+    vectors differ, -1 if worse, 0 if they are equal."""
+    a, b = np.sort(np.asarray(p)), np.sort(np.asarray(q))
+    if a.shape != b.shape:
+        raise ValueError("rankings of one query have the same number of relevant documents")
+    diff = np.flatnonzero(a != b)
+    if len(diff) == 0:
+        return 0
+    i = diff[-1] if last else diff[0]
+    return 1 if a[i] < b[i] else -1
+
+
 def lexirecall(p: Sequence[int], q: Sequence[int]) -> int:
     """Lexirecall preference between two relevance-position vectors of one query (eq. 11).
 
     ``+1`` if ``p`` is preferred: at the largest index ``i`` where they differ, ``p_i < q_i``.
     """
-    a, b = np.sort(np.asarray(p)), np.sort(np.asarray(q))
-    if a.shape != b.shape:
-        raise ValueError("rankings of one query have the same number of relevant documents")
-    diff = np.flatnonzero(a != b)
-    if len(diff) == 0:
-        return 0
-    i = diff[-1]
-    return 1 if a[i] < b[i] else -1
+    return _first_difference(p, q, last=True)
 
 
 def lexiprecision(p: Sequence[int], q: Sequence[int]) -> int:
     """Lexiprecision preference (section 7.3.1): first difference from the top decides."""
-    a, b = np.sort(np.asarray(p)), np.sort(np.asarray(q))
-    if a.shape != b.shape:
-        raise ValueError("rankings of one query have the same number of relevant documents")
-    diff = np.flatnonzero(a != b)
-    if len(diff) == 0:
-        return 0
-    i = diff[0]
-    return 1 if a[i] < b[i] else -1
+    return _first_difference(p, q, last=False)
 
 
 def pairwise(pos_a: np.ndarray, pos_b: np.ndarray, kind: str = "recall") -> np.ndarray:

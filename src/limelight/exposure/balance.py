@@ -49,10 +49,10 @@ from limelight.exposure.fairness import (
     Groups,
     Merit,
     _Dcg10,
+    _merit_at,
     _query_ptr,
     _row_scale,
     _rows,
-    _values_at,
     fairness_from_pairs,
     ideal_exposure,
     parse_discount,
@@ -264,8 +264,7 @@ def ranking_figures(tk: TopK, groupings: dict[str, Groups], q: np.ndarray, d: np
                     minlength=tk.merit.matrix.shape[1])
     mm = tk.merit.matrix
     ptr, _ = _query_ptr(np.asarray(q), nq)
-    mval = _values_at(ptr, np.asarray(d, np.int64), mm.indptr.astype(np.int64),
-                      mm.indices.astype(np.int64), mm.data, mm.shape[1])
+    mval = _merit_at(ptr, d, mm, mm.shape[1])
     rf = r.astype(np.float64)
     dcg = np.bincount(q, weights=mval * np.where(rf <= 10, 1.0 / np.log2(rf + 1.0), 0.0), minlength=nq)
     hits = np.bincount(q, weights=((mval > 0) & (r <= min(100, tk.k))).astype(np.float64), minlength=nq)
@@ -295,8 +294,7 @@ def pool_policy_figures(tk: TopK, groupings: dict[str, Groups], q: np.ndarray, d
     tables = np.stack([mu, np.where(pos <= 10, 1.0 / np.log2(pos + 1.0), 0.0),
                        (pos <= min(100, k)).astype(float)])
     ptr, _ = _query_ptr(np.asarray(q), nq)
-    mval = _values_at(ptr, np.asarray(d, np.int64), mm.indptr.astype(np.int64),
-                      mm.indices.astype(np.int64), mm.data, n)
+    mval = _merit_at(ptr, d, mm, n)
     e_doc, dcg, hits = np.zeros(n), np.zeros(nq), np.zeros(nq)
     e_q = {name: np.zeros((nq, g.n_groups)) for name, g in groupings.items()} if per_query else {}
     for b0 in range(0, nq, block):

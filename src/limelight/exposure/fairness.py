@@ -685,19 +685,28 @@ def _ee_groups(eps: sp.csr_matrix, star: sp.csr_matrix, discount: Discount, targ
 
 
 @numba.njit(cache=True, nogil=True)
-def _ranks_at(s_ptr, s_d, s_rank, m_ptr, m_d, n_docs):  # pragma: no cover - numba
-    """The store's 1-based rank of each merit pair (0: not in the query's top n): per query, the
-    store's documents are written into a scratch array, read at the merit's, then cleared."""
-    out = np.zeros(len(m_d), np.int64)
-    scratch = np.zeros(n_docs, np.int64)
-    for i in range(len(m_ptr) - 1):
-        for j in range(s_ptr[i], s_ptr[i + 1]):
-            scratch[s_d[j]] = s_rank[j]
-        for j in range(m_ptr[i], m_ptr[i + 1]):
-            out[j] = scratch[m_d[j]]
-        for j in range(s_ptr[i], s_ptr[i + 1]):
-            scratch[s_d[j]] = 0
+def _gather_by_query(a_ptr, a_d, a_val, b_ptr, b_d, n_docs):  # pragma: no cover - numba
+    """The value ``a_val`` of each ``b`` pair's (query, document) among the ``a`` pairs (0 where
+    ``a`` has none): both grouped by query (``*_ptr``); per query, ``a``'s values are written
+    into a scratch array over the documents, read at ``b``'s, then cleared. The store's rank of
+    each merit pair, or the merit of each store pair."""
+    out = np.zeros(len(b_d), a_val.dtype)
+    scratch = np.zeros(n_docs, a_val.dtype)
+    for i in range(len(a_ptr) - 1):
+        for j in range(a_ptr[i], a_ptr[i + 1]):
+            scratch[a_d[j]] = a_val[j]
+        for j in range(b_ptr[i], b_ptr[i + 1]):
+            out[j] = scratch[b_d[j]]
+        for j in range(a_ptr[i], a_ptr[i + 1]):
+            scratch[a_d[j]] = 0
     return out
+
+
+def _merit_at(ptr: np.ndarray, d: np.ndarray, mm, n_docs: int) -> np.ndarray:
+    """The merit (``mm``, a query × document CSR matrix) of each store pair (documents ``d``
+    grouped by query by ``ptr``), 0 where the pair has none."""
+    return _gather_by_query(mm.indptr.astype(np.int64), mm.indices.astype(np.int64),
+                            np.asarray(mm.data, np.float64), ptr, np.asarray(d, np.int64), n_docs)
 
 
 # ---- the report -----------------------------------------------------------------------------------
@@ -811,8 +820,8 @@ def _parts(q, d, rank, ptr, w, groups: Groups, merit: Merit | None, target: str,
                                       "awrf_n": np.isfinite(aw).astype(np.float64)}
     if mm is not None:
         mq = np.repeat(np.arange(nq), np.diff(mm.indptr))
-        mrank = _ranks_at(ptr, d, rank, mm.indptr.astype(np.int64), mm.indices.astype(np.int64),
-                          groups.n_docs)
+        mrank = _gather_by_query(ptr, d, np.asarray(rank, np.int64), mm.indptr.astype(np.int64),
+                                 mm.indices.astype(np.int64), groups.n_docs)
         mtot = _rows(mm)
         per = np.divide(etot, mtot, out=np.zeros_like(etot), where=mtot > 0)
         u, c, eps, star, tm = _group_sums(mq, mm.indices, np.arange(mm.nnz), np.stack([
@@ -1120,22 +1129,6 @@ def fairness_table(store, groups: Groups, merit: Merit | None = None, target: st
 # ---- changing it: Plackett-Luce policies -----------------------------------------------------------
 
 
-@numba.njit(cache=True, nogil=True)
-def _values_at(s_ptr, s_d, m_ptr, m_d, m_val, n_docs):  # pragma: no cover - numba
-    """The merit of each store pair (0 where the pair has none), query by query through a
-    scratch array (the inverse of ``_ranks_at``)."""
-    out = np.zeros(len(s_d))
-    scratch = np.zeros(n_docs)
-    for i in range(len(s_ptr) - 1):
-        for j in range(m_ptr[i], m_ptr[i + 1]):
-            scratch[m_d[j]] = m_val[j]
-        for j in range(s_ptr[i], s_ptr[i + 1]):
-            out[j] = scratch[s_d[j]]
-        for j in range(m_ptr[i], m_ptr[i + 1]):
-            scratch[m_d[j]] = 0.0
-    return out
-
-
 def policy_curve(store, groups: Groups, merit: Merit, temperatures: Sequence[float],
                  browsing: str | Discount = "dcg", n_samples: int = 32, seed: int = 0,
                  block: int = 4096) -> pd.DataFrame:
@@ -1155,8 +1148,7 @@ def policy_curve(store, groups: Groups, merit: Merit, temperatures: Sequence[flo
     mm = merit.matrix
     w = np.where(merit.queries(), store.queries.weights, 0.0)
     ptr = np.searchsorted(q, np.arange(nq + 1)).astype(np.int64)
-    mval = _values_at(ptr, np.asarray(d, np.int64), mm.indptr.astype(np.int64),
-                      mm.indices.astype(np.int64), mm.data, n)
+    mval = _merit_at(ptr, d, mm, n)
     pos = np.arange(1, k + 1)
     tables = np.stack([disc.weights(pos), parse_discount("cutoff:10").weights(pos) /
                        np.log2(pos + 1.0), (pos <= 100).astype(float)])
@@ -1207,8 +1199,7 @@ def ranking_effectiveness(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weight
     ptr, ok = _query_ptr(np.asarray(q), nq)
     if not ok:
         raise LimelightError("exposure pairs must be grouped by query (ascending codes within the query set)")
-    mval = _values_at(ptr, np.asarray(d), mm.indptr.astype(np.int64), mm.indices.astype(np.int64),
-                      mm.data, mm.shape[1])
+    mval = _merit_at(ptr, d, mm, mm.shape[1])
     r = np.asarray(rank, dtype=np.float64)
     dcg = np.bincount(q, weights=mval * np.where(r <= 10, 1.0 / np.log2(r + 1.0), 0.0), minlength=nq)
     rec = np.bincount(q, weights=((mval > 0) & (r <= 100)).astype(np.float64), minlength=nq)

@@ -53,12 +53,11 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from limelight._checkpoint import describe_base
+from limelight._checkpoint import TrainingStats, describe_base
 from limelight._io import atomic_dir
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
@@ -154,21 +153,9 @@ def base_model_of(backbone: str | os.PathLike | None) -> dict:
     return {"name": "smollm2-135m-instruct" if default else path.name, **model_signature(cfg)}
 
 
-@dataclass
-class TrainStats:
-    """What a ``fit`` did: steps, examples, seconds and the loss of each step.
-
-    With checkpointing, ``losses`` and ``seconds`` cover the whole run (resumed parts included),
-    ``resumed_from`` is the step the run continued from (0 for a fresh run) and ``completed`` is
-    False when ``stop`` ended the run early (a checkpoint holds its state).
-    """
-
-    steps: int
-    examples: int
-    seconds: float
-    losses: list[float] = field(default_factory=list)
-    completed: bool = True
-    resumed_from: int = 0
+class TrainStats(TrainingStats):
+    """Steps, examples seen, seconds and per-step losses of one generator training run
+    (``limelight._checkpoint.TrainingStats``)."""
 
 
 def model_signature(model) -> dict:

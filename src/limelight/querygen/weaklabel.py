@@ -572,18 +572,12 @@ def click_dataset(collection: Collection, schema: Schema | str, n_queries: int =
     parts = dict(zip(("train", "val", "test"), np.split(perm, cuts), strict=True))
     bent = rng.choice(n, n_broad_test, replace=False) if n_broad_test <= n else rng.choice(n, n_broad_test)
     bi, bt, bq = _dedup(*lab.generate(bent, "broad", seed=seed + 2))
-    out_q, out_r, out_e = {}, {}, {}
-    for name, (a, b, c) in {**{k: (ei[v], it[v], qs[v]) for k, v in parts.items()},
-                            "broad_test": (bi, bt, bq)}.items():
-        qids = [f"{name}-{j}" for j in range(len(c))]
-        out_q[name] = Queries(IdMap(qids, kind="query"), c, None, b, name=f"click-{name}")
-        out_r[name] = Qrels.from_arrays(qids, collection.ids.strings[a].tolist(), [1] * len(qids),
-                                        f"click-{name}")
-        out_e[name] = a
-    return ClickSet(out_q, out_r, out_e)
+    return _click_parts(collection, {**{k: (ei[v], it[v], qs[v]) for k, v in parts.items()},
+                                     "broad_test": (bi, bt, bq)})
 
 
 def _click_parts(collection: Collection, parts: dict) -> ClickSet:
+    """The ``ClickSet`` of ``{split: (entity indices, intents, query texts)}``."""
     out_q, out_r, out_e = {}, {}, {}
     for name, (a, b, c) in parts.items():
         qids = [f"{name}-{j}" for j in range(len(c))]

@@ -15,27 +15,23 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from limelight._checkpoint import TrainingStats
 from limelight._io import atomic_dir
 from limelight.errors import LimelightError
 
 
-@dataclass
-class FinetuneStats:
-    """Steps, pairs seen, seconds and per-step losses of one fine-tuning run (with checkpoints:
-    of the whole run; ``completed`` False when ``stop`` ended it early, ``resumed_from`` the step
-    it continued from)."""
+class FinetuneStats(TrainingStats):
+    """Steps, pairs seen, seconds and per-step losses of one fine-tuning run
+    (``limelight._checkpoint.TrainingStats``; ``pairs`` is its ``examples``)."""
 
-    steps: int
-    pairs: int
-    seconds: float
-    losses: list[float] = field(default_factory=list)
-    completed: bool = True
-    resumed_from: int = 0
+    @property
+    def pairs(self) -> int:
+        """Training pairs seen."""
+        return self.examples
 
 
 def no_duplicate_batches(doc_keys: np.ndarray, batch_size: int, n_batches: int,

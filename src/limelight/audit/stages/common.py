@@ -100,6 +100,15 @@ def section_start(stages, name: str, heading: str) -> tuple[list, dict | None]:
     return blocks, rec
 
 
+def section_table(stages, name: str, heading: str, audit_dir
+                  ) -> tuple[list, dict | None, pd.DataFrame | None]:
+    """``section_start``'s blocks and record, and the stage's table of the same name when the
+    stage ran and the table has rows (else None)."""
+    blocks, rec = section_start(stages, name, heading)
+    df = read_table(audit_dir, name) if rec is not None else None
+    return blocks, rec, (df if df is not None and len(df) else None)
+
+
 def read_table(audit_dir, name: str) -> pd.DataFrame | None:
     """A table of the audit (``None`` when the stage did not write it)."""
     p = audit_dir.table(name)

@@ -187,14 +187,13 @@ CTRLQGEN = Stage("ctrlqgen", "CtrlQGen synthetic queries and their retrievabilit
 def report_section(audit_dir, stages) -> list:
     """How retrievability changes when generated searches (CtrlQGen) join the log."""
     from limelight.audit.stage import Table, Text
-    from limelight.audit.stages.common import pct, read_table, section_start
+    from limelight.audit.stages.common import pct, read_table, section_table
 
-    blocks, rec = section_start(stages, "ctrlqgen",
-                                "Would generated searches reach the documents the log misses?")
+    blocks, rec, df = section_table(stages, "ctrlqgen",
+                                    "Would generated searches reach the documents the log misses?", audit_dir)
     if rec is None:
         return blocks
-    df = read_table(audit_dir, "ctrlqgen")
-    if df is not None and len(df):
+    if df is not None:
         c = int(df["c"].max())
         at = df[df["c"] == c]
         log = at[at["queries"] == "log"]

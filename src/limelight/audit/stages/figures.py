@@ -145,7 +145,7 @@ def diff_section(audit_dir, stages) -> list:
     import shlex
 
     from limelight.audit.stage import Figure, Heading, Table, Text
-    from limelight.audit.stages.common import read_table
+    from limelight.audit.stages.common import read_table, words
 
     diff = read_table(audit_dir, "diff")
     if diff is None or not len(diff):
@@ -168,15 +168,14 @@ def diff_section(audit_dir, stages) -> list:
                              f"groups whose share moves most.",
                              f"limelight exposure diff {out}/systems/{first}/exposure "
                              f"{out}/systems/{to}/exposure" + (f" --group-field {group}" if group else "")))
-    words = {"from": "from", "to": "to", "c": "results looked at", "gini_a": "inequality before",
-             "gini_b": "inequality after", "retrievable_fraction_a": "shown at least once before",
-             "retrievable_fraction_b": "shown at least once after",
-             "n_gain": "documents shown more", "n_lose": "documents shown less",
-             "n_same": "documents unchanged", "newly_retrievable": "newly shown",
-             "newly_irretrievable": "no longer shown",
-             "r_moved": "retrievability moved between documents"}
-    keep = [c for c in words if c in diff.columns]
-    blocks.append(Table(diff[keep].rename(columns=words),
+    labels = {"from": "from", "to": "to", "c": "results looked at", "gini_a": "inequality before",
+              "gini_b": "inequality after", "retrievable_fraction_a": "shown at least once before",
+              "retrievable_fraction_b": "shown at least once after",
+              "n_gain": "documents shown more", "n_lose": "documents shown less",
+              "n_same": "documents unchanged", "newly_retrievable": "newly shown",
+              "newly_irretrievable": "no longer shown",
+              "r_moved": "retrievability moved between documents"}
+    blocks.append(Table(words(diff, labels),
                         "Per pair of systems: [[gini|inequality]], the share of documents shown "
                         "at least once, and the documents whose [[retrievability]] goes up, down, "
                         "or from zero and back.",

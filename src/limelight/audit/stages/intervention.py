@@ -109,27 +109,25 @@ def report_section(audit_dir, stages) -> list:
     import shlex
 
     from limelight.audit.stage import Figure, Table, Text
-    from limelight.audit.stages.common import read_table, section_start
+    from limelight.audit.stages.common import section_table, words
 
-    blocks, rec = section_start(stages, "intervention",
-                                "Changing who is in the limelight: stochastic rankings")
+    blocks, rec, df = section_table(stages, "intervention",
+                                    "Changing who is in the limelight: stochastic rankings", audit_dir)
     if rec is None:
         return blocks
-    df = read_table(audit_dir, "intervention")
-    if df is not None and len(df):
+    if df is not None:
         hot = df.loc[df.groupby("system", sort=False)["temperature"].idxmax()]
         for _, r in hot.iterrows():
             blocks.append(Text(f"At temperature {r['temperature']:g}, {r['system']}'s "
                                f"[[gini|inequality]] goes from "
                                f"{df[(df.system == r['system']) & (df.temperature == 0)]['gini'].iloc[0]:.3f} "
                                f"to {r['gini']:.3f} ({r['gini_change']:+.0%})."))
-        words = {"system": "system", "temperature": "temperature", "c": "results looked at",
-                 "samples": "rankings sampled per search", "gini": "inequality (Gini)",
-                 "retrievable_fraction": "documents shown at least once",
-                 "gini_change": "change of inequality", "ndcg10": "expected nDCG@10"}
-        words.update({c: c for c in df.columns if c.startswith("EE-")})
-        keep = [c for c in words if c in df.columns]
-        blocks.append(Table(df[keep].rename(columns=words),
+        labels = {"system": "system", "temperature": "temperature", "c": "results looked at",
+                  "samples": "rankings sampled per search", "gini": "inequality (Gini)",
+                  "retrievable_fraction": "documents shown at least once",
+                  "gini_change": "change of inequality", "ndcg10": "expected nDCG@10"}
+        labels.update({c: c for c in df.columns if c.startswith("EE-")})
+        blocks.append(Table(words(df, labels),
                             "Inequality and the share of documents shown at least once of the "
                             "expected retrievability under a Plackett-Luce policy over each "
                             "system's stored results at temperature T (relative to each search's "

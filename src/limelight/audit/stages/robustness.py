@@ -3,19 +3,9 @@
 
 from __future__ import annotations
 
+import limelight.audit.stages.common as common
 from limelight.audit.stage import Audit, Option, Progress, Stage, StageOptions
-from limelight.audit.stages.common import (
-    able,
-    eval_qids,
-    left_out,
-    no_qrels,
-    none_able,
-    switched_off,
-    write_table,
-)
-from limelight.retrieval.systems import (
-    NEW_QUERIES,
-)
+from limelight.retrieval.systems import NEW_QUERIES
 
 
 # ---- query variations and generated queries ---------------------------------------------------
@@ -61,11 +51,11 @@ def _robustness(audit: Audit, bar: Progress) -> dict:
     from limelight.querygen.robustness import robustness_report
 
     cfg, inp, opts = audit.cfg, audit.inputs, _robustness_opts(audit)
-    pipes = {s.name: audit.retriever(s, query_vectors=False) % 1000 for s in able(cfg, NEW_QUERIES)}
+    pipes = {s.name: audit.retriever(s, query_vectors=False) % 1000 for s in common.able(cfg, NEW_QUERIES)}
     rep = robustness_report(pipes, inp.eval_queries, inp.dataset.qrels, opts["methods"],
                             opts["measure"], mode=opts["mode"], seed=cfg.seed,
                             dataset=inp.dataset.name)
-    write_table(audit, "robustness", rep.to_pandas())
+    common.write_table(audit, "robustness", rep.to_pandas())
     figs = []
     if len(rep.rows):
         rep.plot(audit.dir.figures_dir / "robustness.png")
@@ -76,12 +66,12 @@ def _robustness(audit: Audit, bar: Progress) -> dict:
 
 
 ROBUSTNESS = Stage("robustness", "query-variation robustness", _robustness,
-                   key=lambda a: (a.key("index"), [s.settings() for s in able(a.cfg, NEW_QUERIES)],
-                                  _robustness_opts(a), a.cfg.seed, eval_qids(a)),
+                   key=lambda a: (a.key("index"), [s.settings() for s in common.able(a.cfg, NEW_QUERIES)],
+                                  _robustness_opts(a), a.cfg.seed, common.eval_qids(a)),
                    inputs=("index",),
-                   skip=lambda a: (switched_off(a, "robustness") or no_qrels(a)
-                                   or none_able(a, NEW_QUERIES, "to retrieve query variations")),
-                   note=lambda a: left_out(a.cfg.systems, NEW_QUERIES),
+                   skip=lambda a: (common.switched_off(a, "robustness") or common.no_qrels(a)
+                                   or common.none_able(a, NEW_QUERIES, "to retrieve query variations")),
+                   note=lambda a: common.left_out(a.cfg.systems, NEW_QUERIES),
                    report=lambda d, s: report_section(d, s))
 
 _WORDS = {"system": "system", "mode": "mode", "level": "level", "category": "kind of variation",
