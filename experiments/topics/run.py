@@ -62,7 +62,7 @@ from limelight.exposure.distfair import VALUES, distfair
 from limelight.exposure.fairness import Groups, Merit
 from limelight.exposure.retrievability import analyse_pairs
 from limelight.exposure.store import ExposureStore
-from limelight.exposure.topics import topic_retrievability, topics_from_texts
+from limelight.exposure.topics import topic_retrievability, topics_from_texts, topics_from_vectors
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -187,6 +187,7 @@ def run_setting(setting: str, work: Path, n_boot: int, seed: int) -> dict:
             out["pairs"][f"{a}-{bsys}"] = cell
     for m in MEASURES:
         out["order"][m] = sorted(SYSTEMS, key=lambda s: point[s][m])  # fairest (lowest Gini) first
+    out["sweep"] = sweep(setting, pairs, stores, w, first, c, seed)
     out["seconds_retrievability"] = time.perf_counter() - t0
     if rfile is not None:
         out["distfair"] = run_distfair(setting, name, stores, rfile, topics, idx, seed, c)
@@ -194,6 +195,34 @@ def run_setting(setting: str, work: Path, n_boot: int, seed: int) -> dict:
         out["distfair_reference"] = run_distfair_reference(setting, name, stores, topics, idx, seed, c)
     out["load"] = list(os.getloadavg())
     return out
+
+
+def sweep(setting: str, pairs: dict, stores: dict, w: np.ndarray, first, c: int, seed: int) -> list[dict]:
+    """Point estimates of the per-topic aggregates and the systems' order for other K (TF-IDF
+    topics) and, where the log's query vectors exist (the demo audit's, for ``debian-log``), for
+    K-means over those vectors (all-MiniLM-L6-v2): does the order depend on the topic model?"""
+    texts = first.queries.texts.tolist()
+    nq = len(w)
+    models = [("tfidf", k) for k in (5, 10, 20, 50) if k <= max(1, nq // 5)]
+    vec = ROOT / "demo-out" / "systems" / "query_vectors.npy" if setting == "debian-log" else None
+    if vec is not None and vec.exists():
+        models += [("vectors", k) for k in (10, 20, 50)]
+        x = np.load(vec)
+        if x.shape[0] != nq:
+            raise SystemExit(f"{vec}: {x.shape[0]} rows for {nq} queries")
+    rows = []
+    for model, k in models:  # a handful of topic models
+        topics = topics_from_texts(texts, k, seed) if model == "tfidf" else topics_from_vectors(x, k, seed)
+        row = {"model": topics.method, "k": k}
+        for s in SYSTEMS:
+            summ = topic_retrievability(*pairs[s], stores[s].doc_ids, w, topics, c=c).summary
+            row[s] = {m: summ[m] for m in ("topic_gini_min", "topic_gini_mean", "topic_gini_max",
+                                           "topic_gini_mean_weighted")}
+        row["order_mean"] = sorted(SYSTEMS, key=lambda s: row[s]["topic_gini_mean"])
+        row["order_weighted"] = sorted(SYSTEMS, key=lambda s: row[s]["topic_gini_mean_weighted"])
+        rows.append(row)
+        print(f"  {setting} {topics.method} K={k}: order {row['order_mean']}", flush=True)
+    return rows
 
 
 def _short(summary: dict) -> dict:
@@ -269,7 +298,14 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     for setting in a.settings.split(","):
         t = time.perf_counter()
-        res = run_setting(setting, a.work, a.boot_log if setting.endswith("-log") else a.boot, a.seed)
+        try:
+            res = run_setting(setting, a.work, a.boot_log if setting.endswith("-log") else a.boot, a.seed)
+        except Exception as e:  # noqa: BLE001 - one setting's failure is reported, the others run
+            import traceback
+
+            traceback.print_exc()
+            print(f"{setting}: FAILED ({e})", flush=True)
+            continue
         res["seconds"] = time.perf_counter() - t
         with atomic_path(HERE / "results" / f"{setting}.json") as tmp:
             tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False))
