@@ -10,8 +10,6 @@ line does it for every command (``limelight.cli.root.main``) and a package's laz
 
 from __future__ import annotations
 
-import sys
-
 from limelight.errors import LimelightError
 
 # the extras of pyproject.toml, by the top-level module names their packages install; a module in
@@ -104,18 +102,3 @@ def missing_extra(error: ModuleNotFoundError) -> MissingExtraError | None:
                              f"pip install 'limelight[{extra}]'", name=module, extra=extra)
 
 
-def require(module: str, extra: str | None = None):
-    """``import module``, or a :class:`MissingExtraError` naming ``extra`` (default: the extra
-    that installs it) when it is not installed."""
-    try:
-        __import__(module)
-    except ModuleNotFoundError as e:
-        err = missing_extra(e)
-        if err is not None and extra is not None and err.extra != extra:
-            err = MissingExtraError(f"this needs limelight's {extra!r} extra (no module named "
-                                    f"{e.name!r}): pip install 'limelight[{extra}]'",
-                                    name=e.name, extra=extra)
-        if err is None:
-            raise
-        raise err from None
-    return sys.modules[module]

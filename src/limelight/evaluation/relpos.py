@@ -89,11 +89,6 @@ class QrelsIndex:
     def n_relevant(self, threshold: int) -> np.ndarray:
         return np.bincount(self.q[self.rel >= threshold], minlength=len(self.qids)).astype(np.int64)
 
-    def relevant_grades(self, threshold: int) -> tuple[np.ndarray, np.ndarray]:
-        """(query index, grade) of every relevant judgment."""
-        sel = self.rel >= threshold
-        return self.q[sel], self.rel[sel]
-
     def doc_recode(self, docids: IdMap) -> np.ndarray:
         """Map a run's doc codes to this qrels' doc codes (-1: not judged); cached per map."""
         hit = self._recode_cache.get(id(docids))

@@ -123,21 +123,6 @@ class NearMisses:
         return (sub_ptr, np.ascontiguousarray(self.qterms[idx]),
                 np.ascontiguousarray(self.qw[idx]))
 
-    def reachable(self, d: int, cand: np.ndarray) -> np.ndarray:
-        """The candidates that can rank ``d`` within ``depth``: a query's ``depth``-th best score
-        is at least ``max_t qtf · kth(t)`` (``kth``: the term's ``depth``-th largest weight; all
-        weights are positive), so a query scoring ``d`` below that has ``depth`` documents
-        strictly above it and is dropped before the search (exact, no near miss is lost)."""
-        ptr, terms, qw = self._rows(cand)
-        r = self.retriever
-        s_d = r._score(ptr, terms, qw, np.full((len(cand), 1), d, dtype=np.int32))[:, 0]
-        kth = r.index.kth_weights(r.k1, r.b, self.depth)
-        floor = np.zeros(len(cand), dtype=np.float32)
-        if len(terms):
-            rows = np.repeat(np.arange(len(cand)), np.diff(ptr))
-            np.maximum.at(floor, rows, (qw * kth[terms]).astype(np.float32))
-        return cand[s_d >= floor]
-
     def _search(self, cand: np.ndarray, depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``depth`` (default: the near-miss depth) of the log queries ``cand`` in one call of
         the BM25 batch kernel (pruned with the near-miss depth's bound: one cached bound for

@@ -269,7 +269,3 @@ def browsing_choice(spec: str) -> BrowsingChoice | None:
     return next((b for b in BROWSING_CHOICES if b.spec == s), None)
 
 
-def symbols() -> dict[str, str]:
-    """Each non-empty symbol → the key of its term (for checking that a symbol on a page links
-    to the glossary)."""
-    return {t.symbol: t.key for t in _TERMS if t.symbol}

@@ -362,18 +362,6 @@ class BM25(Retriever):
         qterms = np.ascontiguousarray(ids[keep])
         return qptr, qterms, np.ones(len(qterms), dtype=np.float32)
 
-    def token_vectors(self, tokens: Sequence[Sequence[str]]) -> sp.csr_matrix:
-        """Already analyzed queries (lists of terms) → ``(n, V)`` CSR count matrix."""
-        rows, codes, terms = _intern(tokens)
-        get = self.index.vocabulary._index.get
-        lut = np.fromiter((get(t, -1) for t in terms), dtype=np.int32, count=len(terms))
-        ids = lut[codes]
-        keep = ids >= 0
-        m = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], ids[keep])),
-                          shape=(len(tokens), self.index.n_terms))
-        m.sum_duplicates()
-        return m
-
     # ---- search ------------------------------------------------------------------------------
     def search_batch(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` for many query texts at once: ``(docs int32 (n, k), scores float32 (n, k))``;
@@ -406,10 +394,6 @@ class BM25(Retriever):
         """BM25 scores of given documents: ``docs`` is ``(n, m)`` int doc codes aligned with
         ``texts`` (or ``(m,)``, the same documents for every query); ``-1`` scores 0."""
         return self._score(*self._encode(texts), docs)
-
-    def score_vectors(self, queries: sp.csr_matrix | sp.csr_array, docs: np.ndarray) -> np.ndarray:
-        """Like ``score`` for weighted query vectors (see ``search_vectors``)."""
-        return self._score(*self._canonical(queries), docs)
 
     def _score(self, qptr: np.ndarray, qterms: np.ndarray, qw: np.ndarray,
                docs: np.ndarray) -> np.ndarray:

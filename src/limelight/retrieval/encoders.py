@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -371,9 +370,3 @@ def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], chunk: int = 2
     return out if out is not None else np.zeros((0, 0), np.float32)
 
 
-def describe(variant: str) -> dict[str, Any]:
-    """A short description of a variant (for reports)."""
-    return {"torch-fp32": {"backend": "torch", "weights": "float32"},
-            "onnx": {"backend": "onnxruntime", "weights": "float32", "graph": "fused"},
-            "onnx-int8": {"backend": "onnxruntime", "weights": "int8 per-channel",
-                          "activations": "int8, dynamic scales per text", "graph": "fused"}}[variant]
