@@ -108,6 +108,53 @@ def test_results_match_the_store(audit):
         assert res["systems"][name]["gini_c100"] > 0.1, name
 
 
+def test_hybrid_reads_the_dense_lists_from_the_dense_store(audit):
+    """The hybrid's dense half answers the log's queries from the dense system's exposure store
+    (issue 53: no second FAISS search of the whole log): the audit's hybrid retriever has it,
+    its lists are the dense store's, the hybrid store is their fusion, and other texts or
+    deeper lists go to the live search. FAISS's scores of one query vary by ~1e-7 with the
+    batch it is searched in (BLAS blocking), so against a live search of another batch the
+    lists agree up to that noise."""
+    from limelight.exposure.stored import StoredTopK
+    from limelight.retrieval.runfusion import trec_order
+
+    a, _, runner = audit
+    spec = next(s for s in runner.cfg.systems if s.kind == "hybrid")
+    hyb = runner.retriever(spec)
+    assert isinstance(hyb.dense, StoredTopK)
+    stored, live = hyb.dense, hyb.dense.live
+    dense = a.store("dense")
+    texts = dense.queries.texts.tolist()
+    sd, ss = stored.search_batch(texts, 100)
+    assert stored.n_live == 0
+    q, d, rank, score = dense.pair_arrays()  # exactly the dense system's lists
+    np.testing.assert_array_equal(sd[q, rank - 1], d)
+    np.testing.assert_array_equal(ss[q, rank - 1], score)
+    ld, ls = live.search_batch(texts, 100)  # one batch: up to FAISS's float noise
+    np.testing.assert_allclose(ss, ls, atol=1e-6)
+    assert np.mean(sd == trec_order(ld, ls, live.doc_ids.lexical_rank())) > 0.999
+    # the hybrid store is the fusion of those lists with BM25's
+    h = a.store("hybrid")
+    assert h.queries.texts.tolist() == texts
+    fd, fs = hyb.search_batch(texts, 100)
+    _, hd, _, hs = h.pair_arrays()
+    keep = fd >= 0
+    np.testing.assert_array_equal(hd, fd[keep])
+    np.testing.assert_array_equal(hs, fs[keep])
+    # a text of no stored query, and lists deeper than the store, go to the live retriever
+    new = "tumor growth in mice"
+    got_d, got_s = stored.search_batch([new, texts[0]], 10)
+    want_d, want_s = live.search_batch([new], 10)
+    np.testing.assert_array_equal(got_d[0], want_d[0])
+    np.testing.assert_array_equal(got_s[0], want_s[0])
+    np.testing.assert_array_equal(got_d[1], sd[0, :10])
+    assert stored.n_live == 1
+    for got, want in zip(stored.search_batch([new, texts[0]], 150),
+                         live.search_batch([new, texts[0]], 150), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert stored.n_live == 3
+
+
 def test_gini_retrieved_only_covers_the_documents_of_some_stored_list(audit):
     """Issue 43 asked why "Gini (retrieved only)" equals Gini at c = 10 although documents have
     r = 0 at c = 10: by definition it is the Gini over the documents some query retrieves within
