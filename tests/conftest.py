@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,20 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason=f"shared data folder {DATA} is absent")
         for item in items:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Under ``make test`` (one worker a core), a test that set torch's thread count (a study's
+    ``threads``, ``rerank train --threads``, an audit's re-ranking stage, all in-process; in the test
+    or in a fixture) leaves the worker at the one thread it started with: a count of 2 left behind
+    made every later torch test of that worker spin two threads on a core the other worker shares
+    (the CtrlQGen tiny study: 183 CPU s at 2 threads, 87 at 1)."""
+    yield
+    want = int(os.environ.get("OMP_NUM_THREADS") or 0) if os.environ.get("PYTEST_XDIST_WORKER") else 0
+    torch = sys.modules.get("torch")
+    if want and torch is not None and torch.get_num_threads() != want:
+        torch.set_num_threads(want)
 
 
 @pytest.fixture(scope="session")

@@ -182,7 +182,7 @@ def tiny_config(tmp_path: Path, t5: Path) -> dict:
     """Every stage at a toy size: 150 films, a tiny T5 generator, 2-step MiniLM fine-tuning."""
     return {
         "name": "tiny", "catalog": "movies", "schema": "movies", "catalog_subset": 150,
-        "work": str(tmp_path / "work"), "results": str(tmp_path / "results"), "threads": 2,
+        "work": str(tmp_path / "work"), "results": str(tmp_path / "results"), "threads": 1,  # one worker a core (make test): 2 threads spun on a shared core, ~2x the CPU s
         "split": {"heldout_fraction": 0.2, "seed": 0},
         "click": {"n_queries": 300, "splits": [0.5, 0.3, 0.2], "p_narrow": 0.75,
                   "n_broad_test": 20, "popularity": "uniform", "seed": 0},
@@ -239,6 +239,10 @@ def test_pipeline_interrupted_stages_resume_to_the_same_output(tmp_path, t5):
 
 
 def test_pipeline_end_to_end_and_no_test_data_in_any_training_set(tmp_path, t5):
+    """Every stage of the study at its toy size, then no test query in any training set.
+
+    CPU: the only run of every stage in order (generator, generation, bi-encoders, exposure,
+    tests, H2, validity); ~30 CPU s at one thread."""
     study = pipeline.Study(tiny_config(tmp_path, t5))
     pipeline.run_stages(study, list(pipeline.STAGES))
     import stages
