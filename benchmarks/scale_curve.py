@@ -21,7 +21,7 @@ to ``WORK/curve.json`` as it finishes, and a rerun skips the points it holds (``
 measures again), so an interrupted run continues where it stopped; generated data and indexes
 are kept in ``WORK`` too. The stores of the two largest points are kept (``WORK/store-*``); the
 others are removed after measuring. On the largest store of the query axis, the latency of
-``exposure doc`` and of the web app's document endpoint (``exposure_latency.py``: p99 ≤ 50 ms). ``--quick``: 4 small sizes per
+``exposure doc`` and of the web app's document endpoint (``exposure_latency.py``: p99 ≤ 50 ms). ``--quick``: 3 small sizes per
 axis (npl for the query axis), a minute or two: the shape of the output and the fit, not the
 figures. ``make bench`` (``run_all.py``) runs the full curve and records the exponents.
 """
@@ -48,8 +48,8 @@ GB = 1 << 30
 
 FULL = {"catalog": "debian", "queries": [100_000, 500_000, 2_000_000, 10_000_000],
         "docs": [62_500, 160_000, 400_000, 1_000_000], "doc_axis_queries": 1_000_000}
-QUICK = {"catalog": "npl", "queries": [2_000, 4_000, 8_000, 16_000],
-         "docs": [2_000, 4_000, 8_000, 16_000], "doc_axis_queries": 4_000}
+QUICK = {"catalog": "npl", "queries": [2_000, 4_000, 8_000],
+         "docs": [2_000, 4_000, 8_000], "doc_axis_queries": 4_000}
 
 
 def load() -> list[float]:
@@ -270,7 +270,7 @@ def report(res: dict, quick: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/limelight-scale-curve"))
-    ap.add_argument("--quick", action="store_true", help="4 small sizes per axis (CI-sized)")
+    ap.add_argument("--quick", action="store_true", help="3 small sizes per axis (CI-sized)")
     ap.add_argument("--fresh", action="store_true", help="measure every point again")
     ap.add_argument("--out", type=Path, help="also copy curve.json here")
     a = ap.parse_args(argv)
