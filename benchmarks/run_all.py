@@ -44,6 +44,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     # dense half: the catalog embeddings `make demo` cached
     ("exact_exposure.py", ["--out", f"{BENCH}/exact_exposure.json"]),  # ~15 min
     ("expected_exposure.py", ["--out", f"{BENCH}/expected_exposure.json"]),  # ~2 min
+    ("hybrid_exposure.py", []),  # ~2 min; issue 53: the hybrid's dense half from the dense store
     ("fairness.py", ["--out", f"{BENCH}/fairness.json"]),  # ~2 min; issue 45 (`make demo` first)
     # ~2 min; issue 56: retrievability --topics 20 vs plain (the demo store, else it builds one)
     ("topic_retrievability.py", ["--out", f"{BENCH}/topic_retrievability.json"]),
