@@ -10,7 +10,9 @@ wherever it stands (top level, ``if TYPE_CHECKING:``, or inside a function):
   full module name (``import limelight.service.schemas as S``).
 
 The rules: no module imports a higher layer; no import loop between modules; nothing outside
-``limelight/cli/`` imports the CLI; no private name crosses a package (``private_imports``); no
+``limelight/cli/`` imports the CLI; no private name crosses a package (``private_imports``), nor
+reaches a script under ``experiments/`` (``experiment_private_imports``); no two scripts of an
+experiment import each other, directly or through others (``script_imports``); no
 function in ``src/`` longer than 80 lines (``def`` to last line, docstring included) unless its
 docstring says why in a sentence that starts "Long because".
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "limelight"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 #: bottom to top; a module may import its own layer and the layers below it, never one above.
 #: ``limelight`` itself (the package ``__init__``) re-exports everyday names of the library.
@@ -186,37 +189,75 @@ def private_imports(root: Path = SRC) -> list[str]:
     out = []
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        aliases: dict[str, str] = {}  # local name -> limelight module it is bound to
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name.split(".")[0] == "limelight":
-                        targets.append(a.name)
-                        aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "limelight"
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(parts + ([node.module] if node.module else []))
-                if base.split(".")[0] != "limelight":
-                    continue
-                for a in node.names:
-                    targets.append(f"{base}.{a.name}")
-                    if f"{base}.{a.name}" in mods:
-                        aliases[a.asname or a.name] = f"{base}.{a.name}"
-            for t in targets:
-                bad = _crossing(name, t.split("."))
-                if bad:
-                    out.append(f"{name}:{node.lineno} {bad}")
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and _private(node.attr)
-                    and isinstance(node.value, ast.Name) and node.value.id in aliases):
-                bad = _crossing(name, f"{aliases[node.value.id]}.{node.attr}".split("."))
-                if bad:
-                    out.append(f"{name}:{node.lineno} {bad}")
+        out += _file_private_imports(path, name, package, mods)
     return sorted(set(out))
+
+
+def experiment_private_imports(root: Path = EXPERIMENTS, src: Path = SRC) -> list[str]:
+    """``experiments/...py:line name`` of every private ``limelight`` name a script under
+    ``root`` takes (the rules of ``private_imports``, the scripts being outside every package):
+    experiments use the public API (and the shared internals' public names)."""
+    mods = modules(src)
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        out += [f"{rel}:{hit.split(':', 1)[1]}"
+                for hit in _file_private_imports(path, "<experiments>", "<experiments>", mods)]
+    return sorted(set(out))
+
+
+def _file_private_imports(path: Path, name: str, package: str, mods: dict[str, Path]) -> list[str]:
+    """``name:line target`` of each private ``limelight`` name the file at ``path`` (the module
+    ``name`` of ``package``) imports or reads through an imported module's alias."""
+    out = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases: dict[str, str] = {}  # local name -> limelight module it is bound to
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "limelight":
+                    targets.append(a.name)
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "limelight"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            if base.split(".")[0] != "limelight":
+                continue
+            for a in node.names:
+                targets.append(f"{base}.{a.name}")
+                if f"{base}.{a.name}" in mods:
+                    aliases[a.asname or a.name] = f"{base}.{a.name}"
+        for t in targets:
+            bad = _crossing(name, t.split("."))
+            if bad:
+                out.append(f"{name}:{node.lineno} {bad}")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and _private(node.attr)
+                and isinstance(node.value, ast.Name) and node.value.id in aliases):
+            bad = _crossing(name, f"{aliases[node.value.id]}.{node.attr}".split("."))
+            if bad:
+                out.append(f"{name}:{node.lineno} {bad}")
+    return out
+
+
+def script_imports(folder: Path) -> dict[str, dict[str, int]]:
+    """``{script: {sibling script it imports: first line}}`` for the scripts of one folder (an
+    experiment's modules import their siblings by bare name, anywhere in a file)."""
+    names = {p.stem: p for p in sorted(folder.glob("*.py"))}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in names.items():
+        edges = graph.setdefault(name, {})
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = ([a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module.split(".")[0]] if isinstance(node, ast.ImportFrom)
+                       and node.module and not node.level else [])
+            for t in targets:
+                if t in names and t != name:
+                    edges.setdefault(t, node.lineno)
+    return graph
 
 
 def long_functions(root: Path = SRC) -> list[str]:
@@ -300,6 +341,42 @@ def test_the_private_import_check_catches_a_crossing(tmp_path):
         "limelight.scale.index:2 limelight._io._tmp",
         "limelight.scale.index:5 limelight.retrieval.index_dir._budget",
     ]
+
+
+def test_experiments_use_only_public_names():
+    """The scripts under ``experiments/`` take no private ``limelight`` name (the rules of
+    ``private_imports``; the shared internals' public names are allowed)."""
+    bad = experiment_private_imports()
+    assert not bad, "use (or make) a public name:\n" + "\n".join(bad)
+
+
+def test_no_import_loops_in_experiments():
+    """No two scripts of an experiment import each other, directly or through others."""
+    bad = [f"{folder.name}: " + " <-> ".join(c) for folder in sorted(EXPERIMENTS.iterdir())
+           if folder.is_dir() for c in cycles(script_imports(folder))]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_experiment_checks_catch_a_violation(tmp_path):
+    """A planted experiment with a private import (a from-import, a module alias) and a loop of
+    three scripts is caught; the shared internals' public names and a loop-free folder pass."""
+    exp = tmp_path / "experiments"
+    (exp / "study").mkdir(parents=True)
+    (exp / "study" / "pipeline.py").write_text("import sys\nfrom stages import run\n")
+    (exp / "study" / "stages.py").write_text("def run():\n    from evals import score\n")
+    (exp / "study" / "evals.py").write_text(
+        "from limelight.exposure.plots import _save\nfrom limelight._io import atomic_path\n"
+        "import limelight.evaluation.searchers as S\nimport pipeline\nkey = S._natural\n")
+    (exp / "other").mkdir()
+    (exp / "other" / "run.py").write_text("import report\nfrom limelight._io import _tmp\n")
+    (exp / "other" / "report.py").write_text("import json\n")
+    assert experiment_private_imports(exp) == [
+        "experiments/other/run.py:2 limelight._io._tmp",
+        "experiments/study/evals.py:1 limelight.exposure.plots._save",
+        "experiments/study/evals.py:5 limelight.evaluation.searchers._natural",
+    ]
+    assert cycles(script_imports(exp / "study")) == [["evals", "pipeline", "stages"]]
+    assert cycles(script_imports(exp / "other")) == []
 
 
 def test_no_long_function_without_a_reason():

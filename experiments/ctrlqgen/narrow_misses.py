@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline import Study, read_config  # noqa: E402
+from study import Study, read_config  # noqa: E402
 
 CATEGORIES = ("no term", "near miss", "own broad", "other entity", "fragment")
 

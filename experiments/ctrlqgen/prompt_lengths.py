@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline import Study, read_config  # noqa: E402
 from stages import backbone  # noqa: E402
+from study import Study, read_config  # noqa: E402
 
 from limelight.querygen.generator import QueryGenerator, entity_dicts  # noqa: E402
 from limelight.querygen.serialize import plain_text, serialize_entity  # noqa: E402

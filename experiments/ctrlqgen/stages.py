@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pipeline import (
+from study import (
     ABLATION_SETS,
     SET_SOURCES,
     WEAKLABEL_FILES,
@@ -215,7 +215,7 @@ def _write_curve(losses: list[float], path: Path, every: int = 1) -> None:
 def generator_training_data(study: Study, name: str) -> pd.DataFrame:
     """The (entity, text, intent) pairs a generator is trained on (``generator_spec``): the
     QGen or CtrlQGen pairs of stage weaklabels, or their WeakLabeling-IP part (``source``)."""
-    from pipeline import generator_spec
+    from study import generator_spec
 
     spec = generator_spec(name)
     df = pd.read_parquet(study.dir("weaklabels") / f"gen_{spec['pairs']}.parquet")
@@ -231,7 +231,7 @@ def train_generator(study: Study, name: str) -> None:
     """A generator (main: ``ctrlqgen``, ``qgen``; the ablation's: ``ABLATION_GENERATORS``)
     fine-tuned, resumable, with the same steps for all: enough for each main generator to see
     every one of its pairs."""
-    from pipeline import generator_spec
+    from study import generator_spec
 
     from limelight.querygen.generator import QueryGenerator, training_pairs
     from limelight.querygen.weaklabel import assert_no_leakage
@@ -301,7 +301,7 @@ def stage_generator(study: Study, only: str | None = None) -> None:
 def load_set_generator(study: Study, set_name: str):
     """The generator a synthetic set comes from (InPars: the backbone with few-shot examples
     drawn from the QGen pairs, the same pairs QGen is trained on)."""
-    from pipeline import generator_of_set
+    from study import generator_of_set
 
     from limelight.querygen.generator import QueryGenerator, entity_dicts
 
@@ -332,7 +332,7 @@ def load_set_generator(study: Study, set_name: str):
 def generate_set(study: Study, set_name: str) -> None:
     """One query per E' entity (intent-aware generators: of the set's intent), in resumable
     chunks; generated texts equal to a test query dropped."""
-    from pipeline import set_intent
+    from study import set_intent
 
     from limelight.querygen.generator import generate_queries
     from limelight.querygen.weaklabel import normalize_query
@@ -467,14 +467,3 @@ def stage_finetune(study: Study, only: str | None = None) -> None:
     for m in study.trained_models():
         if _want(only, m):
             train_biencoder(study, m)
-
-
-# ---- 5.-9. (exposure, tests, H2, validity; ablation) ---------------------------------------------
-
-from stages_ablation import stage_ablation  # noqa: E402  (9. the Table 4 ablation, if configured)
-from stages_eval import stage_exposure, stage_h2, stage_tests, stage_validity  # noqa: E402
-
-STAGE_FUNCS = {"weaklabels": stage_weaklabels, "generator": stage_generator,
-               "generate": stage_generate, "finetune": stage_finetune,
-               "exposure": stage_exposure, "tests": stage_tests, "h2": stage_h2,
-               "validity": stage_validity, "ablation": stage_ablation}

@@ -25,7 +25,7 @@ import time
 import numpy as np
 import pandas as pd
 import stats
-from pipeline import (
+from study import (
     ABLATION_EXTRA_PAIRS,
     ABLATION_REFERENCE,
     ABLATION_SEED,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import stats
-from pipeline import (
+from study import (
     Stopped,
     Study,
     _jsonable,

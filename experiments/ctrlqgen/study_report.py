@@ -31,9 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stats  # noqa: E402  (experiments/ctrlqgen/stats.py)
-from pipeline import ABLATION_REFERENCE, Study, read_config  # noqa: E402
 from report import PAPER_BOOKS, PAPER_TRACKS_BROAD  # noqa: E402
 from stages_eval import H1_PAIRS  # noqa: E402
+from study import ABLATION_REFERENCE, Study, read_config  # noqa: E402
 
 SYSTEM_ORDER = ("BM25", "zero-shot", "Click", "QGen", "InPars", "CtrlQGen_narrow",
                 "CtrlQGen_broad", "CtrlQGen_both")

@@ -29,7 +29,7 @@ from common import RESULTS, ROOT, sample_docs
 
 from limelight._io import atomic_path
 from limelight.exposure.eqi.base import faiss_ip_index, faiss_search
-from limelight.exposure.eqi.learned import _make_head, sample_triples, training_data
+from limelight.exposure.eqi.learned import make_head, sample_triples, training_data
 from limelight.exposure.relq import relq_many
 
 FIG = ROOT / "docs" / "figures" / "eqi"
@@ -87,7 +87,7 @@ def run(name: str, cfg: dict, st, qemb, demb, td, val, steps: int, every: int, s
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     dim = qemb.shape[1]
-    h_q, h_d = _make_head("residual", dim, 0.1), _make_head("residual", dim, 0.1)
+    h_q, h_d = make_head("residual", dim, 0.1), make_head("residual", dim, 0.1)
     opt = torch.optim.Adam(list(h_q.parameters()) + list(h_d.parameters()), lr=cfg["lr"])
     qe, de = torch.from_numpy(qemb), torch.from_numpy(demb)
     ranks = st.ranks()

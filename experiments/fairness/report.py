@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from limelight._io import atomic_path
-from limelight.evaluation.searchers import _natural
+from limelight.evaluation.searchers import natural_order
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -176,7 +176,7 @@ def searchers() -> list[str]:
               "|---|---|---|---|---|---|---|"]
         for x in rows:
             for t in x["tests"]:
-                g = sorted((y for y in x["groups"] if y["system"] == t["system"]), key=lambda y: _natural(y["group"]))
+                g = sorted((y for y in x["groups"] if y["system"] == t["system"]), key=lambda y: natural_order(y["group"]))
                 cells = ", ".join(f"{y['group']}: {y['mean']:.3f} ({y['n']})" for y in g)
                 worst = t["worst_group"] if t["worst_group"] is not None and t["H"] != 0 else "–"
                 L.append(f"| {x['binning']} | {x['measure']} | {NAMES[t['system']]} | {cells} | "
@@ -189,7 +189,7 @@ def searchers() -> list[str]:
                   "| bin | " + " | ".join(f"{NAMES[a]} vs {NAMES[b]}" for a, b in
                                           dict.fromkeys((p_['a'], p_['b']) for p_ in pref["preferences"])) + " |",
                   "|---|" + "---|" * len(dict.fromkeys((p_['a'], p_['b']) for p_ in pref["preferences"]))]
-            for g in sorted(dict.fromkeys(p_["group"] for p_ in pref["preferences"]), key=_natural):
+            for g in sorted(dict.fromkeys(p_["group"] for p_ in pref["preferences"]), key=natural_order):
                 cells = [f"{p_['a_preferred']:.2f} / {p_['b_preferred']:.2f}"
                          for p_ in pref["preferences"] if p_["group"] == g]
                 L.append(f"| {g} | " + " | ".join(cells) + " |")

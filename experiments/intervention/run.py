@@ -205,7 +205,7 @@ def plot(points: list[dict], out: Path) -> list[Path]:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    from limelight.exposure.plots import _save
+    from limelight.exposure.plots import save_figure
 
     colls = list(dict.fromkeys(p["collection"] for p in points))
     fig, axes = plt.subplots(len(colls), 2, figsize=(10, 3.6 * len(colls)), dpi=110, squeeze=False)
@@ -232,7 +232,7 @@ def plot(points: list[dict], out: Path) -> list[Path]:
             ax.set_title(c, fontsize=9)
             ax.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def main() -> None:

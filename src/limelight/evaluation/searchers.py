@@ -124,7 +124,7 @@ class SearcherGroups:
     preferences: pd.DataFrame
 
 
-def _natural(g: str) -> tuple:
+def natural_order(g: str) -> tuple:
     """Sort key: numbers by value (``"6-16 words"`` before ``"17-26 words"``), ``(none)`` last."""
     import re
 
@@ -149,7 +149,7 @@ def compare_groups(values: Mapping[str, np.ndarray], labels: np.ndarray, measure
     labels = np.asarray(labels, dtype=object)
     rng = np.random.default_rng(seed)
     rows, tests = [], []
-    names = sorted(set(labels.tolist()), key=_natural)
+    names = sorted(set(labels.tolist()), key=natural_order)
     for sysname, v in values.items():
         v = np.asarray(v, dtype=np.float64)
         if v.shape != labels.shape:
@@ -162,7 +162,7 @@ def compare_groups(values: Mapping[str, np.ndarray], labels: np.ndarray, measure
         h, p, k = kruskal(v, labels, omit)
         tested = [r for r in rows[-len(names):] if r["group"] not in omit and r["n"] > 1]
         means = [r["mean"] for r in tested]
-        worst = min(tested, key=lambda r: (r["mean"], _natural(r["group"])))["group"] \
+        worst = min(tested, key=lambda r: (r["mean"], natural_order(r["group"])))["group"] \
             if tested and max(means) > min(means) else None  # no worst-off among equals
         tests.append({"system": sysname, "measure": measure, "groups": k, "H": h, "p": p,
                       "worst_group": worst})

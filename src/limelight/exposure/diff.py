@@ -185,7 +185,7 @@ def plot_diff(diff: ExposureDiff, out: str | os.PathLike, top_groups: int = 15) 
     saved as PNG and SVG."""
     import matplotlib
 
-    from limelight.exposure.plots import _save
+    from limelight.exposure.plots import save_figure
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -217,7 +217,7 @@ def plot_diff(diff: ExposureDiff, out: str | os.PathLike, top_groups: int = 15) 
         ax2.tick_params(axis="y", labelsize=7)
         ax2.set_title(f"the {len(g)} largest moves between groups", fontsize=9)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def field_values(store, field_name: str, index: str | os.PathLike | None = None) -> np.ndarray:

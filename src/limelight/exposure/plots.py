@@ -20,7 +20,7 @@ def _figure():
     return plt.subplots(figsize=(5.5, 4.5), dpi=120)
 
 
-def _save(fig, out: str | os.PathLike) -> list[Path]:
+def save_figure(fig, out: str | os.PathLike) -> list[Path]:
     """Save as ``out.png`` and ``out.svg`` (any suffix of ``out`` is replaced), atomically."""
     from limelight._io import atomic_path
 
@@ -55,7 +55,7 @@ def plot_lorenz(systems: Mapping[str, np.ndarray], out: str | os.PathLike,
     ax.set_ylim(0, 1)
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_rank_size(systems: Mapping[str, np.ndarray], out: str | os.PathLike,
@@ -71,7 +71,7 @@ def plot_rank_size(systems: Mapping[str, np.ndarray], out: str | os.PathLike,
     ax.set_ylabel("number of exposing queries")
     ax.set_title(title)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_histogram(r: np.ndarray, out: str | os.PathLike, title: str = "Distribution of r(d)",
@@ -89,4 +89,4 @@ def plot_histogram(r: np.ndarray, out: str | os.PathLike, title: str = "Distribu
     ax.set_xlabel("r(d)")
     ax.set_ylabel("documents")
     ax.set_title(f"{title}\n{int((r == 0).sum())} of {len(r)} documents have r(d) = 0")
-    return _save(fig, out)
+    return save_figure(fig, out)

@@ -181,7 +181,9 @@ def sample_triples(td: TrainingData, batch: int, alpha: float, rng: np.random.Ge
 
 
 # ---- heads ---------------------------------------------------------------------------------------
-def _make_head(method: str, dim: int, dropout: float):
+def make_head(method: str, dim: int, dropout: float):
+    """The head a learned EQI model puts on one side's ``dim``-d vectors (``METHODS``: append,
+    residual, residual-unit), a torch module; ``experiments/eqi/collapse.py`` builds its own."""
     import torch
     from torch import nn
 
@@ -237,8 +239,8 @@ class EQIModel:
         self.dim = dim
         self.meta = meta
         self.name = method
-        self.h_q = _make_head(method, dim, dropout)
-        self.h_d = _make_head(method, dim, dropout)
+        self.h_q = make_head(method, dim, dropout)
+        self.h_d = make_head(method, dim, dropout)
         self.queries: Queries | None = None
         self.encoder = None
         self._index = None
