@@ -5,11 +5,25 @@ Ids are never hashed to numbers (ranx hashes them to float64, where collisions a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from limelight.errors import UnknownIdError
+
+
+def flatten_nested(nested: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[str], list[Any]]:
+    """``{qid: {docid: value}}`` (qrels' grades, a run's scores) → ``(qids, docids, values)``,
+    one entry per pair, in the dictionaries' order."""
+    qs: list[str] = []
+    ds: list[str] = []
+    vs: list[Any] = []
+    for qid, docs in nested.items():
+        qs.extend([qid] * len(docs))
+        ds.extend(docs.keys())
+        vs.extend(docs.values())
+    return qs, ds, vs
 
 
 def arrow_numpy(arr) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from limelight.data.ids import IdMap
+from limelight.data.ids import IdMap, flatten_nested
 
 if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
     import pandas as pd
@@ -68,12 +68,8 @@ class Qrels:
     @classmethod
     def from_dict(cls, qrels: Mapping[str, Mapping[str, int]], name: str = "qrels") -> Qrels:
         """From ``{qid: {docid: grade}}``."""
-        qs, ds, rs = [], [], []
-        for qid, docs in qrels.items():
-            qs.extend([qid] * len(docs))
-            ds.extend(docs.keys())
-            rs.extend(int(v) for v in docs.values())
-        return cls.from_arrays(qs, ds, rs, name)
+        qs, ds, rs = flatten_nested(qrels)
+        return cls.from_arrays(qs, ds, [int(v) for v in rs], name)
 
     @classmethod
     def from_pandas(cls, df: pd.DataFrame, name: str = "qrels") -> Qrels:

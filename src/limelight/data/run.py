@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from limelight.data.ids import IdMap
+from limelight.data.ids import IdMap, flatten_nested
 
 if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
     import pandas as pd
@@ -100,11 +100,7 @@ class Run:
     @classmethod
     def from_dict(cls, runs: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
         """From ``{qid: {docid: score}}`` (the pytrec_eval / ranx dict form)."""
-        qs, ds, ss = [], [], []
-        for qid, docs in runs.items():
-            qs.extend([qid] * len(docs))
-            ds.extend(docs.keys())
-            ss.extend(docs.values())
+        qs, ds, ss = flatten_nested(runs)
         return cls.from_arrays(qs, ds, np.asarray(ss, dtype=np.float64), name)
 
     @classmethod

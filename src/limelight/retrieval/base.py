@@ -162,6 +162,14 @@ class Retriever(Stage):
         return self.retrieve(queries)
 
 
+def check_k(k: int) -> int:
+    """``k`` (results per query) as an int, a ``LimelightError`` when it is below 1."""
+    k = int(k)
+    if k < 1:
+        raise LimelightError(f"k must be ≥ 1, got {k}")
+    return k
+
+
 def run_from_topk(qids: IdMap, doc_ids: IdMap, docs: np.ndarray, scores: np.ndarray,
                   name: str) -> Run:
     """A ``Run`` from padded ``(n, k)`` top-k arrays (``-1`` = no document)."""

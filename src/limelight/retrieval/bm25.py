@@ -52,7 +52,7 @@ from limelight.analysis import DEFAULT_PATTERN, Analyzer, word_char_table
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.errors import IndexMismatchError, LimelightError
-from limelight.retrieval.base import Retriever
+from limelight.retrieval.base import Retriever, check_k
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 
 FORMAT = "limelight-bm25/1"
@@ -367,13 +367,13 @@ class BM25(Retriever):
         """Top-``k`` for many query texts at once: ``(docs int32 (n, k), scores float32 (n, k))``;
         rows best first (ties: lower doc code first), padded with ``-1``/``0``. Empty queries
         and queries without a known term retrieve nothing."""
-        return self._search(*self._encode(texts), _check_k(k))
+        return self._search(*self._encode(texts), check_k(k))
 
     def search_vectors(self, queries: sp.csr_matrix | sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` for weighted query vectors: a ``(n, V)`` sparse matrix over the vocabulary
         whose entries multiply the term weights (``s(q, d) = Σ_t q[t] · w(t, d)``). Used by
         reverse search (documents issued as weighted queries). Same output as ``search_batch``."""
-        return self._search(*self._canonical(queries), _check_k(k))
+        return self._search(*self._canonical(queries), check_k(k))
 
     def _search(self, qptr: np.ndarray, qterms: np.ndarray, qw: np.ndarray,
                 k: int, floor_k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -599,13 +599,6 @@ def _grown(a: np.ndarray, size: int) -> np.ndarray:
     out = np.zeros(size, dtype=a.dtype)
     out[:len(a)] = a
     return out
-
-
-def _check_k(k: int) -> int:
-    k = int(k)
-    if k < 1:
-        raise LimelightError(f"k must be ≥ 1, got {k}")
-    return k
 
 
 def analyze_flat(analyzer: Analyzer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:

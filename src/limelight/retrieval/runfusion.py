@@ -135,19 +135,22 @@ def rrf(*runs: Run | Sequence[Run], k: float = 60, depth: int | None = None,
 def combsum(*runs: Run | Sequence[Run], norm: str | None = "min-max", depth: int | None = None,
             weights: Sequence[float] | None = None, name: str | None = None) -> Run:
     """CombSUM: the (weighted) sum of each run's per-query normalised scores."""
-    rs = _cut(_flatten(runs), depth)
-    w = _weights(weights, len(rs))
-    vals = [wi * _norm_values(r, norm) for r, wi in zip(rs, w, strict=True)]
-    return _fuse(rs, vals, False, name or _name("combsum", rs))
+    return _comb(runs, norm, depth, weights, name, mnz=False)
 
 
 def combmnz(*runs: Run | Sequence[Run], norm: str | None = "min-max", depth: int | None = None,
             weights: Sequence[float] | None = None, name: str | None = None) -> Run:
     """CombMNZ: CombSUM times the number of runs that retrieved the document."""
+    return _comb(runs, norm, depth, weights, name, mnz=True)
+
+
+def _comb(runs, norm: str | None, depth: int | None, weights: Sequence[float] | None,
+          name: str | None, mnz: bool) -> Run:
+    """CombSUM (or, with ``mnz``, CombMNZ) of ``runs`` as the public functions take them."""
     rs = _cut(_flatten(runs), depth)
     w = _weights(weights, len(rs))
     vals = [wi * _norm_values(r, norm) for r, wi in zip(rs, w, strict=True)]
-    return _fuse(rs, vals, True, name or _name("combmnz", rs))
+    return _fuse(rs, vals, mnz, name or _name("combmnz" if mnz else "combsum", rs))
 
 
 def linear(a: Run, b: Run, alpha: float = 0.5, norm: str | None = "min-max",

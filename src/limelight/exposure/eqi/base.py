@@ -10,6 +10,7 @@ import numpy as np
 from limelight.data.collection import Collection
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError
+from limelight.retrieval.base import check_k  # noqa: F401  (the eqi modules take it from here)
 
 DEFAULT_CACHE = ".cache/embeddings"
 
@@ -38,13 +39,6 @@ def check_texts(texts: Sequence[str]) -> list[str]:
         if not t.strip():
             raise LimelightError(f"document text {i} is empty: give the document's text")
     return out
-
-
-def check_k(k: int) -> int:
-    k = int(k)
-    if k < 1:
-        raise LimelightError(f"k must be ≥ 1, got {k}")
-    return k
 
 
 def encode_queries_cached(queries: Queries, encoder, cache_dir: str | os.PathLike | None = DEFAULT_CACHE
