@@ -260,6 +260,58 @@ def script_imports(folder: Path) -> dict[str, dict[str, int]]:
     return graph
 
 
+#: the kinds' own modules: where a kind may be named
+KIND_MODULES = ("limelight/retrieval/kinds/", "limelight/rerank/kind.py")
+#: comparisons with a kind's name that are not about a kind: ``(file, string) -> (count, why)``
+NOT_KINDS = {
+    ("limelight/service/app.py", "http"): (2, "an ASGI scope's type"),
+    ("limelight/service/portal.py", "http"): (1, "an ASGI scope's type"),
+    ("limelight/retrieval/spec.py", "dense"): (1, "an index directory's part (meta['built'])"),
+}
+#: kind names still compared outside the kinds' modules (issue 55 item 1, the System value, removes
+#: them; files other work was changing when the check came): ``(file, string) -> count``
+KIND_NAME_DEBT = {
+    ("limelight/audit/config.py", "reranked"): 1,
+    ("limelight/audit/runner.py", "dense"): 1,
+    ("limelight/service/core.py", "bm25"): 1,
+    ("limelight/service/core.py", "dense"): 1,
+    ("limelight/service/core.py", "hybrid"): 1,
+}
+
+
+def kind_name_comparisons(names: set[str], root: Path = SRC) -> dict[tuple[str, str], list[int]]:
+    """``{(file, kind name): [lines]}`` of every comparison (``==``, ``!=``, ``in``, ``not in``)
+    with a string constant that is a kind's name (alone or in a tuple, list or set), whatever is
+    compared with it, outside the kinds' own modules (``KIND_MODULES``)."""
+    def strings(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return [s for e in node.elts for s in strings(e)]
+        return []
+
+    out: dict[tuple[str, str], list[int]] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith(KIND_MODULES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(o, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for o in node.ops):
+                for s in {s for side in (node.left, *node.comparators) for s in strings(side)} & names:
+                    out.setdefault((rel, s), []).append(node.lineno)
+    return out
+
+
+def unexpected_kind_names(found: dict[tuple[str, str], list[int]]) -> list[str]:
+    """The comparisons of ``found`` beyond ``NOT_KINDS`` and ``KIND_NAME_DEBT``."""
+    allowed = {k: n for k, (n, _) in NOT_KINDS.items()}
+    for k, n in KIND_NAME_DEBT.items():
+        allowed[k] = allowed.get(k, 0) + n
+    return [f"{f}:{','.join(map(str, lines))} compares with {s!r}"
+            for (f, s), lines in sorted(found.items()) if len(lines) > allowed.get((f, s), 0)]
+
+
 def long_functions(root: Path = SRC) -> list[str]:
     """``file:line name (n lines)`` of every function (methods and nested ones too) longer than
     ``MAX_LINES`` whose docstring gives no reason (a sentence starting "Long because")."""
@@ -341,6 +393,38 @@ def test_the_private_import_check_catches_a_crossing(tmp_path):
         "limelight.scale.index:2 limelight._io._tmp",
         "limelight.scale.index:5 limelight.retrieval.index_dir._budget",
     ]
+
+
+def test_no_kind_is_named_outside_its_module():
+    """Code outside a kind's own module asks the registered kind for a capability or a declared
+    parameter; it never compares a string with a kind's name (``kind == "bm25"``, ``model in
+    ("dense", "hybrid")``, whatever the variable is called). ``NOT_KINDS`` lists the same
+    strings compared for another meaning; ``KIND_NAME_DEBT`` what is left to remove (it may only
+    shrink: an entry no longer found fails too, so that the list follows the code)."""
+    from limelight.retrieval.systems import kind_names
+
+    found = kind_name_comparisons(set(kind_names()))
+    bad = unexpected_kind_names(found)
+    assert not bad, "ask the kind (get_kind(k).has(CAPABILITY), its params) instead:\n" + "\n".join(bad)
+    stale = [f"{f} {s!r}" for (f, s), n in KIND_NAME_DEBT.items() if len(found.get((f, s), [])) < n]
+    assert not stale, "remove from KIND_NAME_DEBT (fixed):\n" + "\n".join(stale)
+
+
+def test_the_kind_name_check_sees_every_comparison(tmp_path):
+    """Whatever the variable is called, a comparison with a kind's name is found (``==``,
+    ``!=``, ``in`` a tuple or set, the name on either side); a kind's own module and other
+    strings pass."""
+    pkg = plant(tmp_path, {
+        "audit/x.py": ('def f(spec, m, settings, engine):\n    if spec.kind == "bm25": pass\n'
+                       '    if m in ("dense", "hybrid"): pass\n    if "reranked" != settings.get("model"): pass\n'
+                       '    if engine == "ray" or m not in {"run"}: pass\n'),
+        "retrieval/kinds/bm25.py": 'def g(kind):\n    return kind == "bm25"\n',
+    })
+    found = kind_name_comparisons({"bm25", "dense", "hybrid", "reranked", "run"}, pkg)
+    assert found == {("limelight/audit/x.py", "bm25"): [2], ("limelight/audit/x.py", "dense"): [3],
+                     ("limelight/audit/x.py", "hybrid"): [3], ("limelight/audit/x.py", "reranked"): [4],
+                     ("limelight/audit/x.py", "run"): [5]}
+    assert len(unexpected_kind_names(found)) == 5
 
 
 def test_experiments_use_only_public_names():

@@ -374,24 +374,30 @@ def build_systems(collection, names: str, k: int = 1000, tk: str | os.PathLike |
                   rerank_depth: int = 100) -> dict:
     """Pipelines by name: ``bm25``, ``dense`` (all-MiniLM-L6-v2 + FAISS) and, with a TK
     checkpoint, ``bm25>>tk`` (BM25 top ``rerank_depth`` re-ranked)."""
+    from functools import cache
+
     from limelight.retrieval.bm25 import BM25, BM25Index
 
-    out: dict = {}
-    bm25 = None
-    for name in [s.strip().lower() for s in names.split(",") if s.strip()]:
-        if name == "bm25":
-            bm25 = bm25 or BM25(BM25Index.build(collection))
-            out["BM25"] = bm25 % k
-        elif name in ("dense", "minilm"):
-            from limelight.retrieval.dense import DenseIndex, DenseRetriever
+    @cache
+    def bm25():
+        return BM25(BM25Index.build(collection))
 
-            out["MiniLM"] = DenseRetriever(DenseIndex.build(collection)) % k
-        else:
+    def dense():
+        from limelight.retrieval.dense import DenseIndex, DenseRetriever
+
+        return DenseRetriever(DenseIndex.build(collection))
+
+    #: option spelling -> (label, the retriever over ``collection``)
+    systems = {"bm25": ("BM25", bm25), "dense": ("MiniLM", dense), "minilm": ("MiniLM", dense)}
+    out: dict = {}
+    for name in [s.strip().lower() for s in names.split(",") if s.strip()]:
+        if name not in systems:
             raise LimelightError(f"unknown system {name!r} (bm25, dense)")
+        label, make = systems[name]
+        out[label] = make() % k
     if tk is not None:
         from limelight.rerank.ranker import KernelReranker, NeuralRanker
 
-        bm25 = bm25 or BM25(BM25Index.build(collection))
         ranker = NeuralRanker.load(tk)
-        out[f"BM25>>{ranker.name.upper()}"] = (bm25 % rerank_depth) >> KernelReranker(ranker, collection)
+        out[f"BM25>>{ranker.name.upper()}"] = (bm25() % rerank_depth) >> KernelReranker(ranker, collection)
     return out

@@ -102,8 +102,9 @@ class RetrieverSpec:
         (which apply to bm25 and hybrid); ``dense_model`` overrides the index's encoder."""
         if model not in models():
             raise LimelightError(f"unknown model {model!r} ({', '.join(models())})")
-        params: dict[str, Any] = {} if model == "dense" else {"k1": k1, "b": b}
-        if dense_model and model != "bm25":
+        declared = get_kind(model).params
+        params: dict[str, Any] = {k: v for k, v in (("k1", k1), ("b", b)) if k in declared}
+        if dense_model and "model" in declared:
             params["model"] = dense_model
         return cls.of(model, **params)
 
@@ -125,16 +126,17 @@ class RetrieverSpec:
         """The spec of a store's recorded ``settings`` (:meth:`store_settings`; the keys it does
         not know, such as ``index`` or ``encoder``, are ignored)."""
         kind = settings.get("model", "bm25")
-        if kind == "reranked":
+        declared = get_kind(kind).params if kind in kind_names() else {}
+        if "first" in declared:  # a re-ranker over a first stage
             first = cls.from_store_settings(settings.get("first") or {})
-            return cls.of("reranked", first=first, checkpoint_sha256=settings.get("checkpoint_sha256"),
+            return cls.of(kind, first=first, checkpoint_sha256=settings.get("checkpoint_sha256"),
                           depth=settings.get("depth"))
         if kind not in models() and kind in kind_names():  # a kind that is no first stage (run, ...)
             return cls.of(kind, **{k: settings[k] for k in get_kind(kind).params if k in settings})
         if kind not in models():
             raise LimelightError(f"unknown model {kind!r} ({', '.join(models())})")
         params = {k: settings[k] for k in get_kind(kind).params if k in settings and k != "model"}
-        if "dense_model" in settings and kind != "bm25":
+        if "dense_model" in settings and "model" in declared:
             params["model"] = settings["dense_model"]
         return cls.of(kind, **params)
 
@@ -169,15 +171,15 @@ class RetrieverSpec:
         the defaults; the opened dense ``retriever``'s encoder identity (``encoder``) when given.
         A kind that cannot be a first stage (``run``, a service) records all its parameters."""
         p = dict(self.params)
-        if self.kind == "reranked":
-            return {"model": "reranked",
+        declared = get_kind(self.kind).params
+        if "first" in declared:  # a re-ranker over a first stage
+            return {"model": self.kind,
                     "first": self.first.store_settings() if self.first is not None else None,
                     "depth": p["depth"], "checkpoint_sha256": self.checkpoint_sha256}
         if self.kind not in models():  # another kind (run, a service, a plugin's): its parameters
             return {"model": self.kind, **{k: p[k] for k in sorted(p)}}
         out: dict[str, Any] = {"model": self.kind}
-        if self.kind != "dense":
-            out.update(k1=p["k1"], b=p["b"])
+        out.update({k: p[k] for k in ("k1", "b") if k in declared})
         for k, default in (("rrf_k", RRF_K), ("fusion_depth", FUSION_DEPTH)):
             if k in p and p[k] != default:
                 out[k] = p[k]
@@ -185,9 +187,10 @@ class RetrieverSpec:
             out["dense_model"] = p["model"]
         if "max_seq_length" in p:
             out["max_seq_length"] = p["max_seq_length"]
-        if retriever is not None and self.kind == "dense":
+        encoder = getattr(retriever, "encoder", None)
+        if encoder is not None:  # a dense retriever (a hybrid holds one, it has none itself):
             # recorded, so that vectors of another encoder variant are refused
-            out["encoder"] = retriever.encoder.identity()
+            out["encoder"] = encoder.identity()
         return out
 
     def fingerprint(self, index_dir: str | os.PathLike | None = None, *,

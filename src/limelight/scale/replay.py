@@ -47,6 +47,7 @@ from limelight.errors import LimelightError, with_article
 from limelight.retrieval.kinds.http import HttpRetriever, request_identity
 from limelight.retrieval.replay import JOURNAL_FILE, summarize_log
 from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.systems import REMOTE, get_kind
 
 WORK_FILE = "sharded-replay.json"  # marks a work folder as a ShardedReplay's
 
@@ -62,8 +63,8 @@ class ShardedReplay:
     def __init__(self, spec: RetrieverSpec | dict[str, Any], doc_ids: IdMap,
                  work_dir: str | os.PathLike, name: str = "http"):
         params = dict(spec.params) if isinstance(spec, RetrieverSpec) else dict(spec)
-        if isinstance(spec, RetrieverSpec) and spec.kind != "http":
-            raise LimelightError(f"ShardedReplay replays an http system, not {with_article(spec.kind)} one")
+        if isinstance(spec, RetrieverSpec) and not get_kind(spec.kind).has(REMOTE):
+            raise LimelightError(f"ShardedReplay replays a remote (http) system, not {with_article(spec.kind)} one")
         self.params = params
         self.doc_ids = doc_ids
         self.work_dir = Path(work_dir).resolve()

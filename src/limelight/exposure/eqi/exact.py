@@ -186,9 +186,9 @@ class ExactReverse:
 
     name = "exact"
 
-    def __init__(self, store, kind: str, retriever):
+    def __init__(self, store, lexical: bool, retriever):
         self.store = store
-        self.kind = kind
+        self.lexical = lexical  # BM25's inverted lists (else a dense retriever's vectors)
         self.retriever = retriever
         self.queries: Queries = store.queries
         self.depth = store.depth
@@ -207,8 +207,8 @@ class ExactReverse:
         from limelight.retrieval.bm25 import BM25
         from limelight.retrieval.dense import DenseRetriever
 
-        if isinstance(retriever, BM25):
-            kind = "bm25"
+        lexical = isinstance(retriever, BM25)
+        if lexical:
             for key, val in (("k1", retriever.k1), ("b", retriever.b)):
                 if key in settings and float(settings[key]) != val:
                     raise IndexMismatchError(f"{store.path}: the store was computed with {key}="
@@ -220,7 +220,6 @@ class ExactReverse:
                     raise IndexMismatchError(f"{store.path}: the store was computed with another "
                                              f"retriever or settings than {retriever.name} (k1, b)")
         elif isinstance(retriever, DenseRetriever):
-            kind = "dense"
             recorded = settings.get("encoder")
             if recorded is not None and not retriever.encoder.compatible_with(recorded):
                 raise IndexMismatchError(f"{store.path}: the store's vectors cannot be mixed with "
@@ -229,9 +228,9 @@ class ExactReverse:
         else:
             raise LimelightError(f"exact reverse search supports BM25 and dense retrievers, not "
                                  f"{type(retriever).__name__}")
-        self = cls(store, kind, retriever)
+        self = cls(store, lexical, retriever)
         self._load_lists()
-        if kind == "bm25":
+        if lexical:
             self._prepare_bm25()
         else:
             if query_embeddings is None:
@@ -393,7 +392,7 @@ class ExactReverse:
         """Validated texts and document ids of a batch (default ids ``new-0``, ``new-1``, ...)."""
         if texts is not None:
             texts = check_texts(texts)
-        elif self.kind == "bm25" or embeddings is None:
+        elif self.lexical or embeddings is None:
             raise LimelightError("give the new documents' texts")
         m = len(texts) if texts is not None else len(embeddings)
         docids = [f"new-{i}" for i in range(m)] if docids is None else [str(x) for x in docids]
@@ -420,7 +419,7 @@ class ExactReverse:
         edited = np.array([self.store.doc_ids.get(x) for x in docids], dtype=np.int64)
         lists = self._lists_without(edited)
         new_lex = self._new_lexkeys(docids)
-        if self.kind == "bm25":
+        if self.lexical:
             cq, cdoc, cs, rank = self._bm25_new(texts, lists, new_lex)
         else:
             rerun = (edited < 0).all() and self._flat_embeddings() is not None
