@@ -26,6 +26,19 @@ def flatten_nested(nested: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], 
     return qs, ds, vs
 
 
+def nest_by_query(qids: Iterable[str], offsets: np.ndarray, docs: list[str], values: list[Any],
+                  skip_empty: bool) -> dict[str, dict[str, Any]]:
+    """The inverse of ``flatten_nested`` for rows grouped by query (query ``i``'s rows are
+    ``offsets[i]:offsets[i + 1]``): ``{qid: {docid: value}}``, without the queries that have no
+    row when ``skip_empty``."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, qid in enumerate(qids):
+        s, e = int(offsets[i]), int(offsets[i + 1])
+        if e > s or not skip_empty:
+            out[qid] = dict(zip(docs[s:e], values[s:e], strict=True))
+    return out
+
+
 def arrow_numpy(arr) -> np.ndarray:
     """A numeric ``pyarrow`` array as numpy, zero-copy from its data buffer when it has no
     nulls (``Array.to_numpy`` would load pyarrow's pandas shim, which imports pandas)."""

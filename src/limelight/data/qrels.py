@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from limelight.data.ids import IdMap, flatten_nested
+from limelight.data.ids import IdMap, flatten_nested, nest_by_query
 
 if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
     import pandas as pd
@@ -124,14 +124,8 @@ class Qrels:
                              "relevance": self.rel})
 
     def to_dict(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        docs = self.docids.decode(self.d).tolist()
-        rels = self.rel.tolist()
-        for i, qid in enumerate(self.qids):
-            s, e = int(self.offsets[i]), int(self.offsets[i + 1])
-            if e > s:
-                out[qid] = dict(zip(docs[s:e], rels[s:e], strict=True))
-        return out
+        return nest_by_query(self.qids, self.offsets, self.docids.decode(self.d).tolist(),
+                             self.rel.tolist(), skip_empty=True)
 
     def to_ir_measures(self) -> list:
         from ir_measures import Qrel

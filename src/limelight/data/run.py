@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from limelight.data.ids import IdMap, flatten_nested
+from limelight.data.ids import IdMap, flatten_nested, nest_by_query
 
 if TYPE_CHECKING:  # pandas is imported where used (it costs 0.2 s at start-up)
     import pandas as pd
@@ -204,13 +204,8 @@ class Run:
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}``."""
-        out: dict[str, dict[str, float]] = {}
-        docs = self.docids.decode(self.d).tolist()
-        scores = self.score.tolist()
-        for i, qid in enumerate(self.qids):
-            s, e = int(self.offsets[i]), int(self.offsets[i + 1])
-            out[qid] = dict(zip(docs[s:e], scores[s:e], strict=True))
-        return out
+        return nest_by_query(self.qids, self.offsets, self.docids.decode(self.d).tolist(),
+                             self.score.tolist(), skip_empty=False)
 
     def to_ir_measures(self) -> list:
         """A list of ``ir_measures.ScoredDoc``."""
