@@ -95,10 +95,6 @@ OPTIONS = StageOptions("ctrlqgen", {
 }, _check)
 
 
-def _ctrlqgen_opts(audit: Audit) -> dict:
-    return OPTIONS.values(audit)
-
-
 def _ctrlqgen_skip(audit: Audit) -> str | None:
     from limelight.errors import LimelightError
     from limelight.querygen.serialize import load_schema
@@ -113,7 +109,7 @@ def _ctrlqgen_skip(audit: Audit) -> str | None:
         return none
     if not present(audit, f"retrievability-{spec.name}"):
         return f"needs the retrievability of {spec.name}"
-    schema = _ctrlqgen_opts(audit)["schema"]
+    schema = OPTIONS.values(audit)["schema"]
     if schema is None:
         return (f"{inp.dataset.name} has no CtrlQGen entity schema (narrow/broad fields): none is "
                 f"shipped for that name (debian, movies); set [ctrlqgen] schema = \"FILE.toml\"")
@@ -134,7 +130,7 @@ def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
     from limelight.querygen.generator import generate_queries, generator_source, load_generator
     from limelight.querygen.serialize import load_schema
 
-    cfg, coll, opts = audit.cfg, audit.inputs.dataset.collection, _ctrlqgen_opts(audit)
+    cfg, coll, opts = audit.cfg, audit.inputs.dataset.collection, OPTIONS.values(audit)
     spec = _ctrlqgen_system(cfg)
     schema = load_schema(opts["schema"])
     generator = None if not opts["generator"] else load_generator(
@@ -173,13 +169,13 @@ def _ctrlqgen_note(audit: Audit) -> str:
     """Where the stage's queries came from (shown under the CtrlQGen section of the report)."""
     from limelight.querygen.generator import generator_source
 
-    gen = _ctrlqgen_opts(audit)["generator"]
+    gen = OPTIONS.values(audit)["generator"]
     return f"Generated queries: {generator_source(gen)}."
 
 
 CTRLQGEN = Stage("ctrlqgen", "CtrlQGen synthetic queries and their retrievability effect", _ctrlqgen,
                  key=lambda a: (a.key(f"retrievability-{_ctrlqgen_system(a.cfg).name}"),
-                                dict(_ctrlqgen_opts(a)), a.cfg.seed),
+                                dict(OPTIONS.values(a)), a.cfg.seed),
                  outputs=lambda a: (a.dir.path / "ctrlqgen",), skip=_ctrlqgen_skip,
                  note=_ctrlqgen_note, report=lambda d, s: report_section(d, s))
 

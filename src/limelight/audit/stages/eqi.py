@@ -49,10 +49,6 @@ OPTIONS = StageOptions("eqi", {
 }, _check)
 
 
-def _eqi_opts(audit: Audit) -> dict:
-    return OPTIONS.values(audit)
-
-
 def _eqi_skip(audit: Audit) -> str | None:
     if off := switched_off(audit, "eqi"):
         return off
@@ -69,7 +65,7 @@ def _eqi_model_dirs(audit: Audit) -> tuple:
     there); only these are the stage's outputs (eqi/ may hold other models)."""
     dense = [s for s in _eqi_specs(audit) if uses_vectors(s)]
     return tuple(audit.dir.eqi_dir(m if s is dense[0] else f"{m}-{s.name}")
-                 for s in dense for m in _eqi_opts(audit)["methods"])
+                 for s in dense for m in OPTIONS.values(audit)["methods"])
 
 
 def _eqi(audit: Audit, bar: Progress) -> dict:
@@ -78,7 +74,7 @@ def _eqi(audit: Audit, bar: Progress) -> dict:
     a seeded sample of exposed documents; exact reverse search for the most exposed document."""
     from limelight.exposure.eqi import ExactReverse, evaluate_eqi
 
-    specs, opts, seed = _eqi_specs(audit), _eqi_opts(audit), audit.cfg.seed
+    specs, opts, seed = _eqi_specs(audit), OPTIONS.values(audit), audit.cfg.seed
     rows, reverse_rows, summary, models = [], [], {}, {}
     first_dense = next((s for s in specs if uses_vectors(s)), None)
     rng = np.random.default_rng(seed)
@@ -149,7 +145,7 @@ def _eqi_not_covered(audit: Audit) -> str:
 
 EQI = Stage("eqi", "exposing-query identification (RELQ) and exact reverse search", _eqi,
             # "models saved": audits whose EQI stage ran before the models were saved run it again
-            key=lambda a: ([a.key(f"exposure-{s.name}") for s in _eqi_specs(a)], _eqi_opts(a),
+            key=lambda a: ([a.key(f"exposure-{s.name}") for s in _eqi_specs(a)], OPTIONS.values(a),
                            a.cfg.seed, a.key("query-vectors"), "models saved"),
             inputs=("index",), outputs=_eqi_model_dirs, skip=_eqi_skip,
             note=_eqi_not_covered,  # shown in the stage table and under the EQI section

@@ -42,15 +42,11 @@ OPTIONS = StageOptions("robustness", {
 }, _check)
 
 
-def _robustness_opts(audit: Audit) -> dict:
-    return OPTIONS.values(audit)
-
-
 def _robustness(audit: Audit, bar: Progress) -> dict:
     """Query-variation robustness (where qrels exist)."""
     from limelight.querygen.robustness import robustness_report
 
-    cfg, inp, opts = audit.cfg, audit.inputs, _robustness_opts(audit)
+    cfg, inp, opts = audit.cfg, audit.inputs, OPTIONS.values(audit)
     pipes = {s.name: audit.retriever(s, query_vectors=False) % 1000 for s in common.able(cfg, NEW_QUERIES)}
     rep = robustness_report(pipes, inp.eval_queries, inp.dataset.qrels, opts["methods"],
                             opts["measure"], mode=opts["mode"], seed=cfg.seed,
@@ -67,7 +63,7 @@ def _robustness(audit: Audit, bar: Progress) -> dict:
 
 ROBUSTNESS = Stage("robustness", "query-variation robustness", _robustness,
                    key=lambda a: (a.key("index"), [s.settings() for s in common.able(a.cfg, NEW_QUERIES)],
-                                  _robustness_opts(a), a.cfg.seed, common.eval_qids(a)),
+                                  OPTIONS.values(a), a.cfg.seed, common.eval_qids(a)),
                    inputs=("index",),
                    skip=lambda a: (common.switched_off(a, "robustness") or common.no_qrels(a)
                                    or common.none_able(a, NEW_QUERIES, "to retrieve query variations")),
