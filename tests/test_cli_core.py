@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import ir_measures
 import pytest
@@ -148,26 +147,22 @@ def test_broken_docs_jsonl_error_is_not_cut(tmp_path, data_dir):
     assert not p.stderr.rstrip().endswith(" at)")
 
 
-def test_progress_lines_when_stderr_is_not_a_terminal(adi_index, tmp_path, data_dir):
+def test_progress_lines_when_stderr_is_not_a_terminal(adi_index, tmp_path, data_dir, monkeypatch):
     # issue 24 item 16: piped output was silent during long jobs; now a plain line every few s
+    # (in-process: run_cli's captured stderr is not a terminal, as a pipe is not)
     import gzip
 
     with gzip.open(data_dir / "querylogs" / "queries.tsv.gz", "rt", encoding="utf-8") as f:
         head = [next(f) for _ in range(3001)]  # the header and 3,000 real queries
     qfile = tmp_path / "log.tsv"
     qfile.write_text("".join(head), encoding="utf-8")
-    env = {**__import__("os").environ, "LIMELIGHT_PROGRESS_SECONDS": "0"}
-    p = subprocess.run([sys.executable, "-m", "limelight.cli", "retrieve", "--index", str(adi_index),
-                        "--queries", str(qfile), "--k", "10", "--out", str(tmp_path / "r.run")],
-                       capture_output=True, text=True, env=env)
+    monkeypatch.setenv("LIMELIGHT_PROGRESS_SECONDS", "0")
+    p = run_cli("retrieve", "--index", adi_index, "--queries", qfile, "--k", "10", "--out", tmp_path / "r.run")
     assert p.returncode == 0, p.stderr
     assert "retrieving: 2048/3000 (68%)" in p.stderr and "retrieving: 3000/3000 (100%)" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "limelight.cli", "index", "--collection", "adi",
-                        "--out", str(tmp_path / "idx")], capture_output=True, text=True, env=env)
+    p = run_cli("index", "--collection", "adi", "--out", tmp_path / "idx")
     assert p.returncode == 0 and "BM25: analyzing adi: 82/82 (100%)" in p.stderr, p.stderr
-    p = subprocess.run([sys.executable, "-m", "limelight.cli", "index", "--collection", "adi",
-                        "--out", str(tmp_path / "idx-dense"), "--dense"],
-                       capture_output=True, text=True, env=env)
+    p = run_cli("index", "--collection", "adi", "--out", tmp_path / "idx-dense", "--dense")
     assert p.returncode == 0 and "encoding adi: 82/82 (100%)" in p.stderr, p.stderr
 
 
