@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _inproc import run_cli  # tests/_inproc.py
 
 from limelight.exposure.store import ExposureStore
 
@@ -93,7 +94,7 @@ def served(tmp_path_factory):
                    '[queries]\nsource = "log"\nsample = 20\n'
                    '[[systems]]\nname = "bm25"\nkind = "bm25"\n'
                    '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
-    r = cli("audit", str(cfg), "--out", str(folder / "served"))
+    r = run_cli("audit", str(cfg), "--out", str(folder / "served"))  # in-process: the server is the process
     assert r.returncode == 0, r.stderr[-3000:]
     server = Served(["--audit", str(folder / "served"), "--port", "0"], folder / "serve.log")
     try:
@@ -200,7 +201,7 @@ def test_results_you_already_have(work, served, engines):
            + readme_block("run.toml", "toml")
            + '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
     (work / "prod.toml").write_text(cfg)
-    r = cli("audit", "prod.toml", "--out", "audit-prod", cwd=work)
+    r = run_cli("audit", "prod.toml", "--out", "audit-prod", cwd=work)
     assert r.returncode == 0, r.stderr[-3000:]
     audited = ExposureStore.open(work / "audit-prod" / "systems" / "production" / "exposure")
     assert pairs(audited) == pairs(ExposureStore.open(engines / "systems" / "bm25" / "exposure"))

@@ -505,13 +505,20 @@ def read_trec_runs(paths: Sequence[PathLike], doc_map: IdMap | None = None,
     return runs
 
 
+_GZIP_FAST = {"method": "gzip", "compresslevel": 1}  # run files: fast to write, 12-16 % larger than level 9
+
+
 def write_trec_run(run: Run, path: PathLike, tag: str | None = None, gzip: bool | None = None) -> None:
     """Write ``qid Q0 docid rank score tag`` lines (1-based ranks), atomically; gzip-compressed
     when ``gzip`` (default: when the name ends with ``.gz``).
 
     Scores are written exactly, in their shortest form (float32 scores, as BM25 and dense give,
     as float32): reading the file back gives the same scores, hence the same order and ties (a
-    fixed 6 decimals merged nearby scores into ties that trec_eval breaks by document id)."""
+    fixed 6 decimals merged nearby scores into ties that trec_eval breaks by document id).
+
+    gzip at level 1: a million lines in ~1.9 CPU s against ~5.0 at zlib's default level 9, for a
+    file 12-16 % larger (the README's whole-log run, 11.7M lines: 186 MB in 45 CPU s for the whole
+    ``limelight retrieve``, against 160 MB in 75 CPU s)."""
     tag = tag or run.meta.get("tag") or run.name.replace(" ", "_") or "limelight"
     import pandas as pd
 
@@ -524,7 +531,7 @@ def write_trec_run(run: Run, path: PathLike, tag: str | None = None, gzip: bool 
     })
     with atomic_path(path) as tmp:
         gz = str(path).endswith(".gz") if gzip is None else gzip
-        df.to_csv(tmp, sep=" ", header=False, index=False, compression="gzip" if gz else None)
+        df.to_csv(tmp, sep=" ", header=False, index=False, compression=_GZIP_FAST if gz else None)
 
 
 def _read_trec_qrels_precise(path: PathLike, name: str | None = None, doc_map: IdMap | None = None,
