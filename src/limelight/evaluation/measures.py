@@ -152,7 +152,8 @@ class Measure:
     """One evaluation measure with its parameters: a hashable value.
 
     ``Measure("AP", cutoff=10, rel=2)``; each parameter the measure declares reads as an
-    attribute (``m.rel``, ``m.p``), None where the measure does not take it or it is unset.
+    attribute (``m.rel``, ``m.p``): its default where it has one (``AP.rel == 1``), None where
+    the measure does not take it or leaves it unset.
     ``rel`` is the minimum grade counted as relevant (default 1, as trec_eval's ``-l``);
     ``cutoff`` the rank cut-off; ``p`` RBP's persistence (also TSE's with ``e="rbp"``);
     ``e`` TSE's exposure model (``rr``: 1/i, ``ndcg``: 1/log2(i+1), ``rbp``: (1-p)p^(i-1),
