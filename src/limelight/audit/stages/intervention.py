@@ -127,15 +127,14 @@ def report_section(audit_dir, stages) -> list:
                   "retrievable_fraction": "documents shown at least once",
                   "gini_change": "change of inequality", "ndcg10": "expected nDCG@10"}
         labels.update({c: c for c in df.columns if c.startswith("EE-")})
-        blocks.append(Table(words(df, labels),
-                            "Inequality and the share of documents shown at least once of the "
-                            "expected retrievability under a Plackett-Luce policy over each "
-                            "system's stored results at temperature T (relative to each search's "
-                            "score spread; T = 0 is the system itself). With relevance judgments, "
-                            "the same policy's expected nDCG@10 and [[expected_exposure|expected "
-                            "exposure]] on the judged searches: the price in relevance.",
-                            formats={"documents shown at least once": "percent",
-                                     "change of inequality": "percent"},
+        caption = ("Inequality and the share of documents shown at least once of the expected "
+                   "retrievability under a Plackett-Luce policy over each system's stored results "
+                   "at temperature T (relative to each search's score spread; T = 0 is the system "
+                   "itself). With relevance judgments, the same policy's expected nDCG@10 and "
+                   "[[expected_exposure|expected exposure]] on the judged searches: the price in "
+                   "relevance.")
+        percent = ("documents shown at least once", "change of inequality")
+        blocks.append(Table(words(df, labels), caption, formats=dict.fromkeys(percent, "percent"),
                             source=str(audit_dir.table("intervention"))))
     man = audit_dir.manifest
     blocks.append(Figure(audit_dir.figures_dir / "intervention.png",
