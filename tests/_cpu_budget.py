@@ -2,8 +2,9 @@
 
 Every test's setup, call and teardown are timed in CPU seconds (``os.times``: user + system of
 the pytest process and of the child processes it has waited for), so that a busy machine slows
-the suite without flipping the check. At the end of a run the 20 most expensive tests are printed
-with the total. When the whole suite ran (no paths, ``-k`` or ``-m`` given) and its CPU time
+the suite without flipping the check. At the end of a run the 20 most expensive tests are printed,
+then the 12 most expensive test files (what ``COSTLY_FIRST`` in ``tests/conftest.py`` is ordered
+by), with the total. When the whole suite ran (no paths, ``-k`` or ``-m`` given) and its CPU time
 passes the budget, the run fails.
 
 The budget is ``[tool.limelight.test-budget] cpu_seconds`` in ``pyproject.toml``; the environment
@@ -27,6 +28,7 @@ import pytest
 
 LONG_TEST_S = float(os.environ.get("LIMELIGHT_LONG_TEST_S", "30"))
 TOP = 20
+TOP_FILES = 12
 _KEY = "cpu_s"
 
 
@@ -130,6 +132,13 @@ class CpuBudget:
         tr.section(f"CPU time: the {TOP} most expensive tests (setup + call + teardown)")
         for nodeid, secs in sorted(self.per_test.items(), key=lambda kv: -kv[1])[:TOP]:
             tr.write_line(f"{secs:8.1f} s  {nodeid}")
+        files: dict[str, float] = defaultdict(float)
+        for nodeid, secs in self.per_test.items():
+            files[nodeid.split("::", 1)[0]] += secs
+        if len(files) > 1:  # what orders tests/conftest.py's COSTLY_FIRST (pytest-xdist, loadfile)
+            tr.write_line(f"the {min(TOP_FILES, len(files))} most expensive files:")
+            for name, secs in sorted(files.items(), key=lambda kv: -kv[1])[:TOP_FILES]:
+                tr.write_line(f"{secs:8.1f} s  {name}")
         budget = f"budget {self.budget:,.0f} CPU s" if self.budget is not None else "no budget set"
         tr.write_line(f"total {self.total():,.1f} CPU s over {len(self.per_test)} tests; "
                       f"{budget} (whole suite only; pyproject.toml "

@@ -27,7 +27,40 @@ CORE_TESTS = frozenset(line.split("#")[0].strip() for line in
                        (REPO / "tests" / "core_tests.txt").read_text(encoding="utf-8").splitlines()) - {""}
 
 
+# pytest-xdist's --dist loadfile hands whole files to the workers, by default the files with the
+# most tests first; a file of few but costly tests (a README walk-through, a study run) then came
+# last and one worker ran it alone at the end. The files below (the costliest in CPU seconds, as
+# the table printed at the end of a run gives them, most expensive first) go first instead, the
+# others after them by their number of tests as before: the end of the run is many cheap files
+# that the two workers share.
+COSTLY_FIRST = (
+    "test_manual.py",             # every page of the manual run as written
+    "test_engines_audit.py",      # the README's engines and run.sh walk-throughs (~200 CPU s)
+    "test_audit.py",              # the quick audit with every stage, a re-ranked audit
+    "test_ctrlqgen_report.py",    # the CtrlQGen study's tiny run with every set and two seeds
+    "test_ctrlqgen_pipeline.py",
+    "test_rerank.py",
+    "test_ctrlqgen_ablation.py",  # the ablation's tiny run, stopped twice and resumed
+    "test_scale_curve.py",
+    "test_eqi.py",
+    "test_report_browser.py",
+)
+
+
+def _file_order(config, items) -> None:
+    """Costly files first (``COSTLY_FIRST``), then the others by their number of tests, each file's
+    tests in their own order (xdist's own reordering by number of tests is off: pytest_configure)."""
+    by_file: dict[Path, list] = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+    rank = {name: i for i, name in enumerate(COSTLY_FIRST)}
+    files = sorted(by_file, key=lambda f: (rank.get(f.name, len(rank)), -len(by_file[f])))
+    items[:] = [item for f in files for item in by_file[f]]
+
+
 def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # the controller's scheduler reads it
+        config.option.loadscopereorder = False
     config.addinivalue_line("markers", "core: needs only the core install and the [test] extra "
                                        "(tests/core_tests.txt)")
     if os.environ.get("LIMELIGHT_WHEEL_TEST") == "1":
@@ -56,6 +89,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in CORE_TESTS:
             item.add_marker(pytest.mark.core)
+    _file_order(config, items)
     if not DATA.is_dir():  # never the case in CI; a clear message for anyone else
         skip = pytest.mark.skip(reason=f"shared data folder {DATA} is absent")
         for item in items:
