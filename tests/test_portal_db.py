@@ -132,6 +132,28 @@ def test_access_log_and_the_shared_session_key(accounts, db_url):  # noqa: F811
         other.close()
 
 
+def test_access_log_is_written_in_batches_and_none_lost_at_close(db_url):  # noqa: F811
+    """Requests are logged without a commit each (the portal's per-request cost): LOG_BATCH rows
+    take one commit; rows still pending are written when the server closes its accounts."""
+    from sqlalchemy import event
+
+    from limelight.service.accounts import LOG_BATCH
+
+    a = Accounts(db_url)
+    commits = []
+    event.listen(a.Session.kw["bind"], "commit", lambda conn: commits.append(1))
+    row = {"user_name": "bob", "method": "GET", "path": "/documents/y", "status": 200, "address": "10.0.0.3"}
+    for _ in range(LOG_BATCH + 5):
+        a.log_access([row])
+    assert len(commits) == 1
+    a.close()  # the 5 pending rows are written, not lost
+    b = Accounts(db_url)
+    try:
+        assert len(b.access_log(limit=LOG_BATCH + 10)) == LOG_BATCH + 5
+    finally:
+        b.close()
+
+
 def test_users_commands(db_url, monkeypatch):  # noqa: F811
     runner = CliRunner()
     monkeypatch.setenv("LIMELIGHT_PASSWORD", "correct horse")

@@ -89,6 +89,8 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
+        if accounts is not None:
+            accounts.close()  # writes the access log's pending rows
 
 
 def check_auth(auth: str | None, db: str | None, owners: str | None, host: str) -> str:

@@ -11,6 +11,9 @@ the access log, over the database of :mod:`limelight.service.db`.
 - Logins are throttled: after :data:`MAX_FAILURES` failed passwords for one account within
   :data:`WINDOW` (or :data:`MAX_ADDRESS_FAILURES` from one address), the next attempt is
   refused (:class:`Throttled`: HTTP 429) without checking the password.
+- The access log is written in batches (:data:`LOG_BATCH` rows or :data:`LOG_SECONDS` old, one
+  commit each, instead of one commit per request); reading it, and closing, write what is
+  pending first, so a server stopped normally loses none.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import datetime as dt
 import hashlib
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
 
 import limelight.service.db as db
 from limelight.errors import LimelightError
@@ -33,6 +38,8 @@ WINDOW = dt.timedelta(minutes=1)  # the throttle's window
 MAX_FAILURES = 5  # failed passwords per account within WINDOW; the next attempt: 429
 MAX_ADDRESS_FAILURES = 30  # failed passwords from one address within WINDOW
 MIN_PASSWORD = 8  # characters
+LOG_BATCH = 200  # access-log rows kept before one commit writes them
+LOG_SECONDS = 1.0  # ... or once the oldest pending row is this old (checked at the next request)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+\-]{0,99}$")
 
 
@@ -73,9 +80,13 @@ class Accounts:
         self.Session = db.open_database(url)
         self.hasher = PasswordHasher()
         self._dummy = self.hasher.hash(secrets.token_hex(16))  # an unknown user costs one verify too
+        self._log_lock = threading.Lock()
+        self._pending: list[dict] = []  # access-log rows not yet written
+        self._pending_since = 0.0
 
     def close(self) -> None:
-        """Close the database's connections."""
+        """Write the pending access-log rows, then close the database's connections."""
+        self.flush_access_log()
         self.Session.kw["bind"].dispose()
 
     # ---- users -----------------------------------------------------------------------------------
@@ -242,12 +253,13 @@ class Accounts:
         return sid
 
     def session_account(self, sid: str) -> Account | None:
-        """The user of a live session (``None``: unknown, ended or expired)."""
+        """The user of a live session (``None``: unknown, ended or expired): one indexed query
+        on every request (no cache, so that logging out or expiry holds on the next one)."""
+        u, ls = db.User, db.LoginSession
         with self.Session() as s:
-            ls = s.scalar(select(db.LoginSession).where(db.LoginSession.sid_hash == sha256(sid)))
-            if ls is None or ls.revoked_at is not None or ls.expires_at <= db.utcnow():
-                return None
-            return _account(s.get(db.User, ls.user_id))
+            row = s.execute(select(u.id, u.name, u.role, u.owner).join(ls, ls.user_id == u.id).where(
+                ls.sid_hash == sha256(sid), ls.revoked_at.is_(None), ls.expires_at > db.utcnow())).first()
+        return None if row is None else Account(*row)
 
     def close_session(self, sid: str) -> None:
         """End a login session (logging out)."""
@@ -267,16 +279,33 @@ class Accounts:
             return row.value
 
     def log_access(self, entries: list[dict]) -> None:
-        """Append requests to the access log (``user_name, method, path, status, address``)."""
+        """Append requests to the access log (``user_name, method, path, status, address``; ``at``
+        defaults to now): kept, and written in one commit once :data:`LOG_BATCH` rows are pending
+        or the oldest is :data:`LOG_SECONDS` old (:meth:`flush_access_log`, :meth:`close`)."""
         if not entries:
             return
         now = db.utcnow()
-        with self.Session.begin() as s:
-            s.add_all([db.AccessLog(at=e.get("at", now), **{k: v for k, v in e.items() if k != "at"})
-                       for e in entries])
+        rows = [{"at": now, **e} for e in entries]
+        with self._log_lock:
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.extend(rows)
+            due = len(self._pending) >= LOG_BATCH or time.monotonic() - self._pending_since >= LOG_SECONDS
+        if due:
+            self.flush_access_log()
+
+    def flush_access_log(self) -> int:
+        """Write the pending access-log rows in one commit; how many."""
+        with self._log_lock:
+            rows, self._pending = self._pending, []
+        if rows:
+            with self.Session.begin() as s:
+                s.execute(insert(db.AccessLog), rows)
+        return len(rows)
 
     def access_log(self, limit: int = 100) -> list[dict]:
-        """The latest requests, newest first."""
+        """The latest requests, newest first (this process's pending rows written first)."""
+        self.flush_access_log()
         with self.Session() as s:
             rows = s.scalars(select(db.AccessLog).order_by(db.AccessLog.id.desc()).limit(limit))
             return [{"at": r.at, "user_name": r.user_name, "method": r.method, "path": r.path,
