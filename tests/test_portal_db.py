@@ -154,6 +154,25 @@ def test_access_log_is_written_in_batches_and_none_lost_at_close(db_url):  # noq
         b.close()
 
 
+def test_throttle_and_logout_hold_across_workers(accounts, db_url):  # noqa: F811
+    """Two workers (two Accounts on one database): failed logins counted in either throttle the
+    account in both; a session ended in one is refused by the other on its next request."""
+    other = Accounts(db_url)
+    try:
+        a = accounts.add_user("carol", "owner", password="correct horse")
+        for i in range(MAX_FAILURES):
+            assert (accounts, other)[i % 2].check_password("carol", "wrong password", "10.0.0.9") is None
+        for worker in (accounts, other):
+            with pytest.raises(Throttled):
+                worker.check_password("carol", "correct horse", "10.0.0.8")
+        sid = other.open_session(a)
+        assert accounts.session_account(sid) == a
+        other.close_session(sid)
+        assert accounts.session_account(sid) is None
+    finally:
+        other.close()
+
+
 def test_users_commands(db_url, monkeypatch):  # noqa: F811
     runner = CliRunner()
     monkeypatch.setenv("LIMELIGHT_PASSWORD", "correct horse")
