@@ -230,10 +230,9 @@ def phase_table(res: dict, clients: int) -> dict:
     if target is not None:
         record(f"portal, {clients} logged-in clients (owners and an admin): document HTML page p99",
                page["p99_ms"], unit="ms", anchor=f"its JSON p99 {anchor['p99_ms']:.0f} ms",
-               ratio=page["p99_ms"] / target, target=f"≤ {target:.0f} ms, 0 errors",
+               ratio=page["p99_ms"] / max(anchor["p99_ms"], 1e-9), target=f"≤ {target:.0f} ms, 0 errors",
                met=bool(page["p99_ms"] <= target and n_err == 0),
-               note=f"{n_err} errors; document pages {share:.0%} of {total} requests; HTML p99 = "
-                    f"{page['p99_ms'] / max(anchor['p99_ms'], 1e-9):.1f}x its JSON p99 (same run); "
+               note=f"{n_err} errors; document pages {share:.0%} of {total} requests; "
                     f"JSON p50 {anchor['p50_ms']:.0f} ms")
     return {"clients": clients, "seconds": res["wall"], "answered": total, "errors": n_err,
             "document_page_share": share, "endpoints": rows}
