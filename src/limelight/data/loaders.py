@@ -196,12 +196,24 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     ``ExposureStore`` and the CLI also accept the bare ``QID`` where only one source has it.
     """
     path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
+    if distinct and _searcher_log(path):
+        from limelight.data.searcherlog import read_searcher_log
+
+        return read_searcher_log(path)
     if distinct:
         qs = _distinct_streamed(path)
         if qs is not None:
             return qs
     log = read_queries_tsv(path, name="querylog")
     return _distinct(log, path) if distinct else log
+
+
+def _searcher_log(path: Path) -> bool:
+    """Whether ``path`` is a log with a searcher column (the AOL layout among them:
+    ``limelight.data.searcherlog``)."""
+    from limelight.data.searcherlog import log_columns
+
+    return log_columns(path) is not None
 
 
 def _distinct_streamed(path: Path) -> Queries | None:
@@ -261,6 +273,10 @@ def load_queries_file(path: str | os.PathLike, on_disk: str | os.PathLike | None
     p = Path(path)
     if not p.is_file():
         raise LimelightError(f"{p}: no such query file")
+    if _searcher_log(p):
+        from limelight.data.searcherlog import read_searcher_log
+
+        return read_searcher_log(p)
     # (a log's fast readers give None for a line the whole-file reader names: it reads it next)
     fast = _distinct_table(p, Path(on_disk)) if on_disk is not None else _distinct_streamed(p)
     if fast is not None:
