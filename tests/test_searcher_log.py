@@ -70,3 +70,31 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     with pytest.raises(LimelightError, match="need a time column"):
         read_searcher_log(p, since="2006-01-01")
     assert np.all(read_searcher_log(p).fields["n_searchers"] == 1)
+
+
+def test_the_store_keeps_distinct_searchers_for_the_portal(tmp_path):
+    """A real exposure store over adi from a generated AOL-layout log: the policy's screen counts
+    distinct searchers (one searcher issuing a query 3 times stays hidden at k = 2)."""
+    from limelight.data import load_dataset
+    from limelight.data.ids import IdMap
+    from limelight.data.loaders import load_query_log
+    from limelight.exposure.compute import compute_exposure
+    from limelight.exposure.store import ExposureStore
+    from limelight.retrieval.index_dir import build_index, open_retriever
+    from limelight.service.policy import Ownership, Policy, Principal
+
+    ds = load_dataset("adi")
+    texts = ds.queries.texts.tolist()[:4]
+    rows = [(str(s), t, "2006-03-01 10:00:00") for i, t in enumerate(texts) for s in range(i + 1)]
+    rows += [("0", texts[0], "2006-03-01 11:00:00")] * 2  # searcher 0: query 0 three times
+    log = load_query_log(_log(tmp_path, rows, header="AnonID\tQuery\tQueryTime\n"))
+    build_index(ds.collection, tmp_path / "index")
+    compute_exposure(open_retriever(tmp_path / "index", "bm25"), log, tmp_path / "store", depth=10)
+    store = ExposureStore.open(tmp_path / "store")
+    assert store.queries.weights.tolist() == [3, 2, 3, 4]
+    assert store.queries.fields["n_searchers"].tolist() == [1, 2, 3, 4]
+    ids = IdMap(ds.collection.ids.strings.tolist(), kind="document")
+    policy = Policy(Ownership.from_spec("field:src", ids, {"src": np.asarray(["a"] * len(ids), dtype=object)}))
+    screen = policy.query_screen(store, Principal("owner", "alice", "a"))
+    assert screen.basis == "distinct searchers" and screen.hidden.tolist() == [True, False, False, False]
+    assert policy.query_screen(store, Principal("admin", "root")) is None

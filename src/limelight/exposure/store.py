@@ -164,6 +164,8 @@ class ExposureStore:
         """``queries.parquet`` (qid, text, weight) or ``documents.parquet`` (docid), read once."""
         if name not in self._arrow:
             cols = ["qid", "text", "weight"] if name == "queries" else ["docid"]
+            if name == "queries" and SEARCHERS in pq.ParquetFile(self.path / "queries.parquet").schema_arrow.names:
+                cols.append(SEARCHERS)
             t = _read(self.path / f"{name}.parquet", cols)
             self._arrow[name] = t.combine_chunks()
         return self._arrow[name]
@@ -173,8 +175,10 @@ class ExposureStore:
         if self._queries is None:
             qt = self._table("queries")
             ids = IdMap.from_arrow(qt.column("qid").chunk(0), kind="query")
+            fields = ({SEARCHERS: qt.column(SEARCHERS).to_numpy()} if SEARCHERS in qt.column_names
+                      else {})
             self._queries = Queries(ids, qt.column("text").to_numpy(zero_copy_only=False).astype(object),
-                                    qt.column("weight").to_numpy(),
+                                    qt.column("weight").to_numpy(), fields=fields,
                                     name=self.manifest.get("queries_name", "queries"))
         return self._queries
 
@@ -614,12 +618,19 @@ def _write_manifest(store: Path, manifest: dict) -> None:
         tmp.write_text(json.dumps(manifest, indent=1))
 
 
+#: the optional queries.parquet column of a log with a searcher column: distinct searchers per
+#: query (``limelight.data.searcherlog``; the portal's k rule counts them when present)
+SEARCHERS = "n_searchers"
 _QUERY_BATCH = 1 << 18  # queries written to queries.parquet at a time (one row group each)
 
 
 def _queries_table(queries: Queries, start: int = 0, stop: int | None = None) -> pa.Table:
     """Queries ``start:stop`` of the query set as rows of the ``queries.parquet`` table."""
     rows = queries.arrow_rows(start, stop)
+    searchers = (getattr(queries, "fields", None) or {}).get(SEARCHERS)
+    if searchers is not None and SEARCHERS not in rows.column_names:
+        stop = len(queries) if stop is None else min(stop, len(queries))
+        rows = rows.append_column(SEARCHERS, pa.array(np.asarray(searchers[start:stop], dtype=np.float64)))
     return rows.add_column(0, "q", pa.array(np.arange(start, start + rows.num_rows, dtype=np.int32)))
 
 
