@@ -272,7 +272,6 @@ NOT_KINDS = {
 #: them; files other work was changing when the check came): ``(file, string) -> count``
 KIND_NAME_DEBT = {
     ("limelight/audit/config.py", "reranked"): 1,
-    ("limelight/audit/runner.py", "dense"): 1,
     ("limelight/service/core.py", "bm25"): 1,
     ("limelight/service/core.py", "dense"): 1,
     ("limelight/service/core.py", "hybrid"): 1,

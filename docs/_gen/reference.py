@@ -270,7 +270,7 @@ def glossary_page() -> str:
     from limelight.evaluation import measures
     from limelight.report.glossary import BROWSING_CHOICES, TERMS
 
-    names = set(measures._SPECS)
+    names = set(measures.registered())
     if names != set(MEASURES):
         raise RuntimeError(f"docs/_gen/reference.py MEASURES is out of date: without a formula "
                            f"{sorted(names - set(MEASURES))}, no longer measures "

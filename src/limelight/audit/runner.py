@@ -29,7 +29,7 @@ from limelight.audit.layout import FORMAT, AuditDir
 from limelight.audit.stage import Stage, StageSkipped, StageStatus
 from limelight.audit.stages import audit_stages
 from limelight.errors import LimelightError, with_article
-from limelight.retrieval.systems import get_kind
+from limelight.retrieval.systems import EXACT_REVERSE, QUERY_VECTORS, get_kind
 
 __all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus", "run_audit"]
 
@@ -250,7 +250,8 @@ class AuditRunner:
             return
         for s in self.cfg.systems:
             st = self.status(f"exposure-{s.name}")
-            if s.kind == "dense" and st is not None and st.present:
+            kind = get_kind(s.kind)  # lists from the query vectors alone: a plain dense system
+            if kind.has(QUERY_VECTORS) and kind.has(EXACT_REVERSE) and st is not None and st.present:
                 store = self.dir.store(s.name)
                 if store.doc_ids == retriever.dense.doc_ids:
                     retriever.dense = StoredTopK(retriever.dense, store)

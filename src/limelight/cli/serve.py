@@ -48,7 +48,8 @@ def serve(
     https_only: bool = typer.Option(False, help="session cookies marked Secure (serve behind HTTPS)"),
 ) -> None:
     """Serve search, exposing queries, retrievability and EQI over an audit (read-only); with
-    --db, as the portal where each content owner sees its own documents."""
+    --db, as the portal where each content owner sees its own documents. Long because the
+    portal's options (database, owners, k, auth) are checked together before anything starts."""
     import uvicorn
 
     from limelight.audit import AuditDir

@@ -210,7 +210,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     _add_tool_pages(app, service, page)
     _add_insight(app, service, page)
     _add_performance(app, service, page)
-    add_topic_routes(app, service, page)
+    add_topic_routes(app, service, page, VIEW_ERRORS)
     if max_body:
         app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(SecurityHeaders)

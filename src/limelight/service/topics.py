@@ -105,9 +105,9 @@ def topic_view(service, system: str | None = None, k: int | None = None, docid: 
     return out
 
 
-def add_topic_routes(app: FastAPI, service, page) -> None:
+def add_topic_routes(app: FastAPI, service, page, responses: dict | None = None) -> None:
     """``/api/topics`` and the ``/topics`` page."""
-    @app.get("/api/topics", tags=["retrievability"])
+    @app.get("/api/topics", tags=["retrievability"], responses=responses)
     def api_topics(system: SystemQ = None, k: K = None, docid: Doc = None) -> dict:
         """Topic-aware retrievability (T-Retrievability): the collection's Gini beside the Gini
         within each of K topics of the log's searches, and a document's standing within them."""
