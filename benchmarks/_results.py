@@ -35,7 +35,7 @@ BENCH_JSON = ROOT / "docs" / "benchmarks.json"
 SECTIONS: dict[str, tuple[str, ...]] = {
     "bm25-dense": ("bm25_batch.py", "dense.py"),
     "evaluation": ("evaluation.py", "evaluate_end_to_end.py"),
-    "exposure": ("exact_exposure.py", "expected_exposure.py"),
+    "exposure": ("exact_exposure.py", "expected_exposure.py", "topic_retrievability.py"),
     "eqi": ("eqi.py",),
     "rerank": ("rerank.py",),
     "scale-serve": ("scale.py", "serve.py"),
@@ -68,6 +68,10 @@ PENDING: list[tuple[str, str, str, str]] = [
     ("scale_build.py", "index build peak RSS, 1,000,000 generated documents",
      "index build peak RSS, 1,000,000 generated documents",
      "`.venv/bin/python benchmarks/run_all.py --only scale_build` (~6 min)"),
+    ("topic_retrievability.py", "retrievability --topics 20, Debian × log store",
+     "`limelight retrievability --topics 20` against plain `limelight retrievability` on the demo "
+     "audit's BM25 store (issue 56: ≤ 2×)",
+     "`make demo`, then `.venv/bin/python benchmarks/run_all.py --only topic_retrievability` (~3 min)"),
     ("import_time.py", "import limelight (Python 3.13",
      "`import limelight` and `limelight --help`, core install on Python 3.13 (make bench measures "
      "3.11 only)",

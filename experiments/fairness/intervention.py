@@ -36,8 +36,11 @@ interpolated linearly between the bracket's ends, and the intervention is *measu
 interpolated knob (its deficit, nDCG@10 and R@100). Every evaluated point is cached in
 ``WORK/intervention/`` (per catalog × system × settings), so a killed run resumes where it
 stopped (delete that folder after changing the code). ``--catalogs``/``--systems`` subsets
-rewrite ``results/intervention.json`` with the subset only. Results: ``results/intervention.json``; curves: ``docs/figures/exposure/
-fairness_intervention.png|svg``.
+are merged into ``results/intervention.json`` when it was written with the same settings (pool,
+k, samples, seed, refine, boot): a long run can be done a catalog or a system at a time; with
+other settings the file is rewritten with the subset only. Results: ``results/intervention.json``
+(per catalog × system its timing and the load average when it finished); curves:
+``docs/figures/exposure/fairness_intervention.png|svg``.
 """
 
 from __future__ import annotations
@@ -223,6 +226,19 @@ def plot(r: dict, out: Path) -> None:
     plt.close(fig)
 
 
+def save(saved: Path, a: argparse.Namespace, results: dict, fields: dict, timing: dict) -> None:
+    """``results/intervention.json`` as it stands (written after every catalog × system)."""
+    out = {"results": results, "fields": fields, "pool": a.pool, "k": a.k,
+           "samples": a.samples, "seed": a.seed, "refine": a.refine, "temperatures": TEMPS,
+           "strengths": STRENGTHS, "targets": {"catalog": "the groups' shares of the catalog",
+                                               "train": "the groups' shares of the Click training set's entities"},
+           "saw_test": SAW_TEST, "boot": a.boot,
+           "timing": timing, "load": list(os.getloadavg())}
+    with atomic_path(saved) as tmp:
+        tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False,
+                                  default=lambda x: None if x != x else x).replace("Infinity", '"inf"'))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("/tmp/limelight-fairness"))
@@ -244,12 +260,18 @@ def main() -> None:
         return
     if not 1 <= a.k <= a.pool:
         sys.exit(f"--k must lie in 1..--pool ({a.pool}), got {a.k}")
-    results: dict = {}
-    timing: dict = {}
+    same = {"pool": a.pool, "k": a.k, "samples": a.samples, "seed": a.seed, "refine": a.refine, "boot": a.boot}
+    prev = json.loads(saved.read_text()) if saved.exists() else {}
+    if prev and all(prev.get(key) == v for key, v in same.items()):  # a subset run adds to the last one
+        results, timing = prev["results"], prev.get("timing", {})
+        fields = prev["fields"]
+    else:
+        results, timing, fields = {}, {}, {}
     for catalog in a.catalogs.split(","):
         idx = index_for(catalog, a.work)
         qfile, qrels = click_files(catalog, a.work)
-        results[catalog] = {}
+        results.setdefault(catalog, {})
+        fields[catalog] = list(FIELDS[catalog])
         for s in a.systems.split(","):
             t0 = time.perf_counter()
             st = store(catalog, s, a.work, idx, qfile, a.pool)
@@ -294,16 +316,10 @@ def main() -> None:
                 print(catalog, s, field, {k: (v["halving"] or {}).get("temperature", (v["halving"] or {}).get("strength"))
                                           for k, v in entry.items()}, flush=True)
             timing[f"{catalog}/{s}"] = {"seconds": time.perf_counter() - t0,
-                                        "point_seconds": sum(p.get("seconds", 0.0) for p in pts.data.values())}
-    out = {"results": results, "fields": {c: list(FIELDS[c]) for c in results}, "pool": a.pool, "k": a.k,
-           "samples": a.samples, "seed": a.seed, "refine": a.refine, "temperatures": TEMPS,
-           "strengths": STRENGTHS, "targets": {"catalog": "the groups' shares of the catalog",
-                                               "train": "the groups' shares of the Click training set's entities"},
-           "saw_test": SAW_TEST, "boot": a.boot,
-           "timing": timing, "load": list(os.getloadavg())}
-    with atomic_path(saved) as tmp:
-        tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False,
-                                  default=lambda x: None if x != x else x).replace("Infinity", '"inf"'))
+                                        "point_seconds": sum(p.get("seconds", 0.0) for p in pts.data.values()),
+                                        "load": list(os.getloadavg()),
+                                        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            save(saved, a, results, fields, timing)
     plot(json.loads(saved.read_text()), fig)
 
 

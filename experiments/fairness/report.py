@@ -288,7 +288,8 @@ def intervention() -> list[str]:
          "tied scores at its bottom (their value in parentheses). Generated from "
          "`experiments/fairness/results/intervention.json`; reproduce with", "",
          "    flock /tmp/heavy.lock .venv/bin/python experiments/fairness/intervention.py "
-         f"--pool {pool} --k {k} --samples {r['samples']} --seed {r['seed']} --refine {r['refine']}",
+         f"--pool {pool} --k {k} --samples {r['samples']} --seed {r['seed']} --refine {r['refine']}"
+         + (f" --boot {r['boot']}" if r.get("boot") else ""),
          "    .venv/bin/python experiments/fairness/report.py", "",
          "| catalog (groups) | system | ranker: largest deficit, points | "
          + " | ".join(v[2] for v in variants) + " |",
@@ -340,7 +341,8 @@ def pl_sweep(r: dict) -> list[str]:
     bootstrap intervals (largest deficit in points, nDCG@10, R@100)."""
     cases = [(cat, field, s) for cat, systems in r["results"].items() for field in r["fields"][cat]
              for s in systems]
-    if not cases or "ci" not in r["results"][cases[0][0]][cases[0][2]][cases[0][1]]["pl"]["curve"][0]:
+    bare = [c for c in cases if not all("ci" in p for p in r["results"][c[0]][c[2]][c[1]]["pl"]["curve"])]
+    if not cases or len(bare) == len(cases):
         return ["", "(the Plackett-Luce points have no intervals: run `experiments/fairness/intervention.py` "
                 "again)"]
     L = ["", f"**The Plackett-Luce sweep, every case** (issue 56): at each temperature of the grid the "
@@ -352,11 +354,16 @@ def pl_sweep(r: dict) -> list[str]:
          "| catalog (groups) | system | T | largest deficit, points | group | nDCG@10 | R@100 |",
          "|---|---|---|---|---|---|---|"]
     for cat, field, s in cases:
+        if (cat, field, s) in bare:
+            continue
         for p in r["results"][cat][s][field]["pl"]["curve"]:
             t = p["temperature"]
             t = "∞" if t in ("inf", float("inf")) else f"{float(t):g}"
             L.append(f"| {cat} ({field}) | {NAMES[s]} | {t} | {_ci(p, 'largest_deficit', True)} | "
                      f"`{p['deficit_group']}` | {_ci(p, 'ndcg@10')} | {_ci(p, 'r@100')} |")
+    if bare:
+        L += ["", "(without intervals, not rerun with `--boot` yet: "
+              + ", ".join(f"{c} ({f}) {NAMES[x]}" for c, f, x in bare) + ")"]
     return L
 
 
