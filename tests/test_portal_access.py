@@ -11,7 +11,9 @@ test_portal_db.py)."""
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
 from urllib.parse import quote, unquote
 
@@ -49,7 +51,8 @@ def portal(audit_dir, tmp_path_factory):
     tokens = {name: accounts.issue_token(name)[0] for name in ("alice", "bob", "root")}
     ownership = Ownership.from_spec("field:Distributor", service.doc_ids, service.docs.fields)
     policy = Policy(ownership, K)
-    app = install(create_app(service, max_body=256 * 1024), service, PortalConfig(accounts, policy))
+    app = install(create_app(service, max_body=256 * 1024, compare=AuditService(audit_dir)), service,
+                  PortalConfig(accounts, policy))
     st = service.system("bm25").store
     n_exposing = st.n_exposing()
 
@@ -83,15 +86,18 @@ def _templates(app) -> set[tuple[str, str]]:
     return out
 
 
-def _request(portal, method: str, template: str, doc: str) -> tuple[str, str, dict]:
-    """A concrete request of a route about document ``doc`` (where the route takes one)."""
+def _request(portal, method: str, template: str, doc: str, csv: bool = False) -> tuple[str, str, dict]:
+    """A concrete request of a route about document ``doc`` (where the route takes one); with
+    ``csv``, its CSV export (``format=csv``)."""
     visible_qid = sorted(portal["visible"])[0]
     text = portal["service"].docs.texts[portal["service"].doc_ids.lookup(portal["docs"]["A"])]
     path = template.replace("{docid:path}", quote(doc, safe="")).replace("{qid:path}", quote(visible_qid, safe=""))
     params = {"/api/search": {"q": "star wars"}, "/": {"q": "star wars"},
               "/api/retrievability/groups": {"field": "Major Genre"}, "/api/fairness": {"field": "Major Genre"},
               "/groups": {"field": "Major Genre"}, "/api/explain": {"docid": doc, "qid": visible_qid},
-              "/api/near-misses": {"docid": doc}, "/eqi": {"docid": doc} if method == "GET" else {}}.get(template, {})
+              "/api/near-misses": {"docid": doc}, "/eqi": {"docid": doc} if method == "GET" else {},
+              "/api/compare": {"docid": doc, "system_b": "bm25-classic"},
+              "/compare": {"docid": doc, "system_b": "bm25-classic"}}.get(template, {})
     kw: dict = {"params": params}
     if (method, template) == ("POST", "/api/eqi"):
         kw = {"json": {"text": text, "k": 50}}
@@ -99,18 +105,24 @@ def _request(portal, method: str, template: str, doc: str) -> tuple[str, str, di
         kw = {"data": {"text": text, "k": "50"}}
     if template == "/static":
         path = "/static/style.css"
+    if csv:
+        kw["params"] = {**kw["params"], "format": "csv"}
     return method, path, kw
 
 
 #: routes tested on their own (a form that changes state), not in the matrix
 OWN_TESTS = {("POST", "/login"), ("POST", "/logout")}
 #: routes whose answer depends on a document id (path or query parameter)
-DOC_ROUTES = {"/api/documents/{docid:path}", "/documents/{docid:path}", "/api/explain", "/api/near-misses"}
+DOC_ROUTES = {"/api/documents/{docid:path}", "/documents/{docid:path}", "/api/explain", "/api/near-misses",
+              "/api/compare", "/compare"}
+#: routes with a CSV export (``format=csv``): in the matrix as ``"TEMPLATE csv"``
+CSV_ROUTES = {"/api/performance", "/api/performance/owners", "/api/performance/queries", "/api/compare"}
 
 
 def _expected(portal, method: str, template: str, who: str, case: str) -> int:
     from limelight.service.policy import Access, Policy
 
+    template = template.removesuffix(" csv")
     access = Policy.route_access(method, template)
     doc_dependent = template in DOC_ROUTES or (method, template) == ("GET", "/eqi")
     if access in (Access.PUBLIC, Access.SEARCH):
@@ -133,11 +145,13 @@ def matrix(portal):
     """Every route × principal × document case: ``{(method, template, who, case): response}``."""
     client = portal["client"]
     out = {}
-    for method, template in sorted(_templates(portal["app"]) - OWN_TESTS):
-        doc_dependent = template in DOC_ROUTES or (method, template) == ("GET", "/eqi")
+    routes = sorted(_templates(portal["app"]) - OWN_TESTS)
+    for method, template in routes + [("GET", f"{t} csv") for t in sorted(CSV_ROUTES)]:
+        bare = template.removesuffix(" csv")
+        doc_dependent = bare in DOC_ROUTES or (method, bare) == ("GET", "/eqi")
         for who in WHO:
             for case in (("A", "B", "unknown") if doc_dependent else ("A",)):
-                m, path, kw = _request(portal, method, template, portal["docs"][case])
+                m, path, kw = _request(portal, method, bare, portal["docs"][case], csv=bare != template)
                 client.cookies.clear()
                 out[(method, template, who, case)] = client.request(m, path, headers=_headers(portal, who), **kw)
     return out
@@ -150,7 +164,8 @@ def test_every_route_has_an_access_rule_and_is_in_the_matrix(portal, matrix):
     assert routes <= set(ROUTE_ACCESS), sorted(routes - set(ROUTE_ACCESS))
     schema = {(m.upper(), p) for p, ops in portal["app"].openapi()["paths"].items() for m in ops}
     assert {(m, p.replace("{docid}", "{docid:path}").replace("{qid}", "{qid:path}")) for m, p in schema} <= routes
-    assert {(m, t) for m, t, _, _ in matrix} == routes - OWN_TESTS
+    assert {(m, t.removesuffix(" csv")) for m, t, _, _ in matrix} == routes - OWN_TESTS
+    assert {t for _, t, _, _ in matrix if t.endswith(" csv")} == {f"{t} csv" for t in CSV_ROUTES}
     assert len(matrix) > 100
 
 
@@ -205,7 +220,7 @@ def test_another_owners_document_answers_exactly_as_an_unknown_id(portal, matrix
         mine = r.text.replace(quote(docs[case], safe=""), "ID").replace(docs[case], "ID")
         assert _no_csrf(mine) == _no_csrf(unknown.text.replace(UNKNOWN, "ID")), (method, template, who)
         compared += 1
-    assert compared == 2 * 5  # two owners × the five routes that take a document id
+    assert compared == 2 * 8  # two owners × the routes that take a document id (the comparison's CSV too)
 
 
 def _no_csrf(page: str) -> str:
@@ -240,6 +255,11 @@ def test_no_query_issued_once_reaches_an_owner_by_any_route(portal, matrix):
             assert all(weights[q] >= K for q in shown if q in weights), (method, template, who)
             seen_by_admin += sum(weights.get(q, K) < K for q in _qids(admin.json()))
             continue
+        if r.headers["content-type"].startswith("text/csv"):  # the exports: their qid column, then their text
+            shown = [row["qid"] for row in csv.DictReader(io.StringIO(r.text)) if row.get("qid")]
+            assert all(weights[q] >= K for q in shown if q in weights), (method, template, who)
+            seen_by_admin += sum(weights.get(row.get("qid") or "", K) < K
+                                 for row in csv.DictReader(io.StringIO(admin.text)))
         linked = [unquote(x) for x in re.findall(r'(?:why=|/queries/)([^"&#?]+)', r.text)]
         assert all(weights.get(q, K) >= K for q in linked), (method, template, who)
         doc = portal["docs"][case]

@@ -19,7 +19,8 @@ OPERATIONS = [
     "GET /api/info", "GET /api/search", "GET /api/documents/{docid}", "GET /api/queries",
     "GET /api/queries/{qid}", "GET /api/retrievability", "GET /api/retrievability/documents",
     "GET /api/retrievability/groups", "POST /api/eqi", "GET /api/explain", "GET /api/near-misses",
-    "GET /api/fairness", "GET /api/performance", "GET /api/performance/owners",
+    "GET /api/fairness", "GET /api/performance", "GET /api/performance/owners", "GET /api/topics",
+    "GET /api/performance/queries", "GET /api/compare",
 ]
 
 

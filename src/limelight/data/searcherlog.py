@@ -63,12 +63,9 @@ def _time(value: str, path: Path, line: int) -> np.datetime64:
         raise LimelightError(f"{path}:{line}: unreadable query time {value!r}") from None
 
 
-def read_searcher_log(path: str | os.PathLike, since: str | None = None, until: str | None = None,
-                      name: str = "querylog") -> Queries:
-    """A searcher log's distinct normalised queries (see the module's docstring), in order of
-    first issue. ``since`` (inclusive) and ``until`` (exclusive) are ISO times that keep only the
-    lines of one period; they need a time column."""
-    p = Path(path)
+def _read_lines(p: Path, since: str | None, until: str | None):
+    """The lines of one period of searcher log ``p``: texts, searchers, times (empty without a
+    time column), line numbers, and whether the log has a time column."""
     cols = log_columns(p)
     if cols is None:
         raise LimelightError(f"{p}:1: not a searcher log (its header names no query and "
@@ -102,6 +99,28 @@ def read_searcher_log(path: str | os.PathLike, since: str | None = None, until: 
             texts.append(parts[qi])
             searchers.append(parts[si].strip())
             lines.append(n)
+    return texts, searchers, times, lines, ti is not None
+
+
+def searcher_lines(path: str | os.PathLike, since: str | None = None,
+                   until: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each line of a searcher log (one period of it) as ``(searcher, normalised text)``, in log
+    order, lines whose text normalises to nothing left out: what a DP release counts
+    (``limelight.service.dprelease``), on the texts the audit's distinct queries carry."""
+    texts, searchers, _, _, _ = _read_lines(Path(path), since, until)
+    norm = normalise_texts(texts)
+    keep = np.flatnonzero(norm != "")
+    return np.asarray(searchers, dtype=object)[keep], norm[keep].astype(object)
+
+
+def read_searcher_log(path: str | os.PathLike, since: str | None = None, until: str | None = None,
+                      name: str = "querylog") -> Queries:
+    """A searcher log's distinct normalised queries (see the module's docstring), in order of
+    first issue. ``since`` (inclusive) and ``until`` (exclusive) are ISO times that keep only the
+    lines of one period; they need a time column."""
+    p = Path(path)
+    texts, searchers, times, lines, timed = _read_lines(p, since, until)
+    ti = 0 if timed else None
     norm = normalise_texts(texts)
     keep = np.flatnonzero(norm != "")
     if not len(keep):

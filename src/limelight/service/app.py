@@ -190,8 +190,9 @@ SECURITY_HEADERS = {  # every response: pages, the API and its description alike
 }
 
 
-def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
-    """The application serving ``service`` (an opened audit)."""
+def create_app(service: AuditService, max_body: int = MAX_BODY, compare: AuditService | None = None) -> FastAPI:
+    """The application serving ``service`` (an opened audit); ``compare``: a second audit the
+    comparison pages set against it (``serve --compare DIR``)."""
     app = FastAPI(title="limelight", version="1", docs_url=None, redoc_url=None,
                   dependencies=[Depends(_known_query_params)],
                   description="Who search puts in the limelight: search, exposing queries, what a query "
@@ -209,7 +210,7 @@ def create_app(service: AuditService, max_body: int = MAX_BODY) -> FastAPI:
     _add_pages(app, service, page)
     _add_tool_pages(app, service, page)
     _add_insight(app, service, page)
-    _add_performance(app, service, page)
+    _add_performance(app, service, page, compare)
     add_topic_routes(app, service, page, VIEW_ERRORS)
     if max_body:
         app.add_middleware(BodyLimit, max_body=max_body)
@@ -617,10 +618,12 @@ def _csv_response(text: str, name: str) -> Response:
                     headers={"content-disposition": f'attachment; filename="{name}"'})
 
 
-def _add_performance(app: FastAPI, service: AuditService, page) -> None:
+def _add_performance(app: FastAPI, service: AuditService, page, compare: AuditService | None = None) -> None:
     """Search Console's figures (issue 54, ``limelight.service.performance``): ``/api/performance``
-    (JSON, or every row as CSV), ``/api/performance/owners`` (admins) and the ``/performance``
-    page."""
+    (JSON, or every row as CSV), ``/api/performance/queries`` (your top searches, JSON or CSV),
+    ``/api/performance/owners`` (admins), ``/api/compare`` (two audits or systems side by side,
+    ``limelight.service.compare``; JSON or CSV) and the ``/performance`` and ``/compare``
+    pages."""
     responses = {**VIEW_ERRORS, 200: {"description": "JSON, or with format=csv every row as CSV",
                                       "content": {"text/csv": {"schema": {"type": "string"}}}}}
     depth = min(s.store.depth for s in service.systems.values())
@@ -654,7 +657,63 @@ def _add_performance(app: FastAPI, service: AuditService, page) -> None:
     def performance_page(request: Request, system: SystemQ = None, browsing: Browsing = "rbp:0.8", c: Cut = None,
                          owner: Owner = None, offset: Offset = 0):
         res = PF.performance(service, system, browsing, c, owner, 100, offset)
-        return page(request, "performance.html", res=res, browsing=browsing)
+        top = PF.top_queries(service, res["system"], res["c"], owner, TOP_QUERIES, 0)
+        return page(request, "performance.html", res=res, browsing=browsing, top=top)
+
+    @app.get("/api/performance/queries", response_model=S.OwnerQueries, responses=responses, tags=["performance"])
+    def api_top_queries(system: SystemQ = None, c: Cut = None, owner: Owner = None, limit: Limit = 100,
+                        offset: Offset = 0, format: Fmt = "json"):  # noqa: A002 - its name
+        """The searches that show your documents in the top c (an admin: every document's, or
+        ``owner``'s), privacy-screened (hidden ones counted, never named), by times issued, or
+        by the DP release's noisy count of searchers when the operator enabled one (its epsilon
+        and delta in ``dp``); ``format=csv``: every listed search as CSV."""
+        if format == "csv":
+            res = PF.top_queries(service, system, c, owner, S.MAX_OFFSET, 0)
+            return _csv_response(PF.to_csv(res["queries"], PF.QUERY_COLUMNS),
+                                 f"searches-{res['system']}-top{res['c']}.csv")
+        return PF.top_queries(service, system, c, owner, limit, offset)
+
+    _add_compare(app, service, page, compare, responses)
+
+
+def _add_compare(app: FastAPI, service: AuditService, page, compare: AuditService | None, responses: dict) -> None:
+    """``/api/compare`` (JSON or CSV) and the ``/compare`` page: two audits, or two systems of
+    this one, side by side (``limelight.service.compare``)."""
+    import limelight.service.compare as CMP
+
+    Fmt = Annotated[str, Query(pattern="^(json|csv)$", description="json, or csv: every row, no paging")]
+    Owner = Annotated[str | None, Query(max_length=1000, description="an owner key (admins; an owner: its own)")]
+    SystemB = Annotated[str | None, Query(max_length=200, description="side B's system: of the --compare audit "
+                                                                       "(default: A's name, else its first), or "
+                                                                       "another system of this audit")]
+    DocQ = Annotated[str | None, Query(max_length=1000, description="one document (yours) instead of all")]
+    CmpCut = Annotated[int | None, Query(ge=1, le=S.MAX_OFFSET, description="the cutoff of both sides (≤ each "
+                                                                              "side's depth; default: the smaller lead cutoff)")]
+
+    @app.get("/api/compare", response_model=S.Comparison, responses=responses, tags=["performance"])
+    def api_compare(system: SystemQ = None, system_b: SystemB = None, browsing: Browsing = "rbp:0.8",
+                    c: CmpCut = None, owner: Owner = None, docid: DocQ = None, limit: Limit = 100,
+                    offset: Offset = 0, format: Fmt = "json"):  # noqa: A002 - its name
+        """Side A (this audit's ``system``) against side B (the ``--compare`` audit, or this
+        audit's ``system_b``) per document and in total: impressions, average position,
+        attention, and B − A; each side's top searches privacy-screened; ``format=csv``: every
+        document as CSV."""
+        if format == "csv":
+            res = CMP.compare(service, compare, system, system_b, browsing, c, owner, docid or None, S.MAX_OFFSET, 0)
+            return _csv_response(PF.to_csv(CMP.csv_rows(res), CMP.COLUMNS),
+                                 f"compare-{res['a']['system']}-{res['b']['system']}-top{res['c']}.csv")
+        return CMP.compare(service, compare, system, system_b, browsing, c, owner, docid or None, limit, offset)
+
+    @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(request: Request, system: SystemQ = None, system_b: SystemB = None, browsing: Browsing = "rbp:0.8",
+                     c: CmpCut = None, owner: Owner = None, docid: DocQ = None, offset: Offset = 0):
+        if compare is None and not system_b:  # the form: another system of this audit, by default
+            system_b = next((n for n in service.systems if n != service.system(system).name), None)
+        res = CMP.compare(service, compare, system, system_b, browsing, c, owner, docid or None, 100, offset)
+        systems_b = list((compare or service).systems)
+        return page(request, "compare.html", res=res, browsing=browsing, systems_b=systems_b,
+                    has_compare=compare is not None)
 
 
 GROUPS_SHOWN = 12  # groups drawn in the groups page's picture (the largest)
+TOP_QUERIES = 20  # searches listed on the performance page

@@ -41,6 +41,12 @@ class DPRelease:
                 f"{self.cap:,} distinct searches counted once; a search is listed when its noisy "
                 f"count of searchers reaches {self.threshold:,}.")
 
+    def describe(self) -> dict:
+        """What the pages and the API state: epsilon, delta (OpenDP's map), the cap, the
+        threshold, how many searches were released, and the statement."""
+        return {"epsilon": self.epsilon, "delta": self.delta, "cap": self.cap, "threshold": self.threshold,
+                "scale": self.scale, "n_released": len(self.counts), "statement": self.statement()}
+
 
 def _opendp():
     try:
@@ -101,3 +107,39 @@ def dp_release(searchers, texts, epsilon: float = 1.0, delta: float = 1e-6, cap:
     eps, dlt = meas.map((cap, cap, 1))
     return DPRelease({k: int(v) for k, v in released.items()}, float(eps), float(dlt), cap, scale,
                      threshold)
+
+
+def release_log(path, epsilon: float, delta: float = 1e-6, cap: int = 4, since: str | None = None,
+                until: str | None = None) -> DPRelease:
+    """The DP release of a searcher log file (``limelight.data.searcherlog``: a searcher or
+    session column; one period of it with ``since``/``until``), drawn once: the portal serves
+    the same noisy counts to every request (drawing anew per request would let repeated asks
+    average the noise away)."""
+    from limelight.data.searcherlog import searcher_lines
+
+    who, texts = searcher_lines(path, since, until)
+    if not len(who):
+        raise LimelightError(f"{path}: no search to release")
+    return dp_release(who, texts, epsilon, delta, cap)
+
+
+def release_for_audit(manifest: dict, log: str | None, epsilon: float, delta: float = 1e-6,
+                      cap: int = 4) -> DPRelease:
+    """``serve --dp-epsilon``: the release of ``log``, by default the audit's own query log when
+    its manifest names a file that says who searched (one-line errors otherwise)."""
+    from pathlib import Path
+
+    from limelight.data.searcherlog import log_columns
+
+    if log is None:
+        source = (manifest.get("queries") or {}).get("source")
+        if not source or not Path(str(source)).is_file():
+            raise LimelightError("--dp-epsilon needs the searcher log the release counts: give --dp-log FILE "
+                                 f"(the audit's query source {source!r} is not a file)")
+        log = str(source)
+    if not Path(log).is_file():
+        raise LimelightError(f"--dp-log {log}: no such file")
+    if log_columns(log) is None:
+        raise LimelightError(f"{log}:1: a DP release counts searchers, and this log has no searcher or "
+                             "session column (e.g. the AOL layout AnonID, Query, QueryTime)")
+    return release_log(log, epsilon, delta, cap)

@@ -34,6 +34,8 @@ import limelight.service.policy as policy
 CLICKS_NOTE = "the audit's query log has no clicks: clicks and CTR are not known"
 COLUMNS = ["docid", "title", "owner", "impressions", "searches", "average_position", "attention"]
 OWNER_COLUMNS = ["owner", "n_documents", "n_shown", "impressions", "average_position", "attention"]
+QUERY_COLUMNS = ["qid", "query", "count", "documents", "best_position"]
+DP_BASIS = "distinct searchers, noisy (DP release)"
 
 
 def _pairs_of(service, sysm, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -169,3 +171,60 @@ def to_csv(records: list[dict], columns: list[str]) -> str:
     w.writeheader()
     w.writerows(records)
     return buf.getvalue()
+
+
+def top_queries(service, system: str | None = None, c: int | None = None, owner: str | None = None,
+                limit: int = 20, offset: int = 0) -> dict:
+    """The searches that show the request's documents (an owner's own) in the top ``c``: per
+    search, how many of the documents it shows there and the best position; privacy-screened
+    (an owner sees only what the screen lets through, the hidden ones counted in ``total``).
+
+    Ranked by one count, named in ``basis``: times issued (o_q), or with the operator's DP
+    release (``--dp-epsilon``) the release's noisy count of distinct searchers, the only count an
+    owner then sees (``dp`` states its epsilon and delta)."""
+    sysm = service.system(system)
+    c = _cutoff(sysm, service.lead_cutoff(sysm) if c is None else c)
+    rows, key = _rows_for(service, owner)
+    return {"system": sysm.name, "c": c, "owner": key,
+            **query_table(service, sysm, rows, c, service.query_screen(sysm), limit, offset)}
+
+
+def _cutoff(sysm, c: int) -> int:
+    from limelight.service.core import BadRequest
+
+    if not 1 <= int(c) <= sysm.store.depth:
+        raise BadRequest(f"cutoff c must be between 1 and the store depth {sysm.store.depth}, got {c}")
+    return int(c)
+
+
+def query_table(service, sysm, rows: np.ndarray, c: int, screen, limit: int = 20, offset: int = 0) -> dict:
+    """The searches showing documents ``rows`` (served rows of ``service``) in the top ``c`` of
+    ``sysm``, through ``screen`` (``None``: every search): see :func:`top_queries`."""
+    d = sysm.store_d[np.asarray(rows, dtype=np.int64)]
+    d = d[d >= 0]
+    if len(d):
+        _, q, rank = _pairs_of(service, sysm, d)
+        shown = rank <= c
+        q, rank = q[shown], rank[shown]
+    else:
+        q = rank = np.zeros(0, np.int64)
+    uq, inv = np.unique(q, return_inverse=True)
+    n_docs = np.bincount(inv, minlength=len(uq))
+    best = np.full(len(uq), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(best, inv, rank)
+    qs = sysm.store.queries
+    privacy = screen.summary(uq) if screen is not None else None
+    keep = ~screen.hidden[uq] if screen is not None else np.ones(len(uq), dtype=bool)
+    if screen is not None and screen.noisy is not None:
+        count, basis, dp = screen.noisy[uq].astype(np.float64), DP_BASIS, screen.dp
+    else:
+        count, basis, dp = np.asarray(qs.weights, dtype=np.float64)[uq], "times issued", None
+    sel = np.flatnonzero(keep)
+    order = sel[np.lexsort((uq[sel], best[sel], -count[sel]))]
+    page = order[offset:offset + limit]
+    ids = qs.ids.decode(uq[page]).tolist() if len(page) else []
+    return {"basis": basis, "total": int(len(uq)), "listed": int(len(sel)), "privacy": privacy, "dp": dp,
+            "offset": offset, "limit": limit,
+            "queries": [{"qid": str(qid), "query": str(qs.texts[int(uq[i])]), "count": float(count[i]),
+                         "documents": int(n_docs[i]), "best_position": int(best[i])}
+                        for qid, i in zip(ids, page.tolist(), strict=True)]}

@@ -12,8 +12,8 @@ A request is made by a :class:`Principal`: anonymous, the ``owner`` of some docu
   every document (:meth:`Policy.document_visible`);
 - **queries**: the raw log (``/queries``) is for admins; every other list of log queries that
   reaches an owner passes the searchers' privacy screen (:mod:`limelight.service.privacy`:
-  issued at least k times, no personal data), hidden rows still counted in the totals
-  (:meth:`Policy.query_screen`);
+  issued at least k times, no personal data, and with a DP release only the released ones),
+  hidden rows still counted in the totals (:meth:`Policy.query_screen`);
 - **aggregates** (retrievability, Lorenz curves, groups, fairness) are for everyone logged in;
   **search** results are public when the platform allows anonymous search.
 
@@ -122,6 +122,11 @@ ROUTE_ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/api/performance"): Access.MEMBER,
     ("GET", "/api/performance/owners"): Access.ADMIN,  # every owner's totals: competitors' figures
     ("GET", "/performance"): Access.MEMBER,
+    ("GET", "/api/performance/queries"): Access.MEMBER,  # the searches showing its own documents, screened
+    # two audits side by side (limelight.service.compare): its own documents; with docid, that
+    # document only, for its owner (another's answers as an unknown id)
+    ("GET", "/api/compare"): Access.MEMBER,
+    ("GET", "/compare"): Access.MEMBER,
 }
 
 
@@ -218,12 +223,16 @@ class Ownership:
 class Policy:
     """The decisions of the portal (see the module's docstring): routes, documents, queries."""
 
-    def __init__(self, ownership: Ownership, min_searches: int = 2, anonymous_search: bool = True):
+    def __init__(self, ownership: Ownership, min_searches: int = 2, anonymous_search: bool = True,
+                 dp=None):
         if min_searches < 1:
             raise LimelightError(f"--min-searches must be at least 1, got {min_searches}")
         self.ownership = ownership
         self.k = int(min_searches)
         self.anonymous_search = bool(anonymous_search)
+        #: an optional DP release of the log (``limelight.service.dprelease.DPRelease``, drawn
+        #: once): then a query reaches an owner only when released, ranked by its noisy count
+        self.dp = dp
         self._screens: dict[Any, P.QueryScreen] = {}
 
     # ---- routes ----------------------------------------------------------------------------------
@@ -266,6 +275,6 @@ class Policy:
         if screen is None:
             qs = store.queries
             searchers = qs.fields.get("n_searchers") if getattr(qs, "fields", None) else None
-            screen = P.screen_queries(qs.texts, qs.weights, self.k, searchers)
+            screen = P.screen_queries(qs.texts, qs.weights, self.k, searchers, self.dp)
             self._screens[key] = screen
         return screen

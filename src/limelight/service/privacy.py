@@ -58,11 +58,18 @@ class QueryScreen:
     basis: str  # "times issued" or "distinct searchers"
     few: np.ndarray  # bool per query: issued fewer than k times (or by fewer than k searchers)
     personal: np.ndarray  # bool per query: may carry personal data (whatever its count)
+    #: with a DP release (``limelight.service.dprelease``): bool per query, not released
+    unreleased: np.ndarray | None = None
+    #: with a DP release: per query, the release's noisy count of searchers (0: not released)
+    noisy: np.ndarray | None = None
+    dp: dict | None = None  # with a DP release: epsilon, delta, cap, threshold, statement
 
     @property
     def hidden(self) -> np.ndarray:
         """Bool per query: not shown to an owner."""
-        return self.few | self.personal
+        if self.unreleased is None:
+            return self.few | self.personal
+        return self.few | self.personal | self.unreleased
 
     def summary(self, codes: np.ndarray) -> dict:
         """How many of the queries ``codes`` (a document's list, say) are hidden and why: issued
@@ -71,14 +78,22 @@ class QueryScreen:
         codes = np.asarray(codes, dtype=np.int64)
         few = int(self.few[codes].sum()) if len(codes) else 0
         personal = int((self.personal[codes] & ~self.few[codes]).sum()) if len(codes) else 0
-        return {"k": self.k, "basis": self.basis, "hidden": few + personal, "fewer_than_k": few,
-                "personal_data": personal, "note": self.sentence(few, personal)}
+        out = {"k": self.k, "basis": self.basis, "hidden": few + personal, "fewer_than_k": few,
+               "personal_data": personal, "not_released": 0, "dp": self.dp}
+        if self.unreleased is not None and len(codes):
+            out["not_released"] = int((self.unreleased[codes] & ~self.few[codes] & ~self.personal[codes]).sum())
+            out["hidden"] += out["not_released"]
+        out["note"] = self.sentence(few, personal, out["not_released"])
+        return out
 
-    def sentence(self, few: int, personal: int) -> str:
+    def sentence(self, few: int, personal: int, unreleased: int = 0) -> str:
         """The hidden rows in words (they still count in every total)."""
-        if few + personal == 0:
-            return (f"Every search listed was issued at least {self.k:,} times ({self.basis}) and "
-                    "carries no personal data.")
+        if few + personal + unreleased == 0:
+            what = "issued by" if self.basis == "distinct searchers" else "issued"
+            unit = "searchers" if self.basis == "distinct searchers" else "times"
+            dp = " and is in the differentially private release" if self.dp else ""
+            return (f"Every search listed was {what} at least {self.k:,} {unit} ({self.basis}), "
+                    f"carries no personal data{dp}.")
         parts = []
         if few:
             unit = "searchers" if self.basis == "distinct searchers" else "times"
@@ -86,18 +101,27 @@ class QueryScreen:
                          else f"{few:,} issued fewer than {self.k:,} {unit}")
         if personal:
             parts.append(f"{personal:,} that may carry personal data ({PERSONAL_WORDS})")
-        n = few + personal
+        if unreleased:
+            parts.append(f"{unreleased:,} that the differentially private release does not list")
+        n = few + personal + unreleased
         return (f"{n:,} {'search is' if n == 1 else 'searches are'} not listed, to protect the "
                 f"searchers' privacy: {' and '.join(parts)}. They still count in every total.")
 
 
-def screen_queries(texts, weights: np.ndarray, k: int, searchers: np.ndarray | None = None) -> QueryScreen:
+def screen_queries(texts, weights: np.ndarray, k: int, searchers: np.ndarray | None = None,
+                   release=None) -> QueryScreen:
     """The screen of a query set: ``weights`` o_q (times issued) or, when given, ``searchers``
-    (distinct searchers per query) against ``k``; ``texts`` for personal data."""
+    (distinct searchers per query) against ``k``; ``texts`` for personal data; with ``release``
+    (a ``DPRelease`` of the log), only the queries it released pass, and their noisy counts are
+    kept for the lists that rank by them."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if searchers is not None:
         few, basis = np.asarray(searchers, dtype=np.float64) < k, "distinct searchers"
     else:
         few, basis = np.asarray(weights, dtype=np.float64) < k, "times issued"
-    return QueryScreen(k, basis, few, personal_data(texts))
+    if release is None:
+        return QueryScreen(k, basis, few, personal_data(texts))
+    counts = release.counts
+    noisy = np.asarray([counts.get(str(t), 0) for t in np.asarray(texts, dtype=object).tolist()], dtype=np.int64)
+    return QueryScreen(k, basis, few, personal_data(texts), noisy <= 0, noisy, release.describe())

@@ -17,6 +17,18 @@ class Error(BaseModel):
     detail: str = Field(description="a one-line message")
 
 
+class DPStatement(BaseModel):
+    """What a differentially private release of the log promises (OpenDP's own accounting)."""
+
+    epsilon: float = Field(description="per searcher, from OpenDP's privacy map of the measurement")
+    delta: float = Field(description="per searcher, from OpenDP's privacy map of the measurement")
+    cap: int = Field(description="each searcher's first cap distinct searches are counted, once each")
+    threshold: int = Field(description="a search is released when its noisy count of searchers reaches it")
+    scale: float = Field(description="the Laplace noise's scale (cap / epsilon)")
+    n_released: int = Field(description="searches the release lists")
+    statement: str = Field(description="the same in a sentence")
+
+
 class Privacy(BaseModel):
     """How many of the queries a list could hold are not listed, to protect the searchers'
     privacy (they still count in every total); absent when every query may be shown."""
@@ -27,6 +39,9 @@ class Privacy(BaseModel):
     fewer_than_k: int = Field(description="of them: issued fewer than k times (or by fewer searchers)")
     personal_data: int = Field(description="of them: carrying personal data (e-mail, phone, card or id "
                                            "number, URL with an id) whatever their count")
+    not_released: int = Field(default=0, description="of them: not in the differentially private release "
+                                                       "(when the operator enables one)")
+    dp: DPStatement | None = Field(default=None, description="the DP release the lists follow (null: none)")
     note: str = Field(description="the same in a sentence")
 
 
@@ -382,3 +397,80 @@ class OwnerPerformance(BaseModel):
     limit: int
     clicks_note: str
     owners: list[OwnerRow]
+
+
+class TopQuery(BaseModel):
+    qid: str
+    query: str
+    count: float = Field(description="the list's one count, named by its basis: times issued, or the DP "
+                                     "release's noisy count of distinct searchers")
+    documents: int = Field(description="of the documents asked about, those this search shows in the top c")
+    best_position: int = Field(description="the best rank it gives any of them")
+
+
+class QueryTable(BaseModel):
+    """The searches showing a set of documents in the top c, privacy-screened."""
+
+    basis: str = Field(description="what count counts: 'times issued' or the DP release's noisy distinct searchers")
+    total: int = Field(description="distinct searches showing the documents in the top c, hidden ones included")
+    listed: int = Field(description="of them: those the privacy screen lets through")
+    privacy: Privacy | None = Field(default=None, description="searches not listed and why (null: none screened)")
+    dp: DPStatement | None = Field(default=None, description="the DP release the list follows (null: none)")
+    offset: int
+    limit: int
+    queries: list[TopQuery]
+
+
+class OwnerQueries(QueryTable):
+    """Your top searches: those showing your documents in the top c (an admin: every document's,
+    or one owner's)."""
+
+    system: str
+    c: int
+    owner: str | None
+
+
+class CompareFigures(BaseModel):
+    impressions: float | None
+    searches: float | None = Field(description="distinct searches ranking it within c")
+    average_position: float | None
+    attention: float | None
+
+
+class CompareSide(BaseModel):
+    audit: str = Field(description="the audit's name and the system")
+    system: str
+    impressions: float
+    searches: float | None
+    average_position: float | None
+    attention: float
+    n_shown: int = Field(description="documents with at least one impression on this side")
+    total_weight: float = Field(description="Σ o_q: every search of this side's log, counted as issued")
+    top_queries: QueryTable
+
+
+class CompareDocument(BaseModel):
+    docid: str
+    title: str
+    in_b: bool = Field(description="whether side B's audit holds the document")
+    a: CompareFigures
+    b: CompareFigures
+    diff: CompareFigures = Field(description="B − A (null where either side has none)")
+
+
+class Comparison(BaseModel):
+    """Two audits (or two systems) side by side over the request's documents (an owner's own)."""
+
+    a: CompareSide
+    b: CompareSide
+    diff: dict[str, float | None] = Field(description="B − A of the totals")
+    same_audit: bool
+    browsing_model: str
+    c: int
+    owner: str | None
+    docid: str | None
+    n_documents: int
+    n_in_b: int
+    offset: int
+    limit: int
+    documents: list[CompareDocument]
