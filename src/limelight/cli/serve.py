@@ -46,6 +46,15 @@ def serve(
     anonymous_search: bool = typer.Option(True, help="search without logging in (the engine's public output)"),
     session_hours: float = typer.Option(8.0, min=0.01, help="hours a login session lasts"),
     https_only: bool = typer.Option(False, help="session cookies marked Secure (serve behind HTTPS)"),
+    compare: Path | None = typer.Option(None, "--compare", help="a second audit (engine version B, or another "
+                                        "period of the log) that /compare and /api/compare set against --audit"),
+    dp_epsilon: float | None = typer.Option(None, "--dp-epsilon", min=1e-6, help="an owner's searches from a "
+                                            "differentially private release of the log (OpenDP; Korolova et al. "
+                                            "2009) with this epsilon per searcher, stated on the pages"),
+    dp_delta: float = typer.Option(1e-6, "--dp-delta", min=1e-15, max=0.5, help="the release's delta per searcher"),
+    dp_cap: int = typer.Option(4, "--dp-cap", min=1, help="the release counts each searcher's first N distinct searches"),
+    dp_log: str | None = typer.Option(None, "--dp-log", help="the searcher log the release counts (a searcher or "
+                                      "session column; default: the audit's query log)"),
 ) -> None:
     """Serve search, exposing queries, retrievability and EQI over an audit (read-only); with
     --db, as the portal where each content owner sees its own documents. Long because the
@@ -59,6 +68,7 @@ def serve(
 
     AuditDir(audit).manifest  # noqa: B018 - a one-line error for a directory that is no audit
     auth = check_auth(auth, db, owners, host)
+    dp = dp_release_of(audit, auth, dp_log, dp_epsilon, dp_delta, dp_cap)  # drawn once, before serving
     accounts = None
     if auth != "none":
         from limelight.service.accounts import Accounts
@@ -71,7 +81,8 @@ def serve(
         service.threads = workers
         if preload:
             service.warm(eqi=preload_eqi)
-        application = create_app(service, max_body=max_body)
+        compared = open_service(compare, view_cache_bytes=view_cache_mb << 20) if compare else None
+        application = create_app(service, max_body=max_body, compare=compared)
         if accounts is not None:
             from limelight.service.policy import Ownership, Policy
             from limelight.service.portal import PortalConfig, install
@@ -79,7 +90,7 @@ def serve(
             ownership = (Ownership.from_spec(owners, service.doc_ids, service.docs.fields) if owners
                          else Ownership({}, len(service.doc_ids), "none"))
             install(application, service, PortalConfig(
-                accounts, Policy(ownership, min_searches, anonymous_search), auth, proxy_header,
+                accounts, Policy(ownership, min_searches, anonymous_search, dp), auth, proxy_header,
                 tuple(trusted_proxy), session_hours, https_only))
         config = uvicorn.Config(application, log_level="warning", access_log=False, timeout_keep_alive=30)
         server = uvicorn.Server(config)
@@ -113,6 +124,21 @@ def check_auth(auth: str | None, db: str | None, owners: str | None, host: str) 
     elif not db:
         raise LimelightError(f"--auth {auth} needs --db URL (the accounts: limelight users add)")
     return auth
+
+
+def dp_release_of(audit: Path, auth: str, log: str | None, epsilon: float | None, delta: float, cap: int):
+    """The DP release ``--dp-epsilon`` asks for (``None`` without it); it screens what owners
+    see, so it needs the portal (``--auth password`` or ``proxy``)."""
+    if epsilon is None:
+        return None
+    from limelight.audit import AuditDir
+    from limelight.errors import LimelightError
+    from limelight.service.dprelease import release_for_audit
+
+    if auth == "none":
+        raise LimelightError("--dp-epsilon takes effect with --auth password or proxy (with --auth none every "
+                             "visitor sees the raw log)")
+    return release_for_audit(AuditDir(audit).manifest, log, epsilon, delta, cap)
 
 
 def is_loopback(host: str) -> bool:
