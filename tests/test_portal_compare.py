@@ -224,3 +224,24 @@ def test_serve_dp_options_say_what_is_wrong_in_one_line(info, tmp_path):
     release = dp_release_of(info["audit"], "password", None, 1.0, 1e-6, 2)  # the manifest's log
     assert release.cap == 2 and release.epsilon == 1.0 and info["lonely"] not in release.counts
     assert dp_release_of(info["audit"], "password", None, None, 1e-6, 2) is None
+
+
+def test_the_compare_page_of_one_system_without_a_second_audit_says_so(info, tmp_path):
+    """An audit of one system served without --compare: the page says there is nothing to
+    compare (a link in every page's navigation must not lead to an error), the API a 422."""
+    import json
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    one = tmp_path / "one"
+    shutil.copytree(info["audit"], one, ignore=shutil.ignore_patterns("bm25-classic"))
+    manifest = json.loads((one / "audit.json").read_text())
+    manifest["systems"] = manifest["systems"][:1]
+    (one / "audit.json").write_text(json.dumps(manifest))
+    app, _, accounts, tokens = support.portal({**info, "audit": one}, tmp_path / "p.db", compare=False)
+    with TestClient(app) as client:
+        page = client.get("/compare", headers=tokens["alice"])
+        assert page.status_code == 200 and 'id="nothing-to-compare"' in page.text and "--compare DIR" in page.text
+        assert client.get("/api/compare", headers=tokens["alice"]).status_code == 422
+    accounts.close()

@@ -709,6 +709,8 @@ def _add_compare(app: FastAPI, service: AuditService, page, compare: AuditServic
                      c: CmpCut = None, owner: Owner = None, docid: DocQ = None, offset: Offset = 0):
         if compare is None and not system_b:  # the form: another system of this audit, by default
             system_b = next((n for n in service.systems if n != service.system(system).name), None)
+            if system_b is None:  # one system, no second audit: the page says so
+                return page(request, "compare.html", res=None, browsing=browsing, systems_b=[], has_compare=False)
         res = CMP.compare(service, compare, system, system_b, browsing, c, owner, docid or None, 100, offset)
         systems_b = list((compare or service).systems)
         return page(request, "compare.html", res=res, browsing=browsing, systems_b=systems_b,
