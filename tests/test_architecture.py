@@ -264,29 +264,47 @@ def script_imports(folder: Path) -> dict[str, dict[str, int]]:
 KIND_MODULES = ("limelight/retrieval/kinds/", "limelight/rerank/kind.py")
 #: comparisons with a kind's name that are not about a kind: ``(file, string) -> (count, why)``
 NOT_KINDS = {
-    ("limelight/service/app.py", "http"): (2, "an ASGI scope's type"),
-    ("limelight/service/portal.py", "http"): (1, "an ASGI scope's type"),
     ("limelight/retrieval/spec.py", "dense"): (1, "an index directory's part (meta['built'])"),
 }
-#: kind names still compared outside the kinds' modules (issue 55 item 1, the System value, removes
-#: them; files other work was changing when the check came): ``(file, string) -> count``
-KIND_NAME_DEBT = {
-    ("limelight/audit/config.py", "reranked"): 1,
-    ("limelight/service/core.py", "bm25"): 1,
-    ("limelight/service/core.py", "dense"): 1,
-    ("limelight/service/core.py", "hybrid"): 1,
-}
+#: an ASGI scope's or message's ``x["type"]`` compared with these is not about a kind (``http``)
+ASGI_TYPES = frozenset({"http", "websocket", "lifespan"})
+#: kind names still compared outside the kinds' modules (issue 55 item 1 emptied it; it may only
+#: stay empty): ``(file, string) -> count``
+KIND_NAME_DEBT: dict[tuple[str, str], int] = {}
 
 
 def kind_name_comparisons(names: set[str], root: Path = SRC) -> dict[tuple[str, str], list[int]]:
-    """``{(file, kind name): [lines]}`` of every comparison (``==``, ``!=``, ``in``, ``not in``)
-    with a string constant that is a kind's name (alone or in a tuple, list or set), whatever is
-    compared with it, outside the kinds' own modules (``KIND_MODULES``)."""
+    """``{(file, kind name): [lines]}`` of every comparison with a string constant that is a kind's
+    name, whatever is compared with it, outside the kinds' own modules (``KIND_MODULES``):
+    ``==``, ``!=``, ``in``, ``not in``, ``is``, ``is not`` (the name alone or in a tuple, list or
+    set, on either side), a ``case "bm25":`` of a ``match`` (or ``case "dense" | "hybrid":``),
+    and ``x.startswith("dense")`` / ``endswith``. An ASGI ``scope["type"] != "http"`` is no kind
+    test (``ASGI_TYPES``)."""
     def strings(node: ast.AST) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return [node.value]
         if isinstance(node, ast.Tuple | ast.List | ast.Set):
             return [s for e in node.elts for s in strings(e)]
+        if isinstance(node, ast.MatchValue):
+            return strings(node.value)
+        if isinstance(node, ast.MatchOr):
+            return [s for p in node.patterns for s in strings(p)]
+        if isinstance(node, ast.MatchAs) and node.pattern is not None:
+            return strings(node.pattern)
+        return []
+
+    def compared(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Compare):
+            sides = (node.left, *node.comparators)
+            found = [s for side in sides for s in strings(side)]
+            asgi = any(isinstance(x, ast.Subscript) and isinstance(x.slice, ast.Constant)
+                       and x.slice.value == "type" for x in sides)
+            return [s for s in found if not (asgi and s in ASGI_TYPES)]
+        if isinstance(node, ast.match_case):
+            return strings(node.pattern)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("startswith", "endswith") and node.args):
+            return strings(node.args[0])
         return []
 
     out: dict[tuple[str, str], list[int]] = {}
@@ -295,10 +313,9 @@ def kind_name_comparisons(names: set[str], root: Path = SRC) -> dict[tuple[str, 
         if rel.startswith(KIND_MODULES):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Compare) and any(
-                    isinstance(o, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for o in node.ops):
-                for s in {s for side in (node.left, *node.comparators) for s in strings(side)} & names:
-                    out.setdefault((rel, s), []).append(node.lineno)
+            for s in sorted(set(compared(node)) & names):
+                line = node.pattern.lineno if isinstance(node, ast.match_case) else node.lineno
+                out.setdefault((rel, s), []).append(line)
     return out
 
 
@@ -411,19 +428,45 @@ def test_no_kind_is_named_outside_its_module():
 
 def test_the_kind_name_check_sees_every_comparison(tmp_path):
     """Whatever the variable is called, a comparison with a kind's name is found (``==``,
-    ``!=``, ``in`` a tuple or set, the name on either side); a kind's own module and other
-    strings pass."""
+    ``!=``, ``is``, ``in`` a tuple or set, the name on either side, a ``match`` case, a
+    ``startswith``); a kind's own module and other strings pass."""
     pkg = plant(tmp_path, {
         "audit/x.py": ('def f(spec, m, settings, engine):\n    if spec.kind == "bm25": pass\n'
                        '    if m in ("dense", "hybrid"): pass\n    if "reranked" != settings.get("model"): pass\n'
                        '    if engine == "ray" or m not in {"run"}: pass\n'),
+        "service/y.py": ('def g(model, name):\n    if model == "bm25":\n        return 1\n'
+                         '    match name:\n        case "dense" | "hybrid":\n            return 2\n'
+                         '        case "other":\n            return 3\n'
+                         '    if scope["type"] != "http" or settings["type"] == "bm25": pass\n'
+                         '    return model is "run" or name.startswith("reranked")\n'),
         "retrieval/kinds/bm25.py": 'def g(kind):\n    return kind == "bm25"\n',
     })
-    found = kind_name_comparisons({"bm25", "dense", "hybrid", "reranked", "run"}, pkg)
+    found = kind_name_comparisons({"bm25", "dense", "hybrid", "reranked", "run", "http"}, pkg)
     assert found == {("limelight/audit/x.py", "bm25"): [2], ("limelight/audit/x.py", "dense"): [3],
                      ("limelight/audit/x.py", "hybrid"): [3], ("limelight/audit/x.py", "reranked"): [4],
-                     ("limelight/audit/x.py", "run"): [5]}
-    assert len(unexpected_kind_names(found)) == 5
+                     ("limelight/audit/x.py", "run"): [5],
+                     ("limelight/service/y.py", "bm25"): [2, 9], ("limelight/service/y.py", "dense"): [5],
+                     ("limelight/service/y.py", "hybrid"): [5], ("limelight/service/y.py", "run"): [10],
+                     ("limelight/service/y.py", "reranked"): [10]}
+    assert len(unexpected_kind_names(found)) == 10
+
+
+def test_the_kind_name_check_fails_on_a_planted_model_test(tmp_path):
+    """The real check over a copy of ``src/limelight`` with one ``if model == "bm25"`` planted in
+    a module above the kinds: the copy fails where the source passes."""
+    import shutil
+
+    from limelight.retrieval.systems import kind_names
+
+    copy = tmp_path / "limelight"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    names = set(kind_names())
+    assert unexpected_kind_names(kind_name_comparisons(names, copy)) == []
+    target = copy / "service" / "core.py"
+    target.write_text(target.read_text(encoding="utf-8")
+                      + '\n\ndef planted(model):\n    return 1 if model == "bm25" else 0\n', encoding="utf-8")
+    bad = unexpected_kind_names(kind_name_comparisons(names, copy))
+    assert len(bad) == 1 and bad[0].startswith("limelight/service/core.py:") and "'bm25'" in bad[0]
 
 
 def test_experiments_use_only_public_names():

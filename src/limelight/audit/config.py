@@ -78,7 +78,6 @@ from limelight._io import file_sha256
 from limelight.audit.stage import StageOptions
 from limelight.audit.stages import STAGE_OPTIONS
 from limelight.errors import FormatError, LimelightError, with_article
-from limelight.retrieval.defaults import RERANK_DEPTH
 from limelight.retrieval.spec import RetrieverSpec
 from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
 
@@ -261,8 +260,9 @@ def _check_queries(ck: _Checker, qs: dict, quick: dict, text: str) -> str:
 
 
 def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None) -> list[SystemSpec]:
-    """The ``[[systems]]`` tables: kinds, unique names, settings; reranked systems resolved
-    (:func:`_check_reranked`); dense and hybrid systems share one encoder."""
+    """The ``[[systems]]`` tables: kinds, unique names, settings; a system of a kind that stacks
+    over another (it declares a ``first`` parameter: ``reranked``) resolved
+    (:func:`_check_stacked`); dense and hybrid systems share one encoder."""
     raw_systems = raw.get("systems")
     if not raw_systems:
         ck.fail("audit", "no systems: add at least one [[systems]] table (name, kind)")
@@ -287,8 +287,8 @@ def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None
         systems.append(SystemSpec(name, kind, params))
     base = Path(p).resolve().parent if p else Path.cwd()
     for spec, at in zip(systems, ats, strict=True):
-        if spec.kind == "reranked":
-            _check_reranked(ck, spec, systems, depth, base, at)
+        if "first" in get_kind(spec.kind).params:  # stacked over another system of the config
+            _check_stacked(ck, spec, systems, depth, base, at)
         try:  # the kind's own checks of the files it names, and their content hash (run: sha256)
             spec.params = get_kind(spec.kind).resolved(spec.params, base)
         except LimelightError as e:
@@ -389,16 +389,18 @@ def _check_stage_options(ck: _Checker, schema: StageOptions, opts: object, conte
         schema.check(opts, lambda key, msg: ck.fail_at(ck.key_line(key, at) or at, msg), context)
 
 
-def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,
-                    base: Path, at: int) -> None:
-    """Resolve and validate a reranked system: its ``first`` system, its checkpoint (a file that
-    ``NeuralRanker.load`` reads; relative paths against the config file's folder) and its
-    re-ranking depth (≥ the audit's exposure depth)."""
+def _check_stacked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,
+                   base: Path, at: int) -> None:
+    """Resolve and validate a system stacked over another (its kind declares ``first``: a
+    reranked system): its ``first`` system, its checkpoint when the kind declares one (a file
+    that ``NeuralRanker.load`` reads; relative paths against the config file's folder) and its
+    depth when the kind declares one (≥ the audit's exposure depth)."""
     where = f"systems.{spec.name}"
+    declared = get_kind(spec.kind).params
     first = spec.params.get("first")
     if first is None:
-        ck.fail_at(at, f"{where} (kind reranked) needs first = \"<name of the bm25, dense or hybrid "
-                       "system it re-ranks>\"")
+        ck.fail_at(at, f"{where} (kind {spec.kind}) needs first = \"<name of the first-stage "
+                       "system it stacks on>\"")
     names = [s.name for s in systems]
     if first not in names:
         ck.fail_at(ck.key_line("first", at), f"{where}.first {first!r} is not a system of this config "
@@ -409,9 +411,19 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
         ck.fail_at(ck.key_line("first", at),
                    f"{where}.first {first!r} is {with_article(base_spec.kind)} system, which cannot be a first "
                    f"stage (systems that can: {', '.join(able) or 'none'})")
+    spec.first = base_spec
+    if "checkpoint" in declared:
+        _check_checkpoint(ck, spec, where, base, at)
+    if "depth" in declared:
+        _check_stacked_depth(ck, spec, where, depth, at)
+
+
+def _check_checkpoint(ck: _Checker, spec: SystemSpec, where: str, base: Path, at: int) -> None:
+    """A stacked system's ``checkpoint``: a loadable TK/KNRM file (relative to ``base``),
+    recorded resolved with its content hash."""
     raw = spec.params.get("checkpoint")
     if raw is None:
-        ck.fail_at(at, f"{where} (kind reranked) needs checkpoint = \"<TK or KNRM checkpoint>\" "
+        ck.fail_at(at, f"{where} (kind {spec.kind}) needs checkpoint = \"<TK or KNRM checkpoint>\" "
                        "(limelight rerank train ... --out FILE.pt)")
     path = Path(raw).expanduser()
     if not path.is_absolute():
@@ -429,7 +441,13 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
         msg = msg[len(str(path)) + 2:] if msg.startswith(f"{path}: ") else msg
         ck.fail_at(ck.key_line("checkpoint", at),
                    f"{where}.checkpoint {raw!r} is not a loadable TK/KNRM checkpoint ({msg})")
-    rdepth = spec.params.get("depth", RERANK_DEPTH)
+    spec.checkpoint_path = str(path)
+    spec.checkpoint_sha256 = file_sha256(path)
+
+
+def _check_stacked_depth(ck: _Checker, spec: SystemSpec, where: str, depth: int, at: int) -> None:
+    """A stacked system's ``depth`` (its first stage's candidates): ≥ 1 and ≥ the audit's."""
+    rdepth = spec.params.get("depth", get_kind(spec.kind).params["depth"].default)
     if rdepth < 1:
         ck.fail_at(ck.key_line("depth", at), f"{where}.depth must be ≥ 1, got {rdepth}")
     if depth > rdepth:
@@ -439,9 +457,6 @@ def _check_reranked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], d
                              "depth cannot exceed the number of re-ranked candidates")
         ck.fail("depth", f"audit.depth ({depth}) exceeds {where}.depth ({rdepth}, the default): "
                          f"set {where}.depth ≥ {depth} or lower audit.depth")
-    spec.first = base_spec
-    spec.checkpoint_path = str(path)
-    spec.checkpoint_sha256 = file_sha256(path)
 
 
 def load_config(path: str | os.PathLike) -> AuditConfig:

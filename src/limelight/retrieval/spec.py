@@ -152,6 +152,11 @@ class RetrieverSpec:
         return (get_kind(self.kind).has(QUERY_VECTORS)
                 or (self.first is not None and self.first.needs_dense))
 
+    def index_holds(self, meta: Mapping[str, Any]) -> bool:
+        """Whether an index directory whose ``meta.json`` is ``meta`` holds the parts this spec
+        opens over (its ``built`` parts: the dense index when :attr:`needs_dense`)."""
+        return not self.needs_dense or "dense" in meta.get("built", ["bm25"])
+
     def settings(self) -> dict[str, Any]:
         """Kind and parameters with defaults filled in; a reranked spec adds its checkpoint's
         hash and its first stage's settings (``first_settings``). Equal to the audit's
@@ -239,7 +244,7 @@ class RetrieverSpec:
             if root is None:
                 raise LimelightError(f"{with_article(self.kind)} system opens over an index directory (limelight index)")
             meta = read_meta(root)
-            if self.needs_dense and "dense" not in meta["built"]:
+            if not self.index_holds(meta):
                 raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")
         return kind.open(self, root, name=name, threads=threads, encoder=encoder, **context)
 

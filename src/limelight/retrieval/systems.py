@@ -99,8 +99,10 @@ class SystemKind:
     ``queries`` (the audit's query log), ``base_dir`` (the folder relative paths in the
     parameters resolve against: the configuration's), ``work_dir`` (a folder of the system's own
     for resumable state, e.g. a replay's finished shards), ``reranker`` (``reranked``: an already
-    loaded ranker). A retriever that answers some queries only (results from a file, a
-    service) offers ``coverage()``: a dict with ``queries``, ``with_results`` and
+    loaded ranker), ``shared`` (a callable ``kind name -> retriever`` of retrievers already open
+    with their kind's default parameters, which a kind made of others, ``hybrid``, may reuse).
+    A retriever that answers some queries only (results from a file, a service) offers
+    ``coverage()``: a dict with ``queries``, ``with_results`` and
     ``without_results`` over the ``queries`` it opened with (more keys allowed), which the audit
     records in ``results.json`` and the report shows.
 

@@ -35,7 +35,6 @@ from limelight.exposure.browsing import BrowsingModel, parse_browsing_model
 from limelight.service.concurrency import Gate, SingleFlight, ViewCache, release_memory
 from limelight.service.snippets import make_snippet
 
-SEARCH_MODELS = ("bm25", "dense", "hybrid")
 TITLE_FIELDS = ("title", "Title", "name", "summary")
 RERANK_DEPTH = 50
 CHART_QUERIES = 100  # n_{d→q} of the paper's Figure 1
@@ -262,8 +261,13 @@ class AuditService:
 
     @property
     def search_models(self) -> list[str]:
-        built = self.index_meta.get("built", ["bm25"])
-        return [m for m in SEARCH_MODELS if m == "bm25" or "dense" in built]
+        """The kinds the search box offers: those an index directory serves alone
+        (:func:`~limelight.retrieval.spec.models`) whose index parts this audit's index holds."""
+        from limelight.retrieval.spec import RetrieverSpec, models
+        from limelight.retrieval.systems import get_kind
+
+        return [m for m in models()
+                if get_kind(m).needs_index and RetrieverSpec.of(m).index_holds(self.index_meta)]
 
     def info(self) -> dict:
         """What the audit holds: collection, systems, search models, EQI methods, fields (built
@@ -288,23 +292,21 @@ class AuditService:
 
     # ---- search ----------------------------------------------------------------------------------
     def retriever(self, model: str):
-        """The search retriever of ``model`` (bm25, dense, hybrid) over the audit's index, with
-        the default settings (opened once)."""
-        if model not in SEARCH_MODELS:
-            raise BadRequest(f"unknown model {model!r} ({', '.join(SEARCH_MODELS)})")
+        """The search retriever of ``model`` (one of :attr:`search_models`) over the audit's
+        index, with the default settings (opened once; a kind made of others, the hybrid, fuses
+        the retrievers of its parts already open here rather than opening two more)."""
+        from limelight.retrieval.spec import models
+
+        if model not in models():
+            raise BadRequest(f"unknown model {model!r} ({', '.join(models())})")
         if model not in self.search_models:
             raise BadRequest(f"the audit's index has no dense index, so model {model!r} is unavailable")
 
         def open_model():
             from limelight.retrieval.spec import RetrieverSpec
 
-            spec = RetrieverSpec.from_model(model)
-            if model == "hybrid":  # the fusion of the two retrievers already open, not two more
-                from limelight.retrieval.fusion import Hybrid
-
-                return Hybrid(self.retriever("bm25"), self.retriever("dense"), k=spec.param("rrf_k"),
-                              depth=spec.param("fusion_depth"), name="hybrid")
-            return spec.open(self.audit.index_dir, threads=self.threads)
+            return RetrieverSpec.of(model).open(self.audit.index_dir, threads=self.threads,
+                                                shared=self.retriever)
 
         return self._resources.get(("retriever", model), open_model)
 
