@@ -469,6 +469,26 @@ def test_the_kind_name_check_fails_on_a_planted_model_test(tmp_path):
     assert len(bad) == 1 and bad[0].startswith("limelight/service/core.py:") and "'bm25'" in bad[0]
 
 
+def defined_functions(name: str, root: Path = SRC) -> list[str]:
+    """``file:line`` of every function called ``name`` defined at a module's top level."""
+    return [f"{p.relative_to(root.parent).as_posix()}:{node.lineno}" for p in sorted(root.rglob("*.py"))
+            for node in ast.parse(p.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef) and node.name == name]
+
+
+def test_one_run_audit():
+    """One front door runs an audit as a library call (``limelight.report.run_audit``, audit and
+    report, what ``limelight audit`` runs); a second ``run_audit`` fails (issue 55)."""
+    assert [h.split(":")[0] for h in defined_functions("run_audit")] == ["limelight/report/runner.py"]
+
+
+def test_the_run_audit_check_finds_a_second_one(tmp_path):
+    pkg = plant(tmp_path, {"report/runner.py": "def run_audit(): ...\n",
+                           "audit/runner.py": "import os\n\n\ndef run_audit(cfg): ...\n"})
+    assert defined_functions("run_audit", pkg) == ["limelight/audit/runner.py:4",
+                                                   "limelight/report/runner.py:1"]
+
+
 def test_experiments_use_only_public_names():
     """The scripts under ``experiments/`` take no private ``limelight`` name (the rules of
     ``private_imports``; the shared internals' public names are allowed)."""

@@ -5,7 +5,8 @@ tables and the figures).
 The runner iterates the stages as data (:class:`limelight.audit.stage.Stage`) and owns the
 caching, progress display and records; it does not write the HTML report, which belongs to the
 layer above: ``limelight audit CONFIG.toml --out DIR`` (and :func:`limelight.report.run_audit`,
-the same as a library call) runs the audit, then writes ``DIR/report.html``.
+the same as a library call and the one ``run_audit``) runs the audit, then writes
+``DIR/report.html``; ``AuditRunner(cfg, out).run()`` runs it without the report.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from limelight.audit.stages import audit_stages
 from limelight.errors import LimelightError, with_article
 from limelight.retrieval.systems import EXACT_REVERSE, QUERY_VECTORS, get_kind
 
-__all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus", "run_audit"]
+__all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus"]
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -347,20 +348,3 @@ class AuditRunner:
             if st is not None and st.present:
                 out[name] = st.result.get("summary", {})
         return out
-
-
-def run_audit(config: AuditConfig | str | os.PathLike, out: str | os.PathLike, quick: bool = False,
-              progress: ProgressFn | None = None, show_progress: bool = False,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run (or resume) the audit described by ``config`` into ``out``; returns ``results.json``.
-
-    ``progress(stage, done, total)`` is called as stages advance. Finished stages whose inputs
-    and settings did not change are skipped; an interrupted stage resumes from its partial output.
-    It writes every table, figure and ``results.json``, not ``report.html``:
-    :func:`limelight.report.run_audit` (what ``limelight audit`` runs) also writes the report.
-    """
-    from limelight.audit.config import load_config
-
-    cfg = config if isinstance(config, AuditConfig) else load_config(config)
-    return AuditRunner(cfg, out, quick=quick, progress=progress, show_progress=show_progress,
-                       log=log).run()
