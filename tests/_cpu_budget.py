@@ -12,9 +12,12 @@ variable ``LIMELIGHT_CPU_BUDGET`` overrides it (seconds) and ``LIMELIGHT_CPU_BUD
 applies it to any selection (the check's own test uses both). Raising the budget is a reviewed
 change of that line, with the reason in the commit message (docs/testing.md).
 
-A test whose own CPU time (call phase) passes ``LONG_TEST_S`` must say why in its docstring, in a
-sentence that starts with ``CPU:``; the run fails otherwise, naming it. Works under pytest-xdist:
-the workers measure, the controller adds up.
+A test whose CPU time (setup, call and teardown together: the fixtures first built for it count)
+passes ``LONG_TEST_S`` must say why, in a sentence that starts with ``CPU:``, in its own docstring
+or in the docstring of a fixture it uses (a module fixture that builds an audit says why once,
+whichever of its tests comes first); the run fails otherwise, naming it. A new test or fixture that
+adds 60 s of CPU time therefore fails the run unless it says why. Works under pytest-xdist: the
+workers measure, the controller adds up.
 """
 
 from __future__ import annotations
@@ -53,8 +56,13 @@ def configured_budget(root: Path) -> float | None:
 
 
 def _explains_cpu(item: pytest.Item) -> bool:
-    doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
-    return "CPU:" in doc
+    """True when the test's docstring, or the docstring of a fixture it uses, has a ``CPU:``
+    sentence."""
+    docs = [getattr(getattr(item, "function", None), "__doc__", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        docs += [getattr(d.func, "__doc__", None) for d in defs]
+    return any("CPU:" in (doc or "") for doc in docs)
 
 
 class CpuBudget:
@@ -63,7 +71,6 @@ class CpuBudget:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.per_test: dict[str, float] = defaultdict(float)
-        self.call: dict[str, float] = defaultdict(float)
         self.unexplained: set[str] = set()
         self.budget = configured_budget(Path(str(config.rootpath)))
         self.failed_budget = False
@@ -73,10 +80,12 @@ class CpuBudget:
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         report = outcome.get_result()
-        spent = item.stash.get(_PHASE_CPU, {}).get(call.when)
+        phases = item.stash.get(_PHASE_CPU, {})
+        spent = phases.get(call.when)
         if spent is not None:
             report.user_properties.append((_KEY, spent))
-            if call.when == "call" and spent > LONG_TEST_S and not _explains_cpu(item):
+            # judged once, on the last phase: the test's setup, call and teardown together
+            if call.when == "teardown" and sum(phases.values()) > LONG_TEST_S and not _explains_cpu(item):
                 report.user_properties.append(("cpu_unexplained", True))
 
     @pytest.hookimpl(hookwrapper=True)
@@ -96,8 +105,6 @@ class CpuBudget:
         for key, value in report.user_properties:
             if key == _KEY:
                 self.per_test[report.nodeid] += value
-                if report.when == "call":
-                    self.call[report.nodeid] += value
             elif key == "cpu_unexplained":
                 self.unexplained.add(report.nodeid)
 
@@ -144,9 +151,9 @@ class CpuBudget:
                       f"{budget} (whole suite only; pyproject.toml "
                       "[tool.limelight.test-budget], see docs/testing.md)")
         for nodeid in sorted(self.unexplained):
-            tr.write_line(f"FAILED cpu budget: {nodeid} used {self.call[nodeid]:.1f} CPU s in its "
-                          f"call (over {LONG_TEST_S:.0f} s) and its docstring does not say why "
-                          "(a sentence starting 'CPU:')", red=True)
+            tr.write_line(f"FAILED cpu budget: {nodeid} used {self.per_test[nodeid]:.1f} CPU s "
+                          f"(setup + call + teardown, over {LONG_TEST_S:.0f} s) and neither its "
+                          "docstring nor a fixture's says why (a sentence starting 'CPU:')", red=True)
         if self.failed_budget and self.budget is not None and self.total() > self.budget:
             tr.write_line(f"FAILED cpu budget: the suite used {self.total():,.1f} CPU s, over its "
                           f"budget of {self.budget:,.0f}: make the new tests cheaper, or raise "

@@ -28,6 +28,10 @@ def _run(cfg, out, **kw) -> tuple[dict, AuditRunner]:
 
 @pytest.fixture(scope="module")
 def audit(tmp_path_factory):
+    """The quick audit with every stage, run once and read by every test of the file.
+
+    CPU: a real audit of med (1,500 log queries) with BM25, MiniLM and the hybrid and every
+    optional stage, once for the whole file."""
     out = tmp_path_factory.mktemp("audit") / "quick"
     res, runner = _run(load_config(QUICK), out)
     return AuditDir(out), res, runner

@@ -70,6 +70,40 @@ def test_an_expensive_test_must_say_why(tmp_path):
     assert "test_explained used" not in r.stdout
 
 
+FIXTURE = """
+import pytest
+
+@pytest.fixture(scope="module")
+def built():
+    {doc}burn(0.5)
+    return 1
+
+def test_first(built):
+    assert built == 1
+
+def test_second(built):
+    assert built == 1
+"""
+
+
+def test_a_costly_fixture_counts_for_the_test_that_built_it(tmp_path):
+    """Scaled down (0.3 s for 30 s): a module fixture that adds the CPU time (in the real suite, a
+    new audit of 60 s built for a test) fails the run, naming the first test that used it, the
+    one that paid for it; the other test, which only reused it, is not named."""
+    r = _inner(tmp_path, FIXTURE.format(doc=""), budget=100, long_test_s=0.3)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "test_inner.py::test_first used" in r.stdout and "neither its docstring nor a fixture's" in r.stdout
+    assert "test_second used" not in r.stdout
+    assert "3 passed" in r.stdout  # every test passed: the unexplained cost alone fails the run
+
+
+def test_a_costly_fixture_may_say_why_in_its_own_docstring(tmp_path):
+    r = _inner(tmp_path, FIXTURE.format(doc='"""CPU: the audit every test of the file reads."""\n    '),
+               budget=100, long_test_s=0.3)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "FAILED cpu budget" not in r.stdout
+
+
 def test_the_budget_applies_to_the_whole_suite_only(tmp_path):
     """Without the override, the whole suite is checked (and fails over budget); a selection
     (``-k``, ``-x``) only prints the figures."""

@@ -241,7 +241,9 @@ def test_findings_read_ablation_json_as_component_added_minus_without():
 def tiny(tmp_path_factory):
     """The main stages the ablation needs, then the ablation stopped twice by the budget (an
     ablation generator mid-training, an ablation bi-encoder mid-training) and rerun to the end;
-    the report before and after."""
+    the report before and after.
+
+    CPU: the study's tiny setting trained for real, stopped twice and resumed, once for the file."""
     root = tmp_path_factory.mktemp("ctrlqgen-ablation")
     t5 = tiny_t5(root / "t5")
     cfg = ablation_config(root, t5)

@@ -193,7 +193,10 @@ SECTIONS = ("## 1. Table 2 analog: Click test", "## 2. Table 3 analog: broad tes
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """The pipeline tests' tiny setting with every planned set and two seeds; the report is
-    rendered before any stage, after exposure, and after tests, h2 and validity."""
+    rendered before any stage, after exposure, and after tests, h2 and validity.
+
+    CPU: every stage of the study's tiny setting (a T5 generator and twelve bi-encoders), once for
+    the report tests of the file."""
     root = tmp_path_factory.mktemp("ctrlqgen-report")
     cfg = tiny_config(root, tiny_t5(root / "t5"))
     cfg["biencoder"]["sets"] = ["Click", "QGen", "InPars", "CtrlQGen_narrow", "CtrlQGen_broad",

@@ -106,7 +106,10 @@ def served(tmp_path_factory):
 @pytest.fixture(scope="module")
 def work(tmp_path_factory, served):
     """The README's working folder: ``../shared`` beside it is the shared data (a link), and
-    its ``engines.sh`` commands run there as written (``--port 8001`` made any free port)."""
+    its ``engines.sh`` commands run there as written (``--port 8001`` made any free port).
+
+    CPU: the README's engines audit of Debian as a reader runs it (limelight's BM25 index, PISA's
+    through PyTerrier, 2,000 queries replayed over HTTP from a served audit), once for the file."""
     base = tmp_path_factory.mktemp("readme")
     (base / "shared").symlink_to(ROOT.parent / "shared", target_is_directory=True)
     folder = base / "work"
