@@ -2,11 +2,13 @@
 
     .venv/bin/python benchmarks/serve_portal.py --audit demo-out          # the targets (make demo first)
     .venv/bin/python benchmarks/serve_portal.py --audit DIR [--owners field:source] [--clients 8,30]
-                                                [--seconds 30] [--owner-accounts 40] [--json out.json]
+                                                [--seconds 30] [--owner-accounts 40] [--workers N]
+                                                [--json out.json]
 
 The server is the real command, ``limelight serve --audit DIR --db sqlite:///TMP --owners
 field:NAME --min-searches 2`` (password authentication, the policy and the searchers' privacy
-screen on), in a subprocess on loopback; the accounts are made in a fresh SQLite database under
+screen on; ``--workers``: its default, one worker process per core, unless given), in a
+subprocess on loopback; the accounts are made in a fresh SQLite database under
 a folder of its own under ``.cache/bench/`` (removed at the end; an admin, and one owner per owner key of the documents drawn), before
 it starts. The documents: the 20 most exposed of the first system (most exposing queries) and
 documents drawn (seeded) among those it exposes; each has an owner account (its ``--owners``
@@ -208,7 +210,25 @@ def most_exposed(base: str, docs: list[str], systems: list[str]) -> dict:
     return out
 
 
-def phase_table(res: dict, clients: int) -> dict:
+def memory(pid: int) -> dict:
+    """The server's processes (``pid`` and its workers): their number, resident memory summed
+    (shared pages counted in each) and proportional memory summed (``Pss``: shared pages split
+    among the processes that map them, so the sum is what the server holds), MiB."""
+    pids = [pid] + [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()] \
+        if Path(f"/proc/{pid}/task/{pid}/children").exists() else [pid]
+    rss = pss = 0.0
+    for p in pids:
+        rss += rss_mib(p).get("rss_mib", 0.0)
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    pss += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return {"processes": len(pids), "rss_mib": rss, "pss_mib": pss}
+
+
+def phase_table(res: dict, clients: int, workers: int = 1) -> dict:
     print(f"{'endpoint':<22}{'answered':>9}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'errors':>7}")
     rows = {}
     for k, v in res["lat"].items():
@@ -232,8 +252,8 @@ def phase_table(res: dict, clients: int) -> dict:
                page["p99_ms"], unit="ms", anchor=f"its JSON p99 {anchor['p99_ms']:.0f} ms",
                ratio=page["p99_ms"] / max(anchor["p99_ms"], 1e-9), target=f"≤ {target:.0f} ms, 0 errors",
                met=bool(page["p99_ms"] <= target and n_err == 0),
-               note=f"{n_err} errors; document pages {share:.0%} of {total} requests; "
-                    f"JSON p50 {anchor['p50_ms']:.0f} ms")
+               note=f"{workers} worker processes; {n_err} errors; document pages {share:.0%} of {total} "
+                    f"requests; JSON p50 {anchor['p50_ms']:.0f} ms")
     return {"clients": clients, "seconds": res["wall"], "answered": total, "errors": n_err,
             "document_page_share": share, "endpoints": rows}
 
@@ -248,6 +268,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--owner-accounts", type=int, default=40, help="owner keys with an account")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=None, help="the server's --workers (default: serve's own, "
+                                                              "one worker process per core)")
     ap.add_argument("--json")
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -275,12 +297,17 @@ def main() -> None:
           f"k = {a.min_searches}; load {load_avg()} before the server starts", flush=True)
     port = free_port()
     t0 = time.perf_counter()
+    workers = ("--workers", str(a.workers)) if a.workers else ()
     proc = start_server(a.audit, port, work / "server.log", ("--db", db_url, "--owners", owners, "--min-searches",
-                                                              str(a.min_searches)), wait_s=1200)
+                                                              str(a.min_searches), *workers), wait_s=1200)
+    mem = memory(proc.pid)
     print(f"server up in {time.perf_counter() - t0:.1f} s (load and warm-up); load {load_avg()}; "
-          f"resident {rss_mib(proc.pid).get('rss_mib', float('nan')):.0f} MiB", flush=True)
+          f"{mem['processes']} processes (master and workers), resident {mem['rss_mib']:.0f} MiB in all, "
+          f"proportional {mem['pss_mib']:.0f} MiB (shared pages counted once)", flush=True)
+    out_workers = mem["processes"] - 1 if mem["processes"] > 1 else 1
     base = f"http://127.0.0.1:{port}"
-    out: dict = {"audit": str(a.audit), "owners": owners, "documents": len(docs), "phases": []}
+    out: dict = {"audit": str(a.audit), "owners": owners, "documents": len(docs), "workers": out_workers,
+                 "memory_start": mem, "phases": []}
     try:
         out["most_exposed"] = most_exposed(base, docs[:TOP], systems)
         for n in [int(x) for x in a.clients.split(",") if x.strip()]:
@@ -289,8 +316,10 @@ def main() -> None:
             after = load_avg()
             print(f"\n{n} logged-in clients for {res['wall']:.1f} s; load average (1/5/15 min) before {before}, "
                   f"after {after}")
-            out["phases"].append({**phase_table(res, n), "load_before": before, "load_after": after})
-        out["memory_end"] = rss_mib(proc.pid)
+            out["phases"].append({**phase_table(res, n, out_workers), "load_before": before, "load_after": after})
+        out["memory_end"] = memory(proc.pid)
+        print(f"memory at the end: resident {out['memory_end']['rss_mib']:.0f} MiB in all, proportional "
+              f"{out['memory_end']['pss_mib']:.0f} MiB")
     finally:
         proc.terminate()
         proc.wait(30)

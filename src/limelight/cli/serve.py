@@ -15,7 +15,12 @@ def serve(
     port: int = typer.Option(8000, min=0, max=65535, help="TCP port (0: any free port)"),
     reranker: Path | None = typer.Option(None, "--reranker",
                                          help="a re-ranker checkpoint (limelight rerank) for the search page"),
-    workers: int = typer.Option(1, min=1, help="worker threads of the BM25 kernel"),
+    workers: int | None = typer.Option(None, "--workers", min=1,
+                                       help="server processes sharing the port, forked once the audit is "
+                                            "loaded (its stores and models shared; sessions, the login "
+                                            "throttle and the access log in the --db database); default: "
+                                            "1 with --auth none, else one per core (at most 4)"),
+    threads: int = typer.Option(1, "--threads", min=1, help="threads of the BM25 kernel in each worker"),
     max_body: int = typer.Option(1 << 20, min=1024, help="largest accepted request body in bytes"),
     preload: bool = typer.Option(True, help="load the search models and retrievability before serving"),
     preload_eqi: bool = typer.Option(False, help="build the exact reverse search engines before serving "
@@ -65,10 +70,14 @@ def serve(
     from limelight.errors import plural
     from limelight.service.app import create_app
     from limelight.service.core import AuditService, open_service
+    from limelight.service.prefork import default_workers, fork_safe_threads, serve_workers
 
     AuditDir(audit).manifest  # noqa: B018 - a one-line error for a directory that is no audit
     auth = check_auth(auth, db, owners, host)
     dp = dp_release_of(audit, auth, dp_log, dp_epsilon, dp_delta, dp_cap)  # drawn once, before serving
+    n_workers = workers or default_workers(auth)
+    if n_workers > 1:
+        fork_safe_threads()  # before any model loads: the workers are forked from this process
     accounts = None
     if auth != "none":
         from limelight.service.accounts import Accounts
@@ -78,7 +87,7 @@ def serve(
     try:
         service: AuditService = open_service(audit, reranker, eqi_queue=eqi_queue, eqi_timeout=eqi_timeout,
                                              eqi_threads=eqi_threads, view_cache_bytes=view_cache_mb << 20)
-        service.threads = workers
+        service.threads = threads
         if preload:
             service.warm(eqi=preload_eqi)
         compared = open_service(compare, view_cache_bytes=view_cache_mb << 20) if compare else None
@@ -92,13 +101,23 @@ def serve(
             install(application, service, PortalConfig(
                 accounts, Policy(ownership, min_searches, anonymous_search, dp), auth, proxy_header,
                 tuple(trusted_proxy), session_hours, https_only))
-        config = uvicorn.Config(application, log_level="warning", access_log=False, timeout_keep_alive=30)
-        server = uvicorn.Server(config)
+        config = {"log_level": "warning", "access_log": False, "timeout_keep_alive": 30}
         bound = sock.getsockname()
         url_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         typer.echo(f"serving {audit} ({service.info()['collection']}, {plural(len(service.systems), 'system')}) "
-                   f"on http://{url_host}:{bound[1]}/  — API at /api (offline; schema /openapi.json)", err=True)
-        server.run(sockets=[sock])
+                   f"on http://{url_host}:{bound[1]}/  — API at /api (offline; schema /openapi.json)"
+                   + (f"; {n_workers} worker processes" if n_workers > 1 else ""), err=True)
+        if n_workers == 1:
+            uvicorn.Server(uvicorn.Config(application, **config)).run(sockets=[sock])
+        else:
+            # each worker opens its own database connections and writes its own pending
+            # access-log rows when it stops; the master's are closed before it forks
+            status = serve_workers(application, sock, n_workers, config,
+                                   before_fork=accounts.dispose if accounts is not None else lambda: None,
+                                   at_exit=accounts.close if accounts is not None else lambda: None,
+                                   echo=lambda line: typer.echo(line, err=True))
+            if status:
+                raise typer.Exit(status)
     finally:
         sock.close()
         if accounts is not None:

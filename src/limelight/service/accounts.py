@@ -87,6 +87,11 @@ class Accounts:
     def close(self) -> None:
         """Write the pending access-log rows, then close the database's connections."""
         self.flush_access_log()
+        self.dispose()
+
+    def dispose(self) -> None:
+        """Close the database's pooled connections (new ones open when next needed): before the
+        server forks its workers, which must not share a connection."""
         self.Session.kw["bind"].dispose()
 
     # ---- users -----------------------------------------------------------------------------------
