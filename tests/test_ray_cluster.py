@@ -93,3 +93,33 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
     after = _stamps(out)
     assert 2 <= len(before_kill) < ref.n_shards
     assert {k: after[k] for k in before_kill} == before_kill
+
+
+def test_stop_ends_every_node_and_its_processes():
+    """``LoopbackCluster.stop`` (what ends every Ray test's cluster): each node's process group is
+    gone afterwards, the head's included (its ``ray start --block`` does not end on SIGTERM, so
+    what is left of a group after the grace is killed), and the cluster's folder is removed."""
+    from limelight.scale.loopback import LoopbackCluster
+
+    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
+    c.start()
+    c.kill_node(1)  # the case the Ray tests end with: a node lost in the middle of a job
+    groups = {p.pid for p in c.procs}  # each node started in a session (process group) of its own
+    assert _live_in_groups(groups)
+    c.stop(grace=1.0)
+    assert all(p.poll() is not None for p in c.procs)
+    assert _live_in_groups(groups) == []  # zombies not yet reaped by init aside
+    assert not c.temp_dir.exists()
+
+
+def _live_in_groups(groups: set[int]) -> list[int]:
+    """The processes (not zombies) whose process group is one of ``groups`` (from /proc)."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) in groups:
+            live.append(int(stat.parent.name))
+    return live
