@@ -227,7 +227,12 @@ def plot(r: dict, out: Path) -> None:
 
 
 def save(saved: Path, a: argparse.Namespace, results: dict, fields: dict, timing: dict) -> None:
-    """``results/intervention.json`` as it stands (written after every catalog × system)."""
+    """``results/intervention.json`` as it stands (written after every catalog × system), the
+    catalogs and systems in their usual order whatever order the runs came in."""
+    cats = sorted(results, key=lambda c: list(FIELDS).index(c) if c in FIELDS else len(FIELDS))
+    results = {c: {s: results[c][s] for s in sorted(results[c], key=lambda s: SYSTEMS.index(s)
+                                                   if s in SYSTEMS else len(SYSTEMS))} for c in cats}
+    fields = {c: fields[c] for c in cats}
     out = {"results": results, "fields": fields, "pool": a.pool, "k": a.k,
            "samples": a.samples, "seed": a.seed, "refine": a.refine, "temperatures": TEMPS,
            "strengths": STRENGTHS, "targets": {"catalog": "the groups' shares of the catalog",

@@ -332,7 +332,8 @@ def intervention() -> list[str]:
 
 def _ci(p: dict, m: str, pts: bool = False) -> str:
     v, c = p[m], (p.get("ci") or {}).get(m)
-    f = (lambda x: f"{100 * x:+.2f}") if pts else (lambda x: f"{x:.3f}")
+    digits = 3 if pts and abs(100 * v) < 1 else 2  # points: deficits under 1 point with 3 decimals
+    f = (lambda x: f"{100 * x:+.{digits}f}") if pts else (lambda x: f"{x:.3f}")
     return f(v) if not c or c.get("lo") is None else f"{f(v)} [{f(c['lo'])}, {f(c['hi'])}]"
 
 
@@ -361,6 +362,22 @@ def pl_sweep(r: dict) -> list[str]:
             t = "∞" if t in ("inf", float("inf")) else f"{float(t):g}"
             L.append(f"| {cat} ({field}) | {NAMES[s]} | {t} | {_ci(p, 'largest_deficit', True)} | "
                      f"`{p['deficit_group']}` | {_ci(p, 'ndcg@10')} | {_ci(p, 'r@100')} |")
+    apart, together = [], []
+    for cat, field, s in cases:
+        if (cat, field, s) in bare:
+            continue
+        curve = r["results"][cat][s][field]["pl"]["curve"]
+        b0 = curve[0]
+        best = min(curve, key=lambda p: abs(p["largest_deficit"]))
+        i0, ib = b0["ci"]["largest_deficit"], best["ci"]["largest_deficit"]
+        name = (f"{cat} ({field}) {NAMES[s]}: {_ci(b0, 'largest_deficit', True)} → "
+                f"{_ci(best, 'largest_deficit', True)} at {_knob(best['temperature'], 'temperature')}")
+        (together if ib["lo"] <= i0["hi"] and i0["lo"] <= ib["hi"] else apart).append(name)
+    L += ["", f"The smallest largest deficit Plackett-Luce reaches on the grid has an interval apart from "
+          f"the ranker's (T = 0) in {len(apart)} of {len(apart) + len(together)} cases"
+          + (f" ({'; '.join(apart)})" if apart else "")
+          + (f"; in the others the two intervals overlap ({'; '.join(together)})" if together else "")
+          + ". The intervals are each point's own (not a paired test)."]
     if bare:
         L += ["", "(without intervals, not rerun with `--boot` yet: "
               + ", ".join(f"{c} ({f}) {NAMES[x]}" for c, f, x in bare) + ")"]
