@@ -181,10 +181,10 @@ def test_compare_without_a_second_audit_names_another_system(info, tmp_path):
 
     app, _, accounts, tokens = support.portal(info, tmp_path / "p.db", compare=False)
     with TestClient(app) as client:
-        r = client.get("/api/compare", headers=tokens["alice"])
-        assert r.status_code == 422 and "nothing to compare" in r.json()["detail"]
-        r = client.get("/api/compare", params={"system_b": "bm25-classic"}, headers=tokens["alice"])
-        assert r.status_code == 200 and r.json()["same_audit"]
+        r = client.get("/api/compare", headers=tokens["alice"])  # side B: the other system, by default
+        assert r.status_code == 200 and r.json()["same_audit"] and r.json()["b"]["system"] == "bm25-classic"
+        r = client.get("/api/compare", params={"system": "bm25-classic"}, headers=tokens["alice"])
+        assert r.status_code == 200 and r.json()["b"]["system"] == "bm25"
         assert client.get("/api/compare", params={"system_b": "nope"}, headers=tokens["alice"]).status_code == 404
         page = client.get("/compare", headers=tokens["alice"])  # the page picks the other system
         assert page.status_code == 200 and "bm25-classic" in page.text
@@ -228,7 +228,7 @@ def test_serve_dp_options_say_what_is_wrong_in_one_line(info, tmp_path):
 
 def test_the_compare_page_of_one_system_without_a_second_audit_says_so(info, tmp_path):
     """An audit of one system served without --compare: the page says there is nothing to
-    compare (a link in every page's navigation must not lead to an error), the API a 422."""
+    compare (a link in every page's navigation must not lead to an error), the API a 404."""
     import json
     import shutil
 
@@ -243,5 +243,6 @@ def test_the_compare_page_of_one_system_without_a_second_audit_says_so(info, tmp
     with TestClient(app) as client:
         page = client.get("/compare", headers=tokens["alice"])
         assert page.status_code == 200 and 'id="nothing-to-compare"' in page.text and "--compare DIR" in page.text
-        assert client.get("/api/compare", headers=tokens["alice"]).status_code == 422
+        r = client.get("/api/compare", headers=tokens["alice"])
+        assert r.status_code == 404 and "nothing to compare" in r.json()["detail"]
     accounts.close()

@@ -687,15 +687,16 @@ def _add_compare(app: FastAPI, service: AuditService, page, compare: AuditServic
                                                                        "(default: A's name, else its first), or "
                                                                        "another system of this audit")]
     DocQ = Annotated[str | None, Query(max_length=1000, description="one document (yours) instead of all")]
-    CmpCut = Annotated[int | None, Query(ge=1, le=S.MAX_OFFSET, description="the cutoff of both sides (≤ each "
-                                                                              "side's depth; default: the smaller lead cutoff)")]
+    depth = min(s.store.depth for svc in (service, compare) if svc is not None for s in svc.systems.values())
+    CmpCut = Annotated[int | None, Query(ge=1, le=depth, description="the cutoff of both sides (≤ each side's "
+                                                                     "depth; default: the smaller lead cutoff)")]
 
     @app.get("/api/compare", response_model=S.Comparison, responses=responses, tags=["performance"])
     def api_compare(system: SystemQ = None, system_b: SystemB = None, browsing: Browsing = "rbp:0.8",
                     c: CmpCut = None, owner: Owner = None, docid: DocQ = None, limit: Limit = 100,
                     offset: Offset = 0, format: Fmt = "json"):  # noqa: A002 - its name
         """Side A (this audit's ``system``) against side B (the ``--compare`` audit, or this
-        audit's ``system_b``) per document and in total: impressions, average position,
+        audit's ``system_b``, by default its first other system) per document and in total: impressions, average position,
         attention, and B − A; each side's top searches privacy-screened; ``format=csv``: every
         document as CSV."""
         if format == "csv":
@@ -707,10 +708,8 @@ def _add_compare(app: FastAPI, service: AuditService, page, compare: AuditServic
     @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
     def compare_page(request: Request, system: SystemQ = None, system_b: SystemB = None, browsing: Browsing = "rbp:0.8",
                      c: CmpCut = None, owner: Owner = None, docid: DocQ = None, offset: Offset = 0):
-        if compare is None and not system_b:  # the form: another system of this audit, by default
-            system_b = next((n for n in service.systems if n != service.system(system).name), None)
-            if system_b is None:  # one system, no second audit: the page says so
-                return page(request, "compare.html", res=None, browsing=browsing, systems_b=[], has_compare=False)
+        if compare is None and len(service.systems) == 1:  # one system, no second audit: the page says so
+            return page(request, "compare.html", res=None, browsing=browsing, systems_b=[], has_compare=False)
         res = CMP.compare(service, compare, system, system_b, browsing, c, owner, docid or None, 100, offset)
         systems_b = list((compare or service).systems)
         return page(request, "compare.html", res=res, browsing=browsing, systems_b=systems_b,

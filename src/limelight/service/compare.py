@@ -2,7 +2,7 @@
 compares two date ranges: engine version A against version B, or two periods of the log.
 
 Side A is the served audit's system ``system``; side B is either another system of the same
-audit (``system_b``) or a system of the audit the operator names with ``serve --compare DIR``
+audit (``system_b``, by default the first other than A's) or a system of the audit the operator names with ``serve --compare DIR``
 (by default the system of the same name there, else its first). Both sides are counted on the
 same cutoff ``c`` and browsing model, over the documents of the request (an owner's own; an
 admin's every document or one owner's; with ``docid`` that document only, under the document
@@ -29,14 +29,17 @@ COLUMNS = ["docid", "title", "owner", "in_b",
 
 def sides(service, other, system: str | None, system_b: str | None):
     """``(side A's system, side B's service, side B's system)``: B from ``other`` (the
-    ``--compare`` audit) when there is one, else another system of this audit."""
-    from limelight.service.core import BadRequest
+    ``--compare`` audit) when there is one, else another system of this audit (by default the
+    first other than A's; an audit of one system has nothing to compare: 404)."""
+    from limelight.service.core import NotFound
 
     sys_a = service.system(system)
     if other is None:
         if system_b is None:
-            raise BadRequest("nothing to compare: give system_b (another system of this audit: "
-                             f"{', '.join(service.systems)}), or serve with --compare DIR")
+            system_b = next((n for n in service.systems if n != sys_a.name), None)
+            if system_b is None:
+                raise NotFound(f"nothing to compare: the audit has one system ({sys_a.name}) and the server "
+                               "no second audit (serve --compare DIR)")
         return sys_a, service, service.system(system_b)
     name = system_b if system_b is not None else (sys_a.name if sys_a.name in other.systems else None)
     return sys_a, other, other.system(name)
