@@ -89,7 +89,7 @@ def test_a_search_one_searcher_typed_never_reaches_an_owner_under_dp(clients, in
     assert mine["listed"] + mine["privacy"]["hidden"] == mine["total"]  # hidden ones still counted
 
 
-def test_the_page_states_the_librarys_epsilon_and_delta(clients, release):
+def test_the_page_states_the_librarys_epsilon_and_delta(clients, release, info):
     import opendp.prelude as dp
 
     from limelight.service.dprelease import measurement
@@ -106,6 +106,9 @@ def test_the_page_states_the_librarys_epsilon_and_delta(clients, release):
     assert float(re.search(r'id="dp-delta" data-value="([^"]+)"', page).group(1)) == delta
     assert f"epsilon = {eps:g}, delta = {delta:.2g}" in page
     assert "noisy count of distinct searchers" in page
+    doc = client.get(f"/documents/{quote(info['target'], safe='')}", headers=tokens["alice"]).text  # its privacy note
+    note = re.search(r'<p class="note" id="privacy-note">([^<]+)</p>', doc).group(1)
+    assert f"differentially private release (epsilon = {eps:g}, delta = {delta:.2g}) does not list" in html.unescape(note)
     # the plain portal states no DP, and ranks by one named count
     plain, _, _, ptokens = clients["plain"]
     assert plain.get("/api/performance/queries", headers=ptokens["alice"]).json()["dp"] is None

@@ -86,12 +86,17 @@ class QueryScreen:
         out["note"] = self.sentence(few, personal, out["not_released"])
         return out
 
+    @property
+    def dp_terms(self) -> str:
+        """The DP release's epsilon and delta, as the sentences state them."""
+        return f"epsilon = {self.dp['epsilon']:g}, delta = {self.dp['delta']:.2g}" if self.dp else ""
+
     def sentence(self, few: int, personal: int, unreleased: int = 0) -> str:
         """The hidden rows in words (they still count in every total)."""
         if few + personal + unreleased == 0:
             what = "issued by" if self.basis == "distinct searchers" else "issued"
             unit = "searchers" if self.basis == "distinct searchers" else "times"
-            dp = " and is in the differentially private release" if self.dp else ""
+            dp = f" and is in the differentially private release ({self.dp_terms})" if self.dp else ""
             return (f"Every search listed was {what} at least {self.k:,} {unit} ({self.basis}), "
                     f"carries no personal data{dp}.")
         parts = []
@@ -102,7 +107,7 @@ class QueryScreen:
         if personal:
             parts.append(f"{personal:,} that may carry personal data ({PERSONAL_WORDS})")
         if unreleased:
-            parts.append(f"{unreleased:,} that the differentially private release does not list")
+            parts.append(f"{unreleased:,} that the differentially private release ({self.dp_terms}) does not list")
         n = few + personal + unreleased
         return (f"{n:,} {'search is' if n == 1 else 'searches are'} not listed, to protect the "
                 f"searchers' privacy: {' and '.join(parts)}. They still count in every total.")
