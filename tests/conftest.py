@@ -136,3 +136,102 @@ def cluster():
         if ray.is_initialized():
             ray.shutdown()
         c.stop()
+
+
+# ---- the small real data sets several test files open (one load per test module, as before) ----
+@pytest.fixture(scope="module")
+def adi():
+    """The adi test collection (documents, queries, qrels)."""
+    from limelight.data import load_dataset
+
+    return load_dataset("adi")
+
+
+@pytest.fixture(scope="module")
+def scifact():
+    """The SciFact test collection (documents, queries, qrels)."""
+    from limelight.data import load_dataset
+
+    return load_dataset("scifact")
+
+
+@pytest.fixture(scope="module")
+def movies():
+    """The shared movies catalog."""
+    from limelight.data import load_catalog
+
+    return load_catalog("movies")
+
+
+@pytest.fixture(scope="module")
+def adi_bm25(adi):
+    """limelight's BM25 over adi, with the default parameters."""
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    return BM25(BM25Index.build(adi.collection))
+
+
+@pytest.fixture(scope="module")
+def adi_dense(adi, tmp_path_factory):
+    """The default dense retriever over adi (its embeddings cached in a temporary folder)."""
+    from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
+
+    enc = Encoder()
+    return DenseRetriever(DenseIndex.build(adi.collection, enc, cache_dir=tmp_path_factory.mktemp("emb")), enc)
+
+
+@pytest.fixture(scope="module")
+def cranfield_store(tmp_path_factory):
+    """``(cranfield, its BM25 exposure store at depth 50 over its judged queries)``."""
+    from limelight.data import load_dataset
+    from limelight.exposure import compute_exposure
+    from limelight.retrieval.bm25 import BM25, BM25Index
+
+    ds = load_dataset("cranfield")
+    root = tmp_path_factory.mktemp("cranfield")
+    store = compute_exposure(BM25(BM25Index.build(ds.collection)), ds.queries, root / "bm25", depth=50)
+    return ds, store
+
+
+@pytest.fixture(scope="module")
+def movies_bm25(tmp_path_factory):
+    """``(BM25 over an index of the movies catalog, its fingerprint)`` (``open_fingerprinted``)."""
+    from limelight.data import load_catalog
+    from limelight.retrieval.index_dir import build_index, open_fingerprinted
+
+    idx = tmp_path_factory.mktemp("idx") / "movies"
+    build_index(load_catalog("movies"), idx)
+    retriever, fp, _ = open_fingerprinted(idx, "bm25")
+    return retriever, fp
+
+
+# ---- headless Chromium (the browser tests: test_*_browser.py) -----------------------------------
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright, one per test module; a test that asks for it
+    fails, never skips, when Chromium is missing (``make browser``)."""
+    from limelight.report.browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A new page (1280 × 900, actions waiting up to 120 s), watched from the start
+    (``limelight.report.browser.watch``: its console errors, page errors and dialogs, also as
+    ``page.problems``)."""
+    from limelight.report.browser import watch
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(120_000)
+    pg.problems = watch(pg)
+    yield pg
+    ctx.close()

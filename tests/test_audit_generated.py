@@ -9,9 +9,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _audits import audited
 
 from limelight.audit.config import parse_config
-from limelight.audit.layout import AuditDir
 from limelight.errors import LimelightError
 from limelight.report import run_audit
 
@@ -40,9 +40,7 @@ eqi = false
 
 @pytest.fixture(scope="module")
 def audit(tmp_path_factory):
-    out = tmp_path_factory.mktemp("generated") / "audit"
-    res = run_audit(parse_config(CONFIG), out)
-    return AuditDir(out), res
+    return audited(tmp_path_factory, CONFIG, "generated")
 
 
 def test_generated_queries_are_the_catalogs_ctrlqgen_queries(audit):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _audits import CORE_STAGES, audited
 
 from limelight.audit.config import parse_config
-from limelight.audit.layout import AuditDir
 from limelight.errors import LimelightError
-from limelight.report import run_audit
 
-CONFIG = """
+CONFIG = f"""
 [audit]
 name = "med-intervention"
 depth = 100
@@ -30,13 +29,7 @@ sample = 1500
 name = "bm25"
 kind = "bm25"
 
-[stages]
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-compare = false
-
+{CORE_STAGES}
 [intervention]
 temperatures = [0.5, 2]
 samples = 8
@@ -46,9 +39,7 @@ c = 10
 
 @pytest.fixture(scope="module")
 def audit(tmp_path_factory):
-    out = tmp_path_factory.mktemp("iv") / "audit"
-    res = run_audit(parse_config(CONFIG), out)
-    return AuditDir(out), res
+    return audited(tmp_path_factory, CONFIG, "iv")
 
 
 def test_intervention_stage_table_figure_and_report(audit):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _audits import CORE_STAGES
 
 from limelight.audit.config import parse_config
 from limelight.audit.layout import AuditDir
@@ -16,7 +17,7 @@ from limelight.exposure.fairness import group_fairness
 from limelight.exposure.topics import store_topic_retrievability, topics_from_texts
 from limelight.report import run_audit
 
-CONFIG = """
+CONFIG = f"""
 [audit]
 name = "adi-topics"
 depth = 20
@@ -40,13 +41,7 @@ kind = "bm25"
 k1 = 1.2
 b = 0.75
 
-[stages]
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-compare = false
-
+{CORE_STAGES}
 [topics]
 k = 4
 """

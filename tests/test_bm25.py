@@ -19,11 +19,6 @@ from limelight.retrieval.bm25 import BM25, BM25Index, analyze_flat
 
 
 @pytest.fixture(scope="module")
-def scifact():
-    return load_dataset("scifact")
-
-
-@pytest.fixture(scope="module")
 def sci_index(scifact):
     return BM25Index.build(scifact.collection)
 

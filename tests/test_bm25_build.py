@@ -147,14 +147,13 @@ def test_index_directory_streamed_from_a_file(tmp_path):
 
 def _previous_docs_frame(collection: Collection) -> pd.DataFrame:
     """docs.parquet's frame as the previous release built it (``index_dir._docs_frame``)."""
-    df = pd.DataFrame({"doc_id": [str(x) for x in collection.ids.strings.tolist()],
-                       "text": [str(x) for x in collection.texts.tolist()]})
-    for k, v in collection.fields.items():
-        if k in ("text", "doc_id"):
-            k = f"field_{k}"
-        df[k] = [json.dumps(x, default=str) if isinstance(x, list | dict) else (None if x is None else str(x))
-                 for x in v.tolist()]
-    return df
+    def cell(x):
+        return json.dumps(x, default=str) if isinstance(x, list | dict) else (None if x is None else str(x))
+
+    fields = {f"field_{k}" if k in ("text", "doc_id") else k: [cell(x) for x in v.tolist()]
+              for k, v in collection.fields.items()}
+    return pd.DataFrame({"doc_id": [str(x) for x in collection.ids.strings.tolist()],
+                         "text": [str(x) for x in collection.texts.tolist()], **fields})
 
 
 def _plain(col: pd.Series) -> list:

@@ -32,11 +32,6 @@ from limelight.querygen.weaklabel import (
 
 
 @pytest.fixture(scope="module")
-def movies():
-    return load_catalog("movies")
-
-
-@pytest.fixture(scope="module")
 def debian_head():
     full = load_catalog("debian")
     idx = np.arange(0, len(full), 40)  # ~1,600 real packages across the alphabet

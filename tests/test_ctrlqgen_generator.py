@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from limelight.data import load_catalog
 from limelight.errors import LimelightError
 from limelight.querygen.generator import (
     QueryGenerator,
@@ -18,11 +17,6 @@ from limelight.querygen.generator import (
 )
 from limelight.querygen.serialize import load_schema
 from limelight.retrieval.finetune import finetune_biencoder, no_duplicate_batches
-
-
-@pytest.fixture(scope="module")
-def movies():
-    return load_catalog("movies")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import torch
 
-from limelight.data import load_catalog
 from limelight.errors import LimelightError
 from limelight.querygen.generator import QueryGenerator, entity_dicts, training_pairs
 from limelight.querygen.serialize import load_schema
@@ -32,11 +31,6 @@ EXP = REPO / "experiments" / "ctrlqgen"
 sys.path.insert(0, str(EXP))
 import pipeline  # noqa: E402  (experiments/ctrlqgen/pipeline.py)
 from _tiny_models import tiny_t5  # noqa: E402  (tests/_tiny_models.py)
-
-
-@pytest.fixture(scope="module")
-def movies():
-    return load_catalog("movies")
 
 
 @pytest.fixture(scope="module")

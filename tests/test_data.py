@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from _shared import format_error
 
 from limelight.data import (
     IdMap,
@@ -104,41 +105,25 @@ def test_run_words_after_the_tag_are_ignored_like_trec_eval(tmp_path):
     assert read_trec_run(p).to_dict() == {"q1": {"d1": 2.0, "d2": 1.0}}
 
 
-@pytest.mark.parametrize("content, line, msg", [
-    ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2\n", 2, "expected 6 columns"),
-    ("q1 Q0 d1 1 abc t\n", 1, "not a number"),
-    ("q1 Q0 d1 1 nan t\n", 1, "not a finite number"),
-    ("q1 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n", 2, "duplicate result"),
+@pytest.mark.parametrize("read, content, line, msg", [
+    (read_trec_run, "q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2\n", 2, "expected 6 columns"),
+    (read_trec_run, "q1 Q0 d1 1 abc t\n", 1, "not a number"),
+    (read_trec_run, "q1 Q0 d1 1 nan t\n", 1, "not a finite number"),
+    (read_trec_run, "q1 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n", 2, "duplicate result"),
+    (read_trec_run, "\n", None, "empty run"),
+    (read_trec_qrels, "q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
+    (read_trec_qrels, "q1 0 d1 x\n", 1, "not a number"),
+    (read_trec_qrels, "q1 0 d1 1.5\n", 1, "not an integer"),
+    (read_trec_qrels, "q1 0 d1 1\nq1 0 d1 0\n", 2, "duplicate judgment"),
 ])
-def test_malformed_run_names_file_and_line(tmp_path, content, line, msg):
-    p = tmp_path / "bad.run"
-    p.write_text(content)
-    with pytest.raises(FormatError, match=msg) as e:
-        read_trec_run(p)
-    assert str(e.value).startswith(f"{p}:{line}:")
+def test_a_malformed_run_or_qrels_names_file_and_line(tmp_path, read, content, line, msg):
+    p, err = format_error(tmp_path, content, read)
+    assert msg in err and err.startswith(f"{p}:{line}:" if line else f"{p}:")
 
 
-def test_empty_run_and_missing_file(tmp_path):
-    p = tmp_path / "empty.run"
-    p.write_text("\n")
-    with pytest.raises(FormatError, match="empty run"):
-        read_trec_run(p)
+def test_a_missing_run_file(tmp_path):
     with pytest.raises(LimelightError, match="no such file"):
         read_trec_run(tmp_path / "nope.run")
-
-
-@pytest.mark.parametrize("content, line, msg", [
-    ("q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
-    ("q1 0 d1 x\n", 1, "not a number"),
-    ("q1 0 d1 1.5\n", 1, "not an integer"),
-    ("q1 0 d1 1\nq1 0 d1 0\n", 2, "duplicate judgment"),
-])
-def test_malformed_qrels(tmp_path, content, line, msg):
-    p = tmp_path / "bad.qrels"
-    p.write_text(content)
-    with pytest.raises(FormatError, match=msg) as e:
-        read_trec_qrels(p)
-    assert str(e.value).startswith(f"{p}:{line}:")
 
 
 def test_qrels_unknown_docs_against_collection(tmp_path):
@@ -156,14 +141,10 @@ def test_qrels_unknown_docs_against_collection(tmp_path):
 
 
 def test_queries_tsv_errors(tmp_path):
-    p = tmp_path / "q.tsv"
-    p.write_text("1\thello\n2\t   \n")
-    with pytest.raises(FormatError, match="query '2' is empty") as e:
-        read_queries_tsv(p)
-    assert ":2:" in str(e.value)
-    p.write_text("1\thello\n1\tworld\n")
-    with pytest.raises(FormatError, match="duplicate query id '1'"):
-        read_queries_tsv(p)
+    p, err = format_error(tmp_path, "1\thello\n2\t   \n", read_queries_tsv, "q.tsv")
+    assert err.startswith(f"{p}:2:") and "query '2' is empty" in err
+    _, err = format_error(tmp_path, "1\thello\n1\tworld\n", read_queries_tsv, "q.tsv")
+    assert "duplicate query id '1'" in err
     with pytest.raises(LimelightError, match="weight"):
         Queries.from_lists(["a"], ["x"], weights=[-1.0])
 
@@ -222,11 +203,9 @@ def test_cli_user_error_is_one_line(tmp_path):
 
 
 def test_duplicate_doc_ids(tmp_path):
-    p = tmp_path / "docs.jsonl"
-    p.write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
-    with pytest.raises(FormatError, match="duplicate document id 'a'") as e:
-        load_dataset(tmp_path)
-    assert ":2:" in str(e.value)
+    _, err = format_error(tmp_path, '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n',
+                          lambda p: load_dataset(p.parent), "docs.jsonl")
+    assert ":2:" in err and "duplicate document id 'a'" in err
     with pytest.warns(UserWarning, match="first kept"):
         ds = load_dataset("cacm")
     assert ds.collection.doc("28")["title"] == "Request for Methods or Programs"

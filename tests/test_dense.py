@@ -11,7 +11,6 @@ import pytest
 from ir_measures import nDCG
 
 from limelight._io import OWNER_FILE
-from limelight.data import load_dataset
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.dense import (
     DenseIndex,
@@ -20,11 +19,6 @@ from limelight.retrieval.dense import (
     collection_fingerprint,
     default_model_path,
 )
-
-
-@pytest.fixture(scope="module")
-def adi():
-    return load_dataset("adi")
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,6 @@ from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
 
 
 @pytest.fixture(scope="module")
-def adi():
-    return load_dataset("adi")
-
-
-@pytest.fixture(scope="module")
 def torch_enc():
     return Encoder(variant="torch-fp32")
 

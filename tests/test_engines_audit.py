@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from _inproc import run_cli  # tests/_inproc.py
+from _shared import stop_process
 
 from limelight.exposure.store import ExposureStore
 
@@ -76,11 +77,7 @@ class Served:
             return json.loads(r.read())
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, 20)
         self.log.close()
 
 

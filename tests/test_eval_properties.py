@@ -55,26 +55,26 @@ def _metric(rp, name):
     return float(compute(parse_measure(name), rp)[0])
 
 
+def _prefers_the_better(data, measure: str, prefer) -> None:
+    """Where ``measure`` tells the two rankings of ``data`` apart, ``prefer`` picks the better."""
+    rel, rankings = data
+    a, b = _positions(rel, rankings)
+    ra, rb = _metric(a, measure), _metric(b, measure)
+    pref = prefer(a.pos[0, :a.m[0]], b.pos[0, :b.m[0]])
+    if ra != rb:
+        assert pref == (1 if ra > rb else -1)
+
+
 @settings(max_examples=150, deadline=None)
 @given(query_runs(), st.integers(20, 40))
 def test_recall_at_k_difference_implies_lexirecall_agrees(data, k):
-    rel, rankings = data  # every ranking has depth ≤ 20 ≤ k
-    a, b = _positions(rel, rankings)
-    ra, rb = _metric(a, f"R@{k}"), _metric(b, f"R@{k}")
-    pref = lexirecall(a.pos[0, :a.m[0]], b.pos[0, :b.m[0]])
-    if ra != rb:
-        assert pref == (1 if ra > rb else -1)
+    _prefers_the_better(data, f"R@{k}", lexirecall)  # every ranking has depth ≤ 20 ≤ k
 
 
 @settings(max_examples=150, deadline=None)
 @given(query_runs())
 def test_reciprocal_rank_difference_implies_lexiprecision_agrees(data):
-    rel, rankings = data
-    a, b = _positions(rel, rankings)
-    ra, rb = _metric(a, "RR"), _metric(b, "RR")
-    pref = lexiprecision(a.pos[0, :a.m[0]], b.pos[0, :b.m[0]])
-    if ra != rb:
-        assert pref == (1 if ra > rb else -1)
+    _prefers_the_better(data, "RR", lexiprecision)
 
 
 @settings(max_examples=150, deadline=None)

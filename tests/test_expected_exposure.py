@@ -101,12 +101,18 @@ def test_ideal_policy_has_zero_loss(gamma):
     assert res[f"EE-D(gamma={gamma:g})"] == pytest.approx(sum(x * x for x in t))
 
 
-def test_ideal_policy_zero_loss_random_collections():
-    rng = np.random.default_rng(3)
-    names = [f"d{i}" for i in range(7)]
+def _random_grades(seed: int, n: int, draws: int, levels: int):
+    """``draws`` times ``(rng, names, docmap, grades)``: documents d0 … d{n-1} with random grades
+    0 … levels - 1, drawn from one generator seeded ``seed`` (which the caller may draw from too)."""
+    rng = np.random.default_rng(seed)
+    names = [f"d{i}" for i in range(n)]
     docmap = IdMap(names, kind="document")
-    for _ in range(20):
-        g = rng.integers(0, 3, size=7)
+    for _ in range(draws):
+        yield rng, names, docmap, rng.integers(0, levels, size=n)
+
+
+def test_ideal_policy_zero_loss_random_collections():
+    for _, names, docmap, g in _random_grades(seed=3, n=7, draws=20, levels=3):
         if g.max() == 0:
             g[0] = 1
         grades = {n: int(x) for n, x in zip(names, g, strict=True) if x > 0}
@@ -120,11 +126,7 @@ def test_ideal_policy_zero_loss_random_collections():
 def test_property_deterministic_rankings_are_never_ideal():
     # any deterministic ranking of a query with ≥ 2 equally relevant documents has EE-D > 0
     # and, stronger, EE-L > 0: one of the tied documents always gets more than its share
-    rng = np.random.default_rng(11)
-    names = [f"d{i}" for i in range(12)]
-    docmap = IdMap(names, kind="document")
-    for _ in range(200):
-        g = rng.integers(0, 4, size=12)
+    for rng, names, docmap, g in _random_grades(seed=11, n=12, draws=200, levels=4):
         lv = int(rng.integers(1, 4))
         g[rng.choice(12, size=2, replace=False)] = lv  # at least two documents tie at grade lv
         grades = {n: int(x) for n, x in zip(names, g, strict=True)}

@@ -32,11 +32,6 @@ from limelight.retrieval.systems import get_kind, kind_names, load_kinds
 
 
 @pytest.fixture(scope="module")
-def scifact():
-    return load_dataset("scifact")
-
-
-@pytest.fixture(scope="module")
 def sci_bm25(scifact) -> BM25:
     return BM25(BM25Index.build(scifact.collection), threads=2)
 

@@ -137,26 +137,31 @@ def test_resume_skips_finished_shards_and_rejects_other_stores(movies_index, log
         compute_exposure(retriever, qs, out, depth=20, shard_size=300, fingerprint=fp)
 
 
+class FailsOnCall:
+    """``retriever``'s answers, but ``error`` raised by its ``n``-th ``search_batch`` (a failure
+    part-way through a job)."""
+
+    def __init__(self, retriever, n: int, error: BaseException):
+        self.doc_ids, self.retriever, self.n, self.error, self.calls = retriever.doc_ids, retriever, n, error, 0
+
+    def search_batch(self, texts, k):
+        self.calls += 1
+        if self.calls == self.n:
+            raise self.error
+        return self.retriever.search_batch(texts, k)
+
+
 def test_failing_retriever_leaves_no_partial_database_and_resumes(movies_store, tmp_path):
     """A fresh job builds its DuckDB table while it retrieves; a failure part-way removes the
     half-built database, keeps the finished shards, and the next run equals an unbroken one."""
     retriever, qs, st = movies_store
     qs = qs.head(2100)
 
-    class Failing:
-        doc_ids = retriever.doc_ids
-        calls = 0
-
-        def search_batch(self, texts, k):
-            Failing.calls += 1
-            if Failing.calls == 3:
-                raise RuntimeError("index went away")
-            return retriever.search_batch(texts, k)
-
     out = tmp_path / "store"
     interval = sys.getswitchinterval()
     with pytest.raises(RuntimeError, match="went away"):
-        compute_exposure(Failing(), qs, out, depth=20, shard_size=700, fingerprint="fp")
+        compute_exposure(FailsOnCall(retriever, 3, RuntimeError("index went away")), qs, out, depth=20,
+                         shard_size=700, fingerprint="fp")
     assert sys.getswitchinterval() == interval  # the job's shorter GIL slices are undone
     assert not list(out.glob("*.duckdb*")) and not list(out.glob(".exposure.duckdb*"))
     assert sorted(p.name for p in (out / "shards").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
@@ -489,18 +494,9 @@ def test_failed_job_leaves_no_store_that_blocks_a_rerun(adi_setup, tmp_path):
     # a failure after a finished shard keeps the store, which resumes
     out2 = tmp_path / "st2"
 
-    class FailsLater:
-        doc_ids = retriever.doc_ids
-        calls = 0
-
-        def search_batch(self, texts, k):
-            FailsLater.calls += 1
-            if FailsLater.calls == 3:
-                raise MemoryError("late")
-            return retriever.search_batch(texts, k)
-
     with pytest.raises(MemoryError):
-        compute_exposure(FailsLater(), qs, out2, depth=10, shard_size=10, fingerprint=fp)
+        compute_exposure(FailsOnCall(retriever, 3, MemoryError("late")), qs, out2, depth=10, shard_size=10,
+                         fingerprint=fp)
     assert sorted(p.name for p in (out2 / "shards").glob("part-*")) == ["part-00000.parquet",
                                                                          "part-00001.parquet"]
     with pytest.raises(IndexMismatchError, match="depth 10 → 20"):

@@ -10,17 +10,14 @@ import shutil
 import numpy as np
 import pytest
 
-from limelight.data import load_catalog, load_query_log
+from limelight.data import load_query_log
 from limelight.exposure import ExposureStore, compute_exposure, docindex
-from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
 
 @pytest.fixture(scope="module")
-def movies(tmp_path_factory):
-    idx = tmp_path_factory.mktemp("idx") / "movies"
-    build_index(load_catalog("movies"), idx)
-    retriever, fp, _ = open_fingerprinted(idx, "bm25")
-    return retriever, fp, load_query_log().head(1200)
+def movies(movies_bm25):
+    """BM25 over the movies catalog's index, its fingerprint and the log's first 1200 queries."""
+    return (*movies_bm25, load_query_log().head(1200))
 
 
 def _compute(movies, path):

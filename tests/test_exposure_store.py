@@ -13,13 +13,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from limelight.data import Queries, Run, load_catalog, load_query_log
+from limelight.data import Queries, Run, load_query_log
 from limelight.errors import LimelightError
 from limelight.exposure import ExposureStore, compute_exposure, exposure_from_run
 from limelight.exposure import store as store_mod
 from limelight.exposure.retrievability import rank_matrix
 from limelight.exposure.shards import SHARD_GLOB, shard_path
-from limelight.retrieval.index_dir import build_index, open_fingerprinted
 
 
 def index_files(store: Path) -> dict[str, bytes]:
@@ -29,11 +28,9 @@ def index_files(store: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def movies(tmp_path_factory):
-    idx = tmp_path_factory.mktemp("idx") / "movies"
-    build_index(load_catalog("movies"), idx)
-    retriever, fp, _ = open_fingerprinted(idx, "bm25")
-    return retriever, fp, load_query_log().head(1500)
+def movies(movies_bm25):
+    """BM25 over the movies catalog's index, its fingerprint and the log's first 1500 queries."""
+    return (*movies_bm25, load_query_log().head(1500))
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _shared import random_log
 
 from limelight.data import Qrels, load_dataset
 from limelight.errors import LimelightError
@@ -181,15 +182,8 @@ def test_exposure_at_its_target_scores_zero_disparity(seed):
 
 
 def _random_log(rng, n_docs=30, n_queries=40, depth=8):
-    qs, ds, ranks = [], [], []
-    for i in range(n_queries):
-        k = int(rng.integers(0, depth + 1))
-        docs = rng.choice(n_docs, size=k, replace=False)
-        qs += [i] * k
-        ds += docs.tolist()
-        ranks += list(range(1, k + 1))
-    return np.array(qs, dtype=np.int64), np.array(ds, dtype=np.int64), np.array(ranks), \
-        rng.integers(1, 5, size=n_queries).astype(float)
+    """``(q, d, rank, weights)``: a random log of up to ``depth`` documents a query (maybe none)."""
+    return (*random_log(rng, n_docs, n_queries, depth), rng.integers(1, 5, size=n_queries).astype(float))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -381,17 +375,6 @@ def test_settings_are_checked():
 
 
 # ---- a real judged store -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cranfield_store(tmp_path_factory):
-    from limelight.exposure import compute_exposure
-    from limelight.retrieval.bm25 import BM25, BM25Index
-
-    ds = load_dataset("cranfield")
-    root = tmp_path_factory.mktemp("fair")
-    store = compute_exposure(BM25(BM25Index.build(ds.collection)), ds.queries, root / "bm25", depth=50)
-    return ds, store
 
 
 def test_a_judged_store_with_qrels_merit(cranfield_store):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _shared import random_log
 
-from limelight.data import load_dataset
 from limelight.errors import LimelightError
 from limelight.exposure.balance import (
     balance_curve,
@@ -66,15 +66,9 @@ def test_no_op_when_the_target_is_met():
     assert balance_ranks(Q1, D1, R1, XY, 1.0, np.array([1.0, 0.0])).tolist() == [1, 2, 3, 4]
 
 
-def _random_log(rng, n_docs=40, n_queries=30, depth=12):
-    q, d, r = [], [], []
-    for i in range(n_queries):
-        k = int(rng.integers(1, depth + 1))
-        docs = rng.choice(n_docs, size=k, replace=False)
-        q += [i] * k
-        d += docs.tolist()
-        r += list(range(1, k + 1))
-    return np.array(q), np.array(d), np.array(r)
+def _random_log(rng):
+    """A random log of 1 to 12 documents of 40 for each of 30 queries."""
+    return random_log(rng, n_docs=40, n_queries=30, depth=12, min_k=1)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -108,17 +102,6 @@ def test_bad_settings_are_one_line_errors():
         balance_ranks(Q1, D1, R1, Groups.from_labels([["X"], ["X", "Y"], ["Y"], ["Y"]], "multi"), 0.5)
     with pytest.raises(LimelightError, match="one share"):
         balance_ranks(Q1, D1, R1, XY, 0.5, np.array([1.0]))
-
-
-@pytest.fixture(scope="module")
-def cranfield_store(tmp_path_factory):
-    from limelight.exposure import compute_exposure
-    from limelight.retrieval.bm25 import BM25, BM25Index
-
-    ds = load_dataset("cranfield")
-    root = tmp_path_factory.mktemp("balance")
-    store = compute_exposure(BM25(BM25Index.build(ds.collection)), ds.queries, root / "bm25", depth=50)
-    return ds, store
 
 
 def test_curve_starts_at_the_ranker_and_moves_exposure(cranfield_store):

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import ranx
 
-from limelight.data import Run, load_dataset
+from limelight.data import Run
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.bm25 import BM25, BM25Index
-from limelight.retrieval.dense import DenseIndex, DenseRetriever, Encoder
 from limelight.retrieval.fusion import (
     RRF,
     CombMNZ,
@@ -18,11 +17,9 @@ from limelight.retrieval.fusion import (
     Linear,
     combmnz,
     combsum,
-    fuse,
-    linear,
-    minmax_scores,
     rrf,
 )
+from limelight.retrieval.runfusion import fuse, linear, minmax_scores
 
 A = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d1": 1.0, "d4": 0.5}}
 B = {"q1": {"d3": 10.0, "d5": 4.0}, "q3": {"d2": 7.0}}
@@ -86,25 +83,8 @@ def test_different_doc_maps_are_aligned():
 
 # ---- real runs -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def adi():
-    return load_dataset("adi")
-
-
-@pytest.fixture(scope="module")
-def bm25(adi):
-    return BM25(BM25Index.build(adi.collection))
-
-
-@pytest.fixture(scope="module")
-def dense(adi, tmp_path_factory):
-    enc = Encoder()
-    idx = DenseIndex.build(adi.collection, enc, cache_dir=tmp_path_factory.mktemp("emb"))
-    return DenseRetriever(idx, enc)
-
-
-@pytest.fixture(scope="module")
-def real_runs(adi, bm25, dense):
-    return bm25.retrieve(adi.queries, 50), dense.retrieve(adi.queries, 50)
+def real_runs(adi, adi_bm25, adi_dense):
+    return adi_bm25.retrieve(adi.queries, 50), adi_dense.retrieve(adi.queries, 50)
 
 
 def _assert_same(ours: Run, theirs, rel=1e-9):
@@ -137,34 +117,34 @@ def test_against_ranx_on_real_runs(real_runs):
                  ranx.fuse([ra, rb], method="wsum", params={"weights": [0.3, 0.7]}))
 
 
-def test_stages_compose(adi, bm25, dense, real_runs):
+def test_stages_compose(adi, adi_bm25, adi_dense, real_runs):
     a, b = real_runs
     q = adi.queries
     expect = rrf(a.topk(20), b.topk(20)).to_dict()
-    assert (bm25 % 20 | dense % 20)(q).to_dict() == expect
-    assert RRF([bm25 % 20, dense % 20])(q).to_dict() == expect
-    assert RRF(bm25, dense, depth=20)(q).to_dict() == rrf(bm25.retrieve(q), dense.retrieve(q),
+    assert (adi_bm25 % 20 | adi_dense % 20)(q).to_dict() == expect
+    assert RRF([adi_bm25 % 20, adi_dense % 20])(q).to_dict() == expect
+    assert RRF(adi_bm25, adi_dense, depth=20)(q).to_dict() == rrf(adi_bm25.retrieve(q), adi_dense.retrieve(q),
                                                           depth=20).to_dict()
-    three = bm25 % 20 | dense % 20 | bm25 % 5
+    three = adi_bm25 % 20 | adi_dense % 20 | adi_bm25 % 5
     assert isinstance(three, RRF) and len(three.stages) == 3
     assert three(q).to_dict() == rrf(a.topk(20), b.topk(20), a.topk(5)).to_dict()
-    assert ((bm25 % 20 | dense % 20) % 10)(q).to_dict() == rrf(a.topk(20), b.topk(20)).topk(10).to_dict()
-    assert CombSUM(bm25 % 20, dense % 20)(q).to_dict() == combsum(a.topk(20), b.topk(20)).to_dict()
-    assert CombMNZ(bm25 % 20, dense % 20)(q).to_dict() == combmnz(a.topk(20), b.topk(20)).to_dict()
-    assert Linear(bm25 % 20, dense % 20, alpha=0.7)(q).to_dict() == \
+    assert ((adi_bm25 % 20 | adi_dense % 20) % 10)(q).to_dict() == rrf(a.topk(20), b.topk(20)).topk(10).to_dict()
+    assert CombSUM(adi_bm25 % 20, adi_dense % 20)(q).to_dict() == combsum(a.topk(20), b.topk(20)).to_dict()
+    assert CombMNZ(adi_bm25 % 20, adi_dense % 20)(q).to_dict() == combmnz(a.topk(20), b.topk(20)).to_dict()
+    assert Linear(adi_bm25 % 20, adi_dense % 20, alpha=0.7)(q).to_dict() == \
         linear(a.topk(20), b.topk(20), 0.7).to_dict()
-    assert (bm25 | dense).name.startswith("rrf(")
+    assert (adi_bm25 | adi_dense).name.startswith("rrf(")
 
 
-def test_hybrid_retriever(adi, bm25, dense):
-    hyb = Hybrid(bm25, dense, depth=30)
+def test_hybrid_retriever(adi, adi_bm25, adi_dense):
+    hyb = Hybrid(adi_bm25, adi_dense, depth=30)
     q = adi.queries
     run = hyb.retrieve(q, 10)
-    expect = rrf(bm25.retrieve(q, 30), dense.retrieve(q, 30)).topk(10)
+    expect = rrf(adi_bm25.retrieve(q, 30), adi_dense.retrieve(q, 30)).topk(10)
     _assert_same(run, expect, rel=1e-6)
     assert [run.query(x)[0].tolist() for x in q.ids] == [expect.query(x)[0].tolist() for x in q.ids]
     docs, scores = hyb.search_batch(["", "computer"], 5)
     assert (docs[0] == -1).all() and (docs[1] >= 0).all()
     other = BM25(BM25Index.build(adi.collection.head(10)))
     with pytest.raises(IndexMismatchError):
-        Hybrid(other, dense)
+        Hybrid(other, adi_dense)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _audits import stages_off
 from _tiny_models import tiny_t5
 from typer.testing import CliRunner
 
@@ -291,7 +292,7 @@ def test_heldout_fraction_keeps_heldout_entities_and_queries_out_of_training(tmp
 # ---- the audit's CtrlQGen stage ------------------------------------------------------------------
 
 
-AUDIT = """
+AUDIT = f"""
 [audit]
 name = "movies-ctrlqgen"
 depth = 10
@@ -309,13 +310,7 @@ sample = 200
 name = "bm25"
 kind = "bm25"
 
-[stages]
-eqi = false
-robustness = false
-rerank = false
-compare = false
-intervention = false
-
+{stages_off("eqi", "robustness", "rerank", "compare", "intervention")}
 [ctrlqgen]
 n_entities = 12
 """

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from _search_engine import in_thread
@@ -158,14 +159,14 @@ def test_dense_stops_within_its_batch_when_started_in_the_background(work, tmp_p
     assert not (tmp_path / "s").exists()  # nothing finished: the store is left out, a rerun starts afresh
 
 
-def test_audit_stops_and_resumes(work, tmp_path, monkeypatch, data_dir):
-    """``audit``: Ctrl-C during the exposure stage prints the resume line (it printed none);
-    the rerun reuses the finished stages (the index) and completes the audit."""
+def adi_audit(tmp_path, work, name: str, depth: int, more: str = "") -> Path:
+    """``tmp_path/audit.toml``: an audit ``name`` of adi under the work log with BM25 (and the
+    systems of ``more``), exposure depth ``depth``, the rerank, EQI and robustness stages off."""
     cfg = tmp_path / "audit.toml"
     cfg.write_text(f"""
 [audit]
-name = "adi-interrupt"
-depth = 10
+name = "{name}"
+depth = {depth}
 cutoffs = [10]
 shard_size = {SHARD}
 
@@ -178,12 +179,19 @@ source = "{work / 'log.tsv'}"
 [[systems]]
 name = "bm25"
 kind = "bm25"
-
+{more}
 [stages]
 rerank = false
 eqi = false
 robustness = false
 """)
+    return cfg
+
+
+def test_audit_stops_and_resumes(work, tmp_path, monkeypatch, data_dir):
+    """``audit``: Ctrl-C during the exposure stage prints the resume line (it printed none);
+    the rerun reuses the finished stages (the index) and completes the audit."""
+    cfg = adi_audit(tmp_path, work, "adi-interrupt", depth=10)
     err = interrupt(["audit", cfg, "--out", tmp_path / "out"], tmp_path)
     assert "interrupted; the finished stages are kept in" in err
     monkeypatch.setenv("LIMELIGHT_PROGRESS_SECONDS", "0")
@@ -199,35 +207,13 @@ def test_audit_of_a_reranked_system_stops_and_resumes(work, tmp_path, monkeypatc
     from _tiny_models import tiny_tk
 
     tiny_tk(tmp_path / "tk.pt")
-    cfg = tmp_path / "audit.toml"
-    cfg.write_text(f"""
-[audit]
-name = "adi-reranked-interrupt"
-depth = 20
-cutoffs = [10]
-shard_size = {SHARD}
-
-[collection]
-source = "adi"
-
-[queries]
-source = "{work / 'log.tsv'}"
-
-[[systems]]
-name = "bm25"
-kind = "bm25"
-
+    cfg = adi_audit(tmp_path, work, "adi-reranked-interrupt", depth=20, more="""
 [[systems]]
 name = "tk"
 kind = "reranked"
 first = "bm25"
 checkpoint = "tk.pt"
 depth = 20
-
-[stages]
-rerank = false
-eqi = false
-robustness = false
 """)
     out = tmp_path / "out"
     err = interrupt(["audit", cfg, "--out", out], tmp_path, ready=re.compile(r"\btk\b.*: ([1-9]\d*)/\d+ \("))

@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from _shared import stop_process
 
 from limelight.errors import LimelightError
 from limelight.exposure.compute import compute_exposure
@@ -105,12 +106,7 @@ class Server:
         self.log.close()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc, 10)
         self.log.close()
 
     @property

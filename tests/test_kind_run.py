@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from _audits import CORE_STAGES
 from _inproc import run_cli
 from typer.testing import CliRunner
 
@@ -139,13 +140,7 @@ name = "served"
 kind = "run"
 path = "results/served.run"     # relative to this file's folder
 
-[stages]
-compare = false
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-
+{stages}
 [intervention]                  # reads each system's results for the judged queries too
 temperatures = [1]
 samples = 2
@@ -160,7 +155,7 @@ def test_audit_of_bm25_and_its_run_file(cran, tmp_path):
     served = tmp_path / "results" / "served.run"
     shutil.copy(cran.run, served)
     cfg_path = tmp_path / "audit.toml"
-    cfg_path.write_text(AUDIT.format(qfile=cran.qfile))
+    cfg_path.write_text(AUDIT.format(qfile=cran.qfile, stages=CORE_STAGES))
     cfg = load_config(cfg_path)
     assert cfg.system("served").settings()["sha256"] == file_sha256(served)
     out = tmp_path / "out"
@@ -405,7 +400,7 @@ def test_bad_options_are_one_line(cran, tmp_path):
 def test_configuration_resolves_and_pins_the_content(cran, tmp_path):
     (tmp_path / "results").mkdir()
     shutil.copy(cran.run, tmp_path / "results" / "served.run")
-    text = AUDIT.format(qfile=cran.qfile)
+    text = AUDIT.format(qfile=cran.qfile, stages=CORE_STAGES)
     cfg = parse_config(text, tmp_path / "audit.toml")
     sha = file_sha256(tmp_path / "results" / "served.run")
     assert cfg.system("served").settings() == {"kind": "run", "format": "auto", "match": "id",

@@ -12,7 +12,6 @@ Chromium is Debian's (``make browser``); these tests fail, never skip, when it i
 
 from __future__ import annotations
 
-import os
 from urllib.parse import quote
 
 import httpx
@@ -20,33 +19,11 @@ import pytest
 import test_serve_support as support
 from _page_checks import audit_pages, chart_problems, page_problems, serve_pages
 
-from limelight.report.browser import CHROMIUM, CHROMIUM_ARGS, watch
+from limelight.report.browser import watch
 from limelight.service.fmt import pct
 
 audit_dir, dense_audit_dir, run_audit_dir = support.audit_dir, support.dense_audit_dir, support.run_audit_dir
 service, live_server = support.service, support.live_server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = ctx.new_page()
-    pg.set_default_timeout(120_000)
-    watch(pg)
-    yield pg
-    ctx.close()
 
 
 @pytest.mark.parametrize("which", ["audit_dir", "run_audit_dir", "dense_audit_dir"])

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from limelight.data import Queries, Run, load_dataset
+from limelight.data import Queries, Run
 from limelight.errors import FormatError, LimelightError
 from limelight.retrieval.base import Cutoff, Stage, Then
-from limelight.retrieval.bm25 import BM25, BM25Index
-from limelight.retrieval.dense import DenseIndex, DenseRescorer, DenseRetriever, Encoder
+from limelight.retrieval.dense import DenseRescorer
 from limelight.retrieval.fusion import RRF, rrf
 from limelight.retrieval.pyterrier import (
     INSTALL_HINT,
@@ -38,60 +37,43 @@ class Negate(Stage):
         return Run.from_codes(run.qids, run.docids, run.q, run.d, -run.score, self.name)
 
 
-@pytest.fixture(scope="module")
-def adi():
-    return load_dataset("adi")
-
-
-@pytest.fixture(scope="module")
-def bm25(adi):
-    return BM25(BM25Index.build(adi.collection))
-
-
-@pytest.fixture(scope="module")
-def dense(adi, tmp_path_factory):
-    enc = Encoder()
-    return DenseRetriever(DenseIndex.build(adi.collection, enc,
-                                           cache_dir=tmp_path_factory.mktemp("emb")), enc)
-
-
-def test_cutoff_and_then(adi, bm25):
+def test_cutoff_and_then(adi, adi_bm25):
     q = adi.queries
-    full = bm25.retrieve(q)
-    cut = (bm25 % 5)(q)
-    assert isinstance(bm25 % 5, Cutoff) and (cut.depths() <= 5).all()
+    full = adi_bm25.retrieve(q)
+    cut = (adi_bm25 % 5)(q)
+    assert isinstance(adi_bm25 % 5, Cutoff) and (cut.depths() <= 5).all()
     assert cut.to_dict() == full.topk(5).to_dict()
-    pipe = bm25 % 5 >> Negate()
-    assert isinstance(pipe, Then) and pipe.name == f"{bm25.name}%5>>negate"
+    pipe = adi_bm25 % 5 >> Negate()
+    assert isinstance(pipe, Then) and pipe.name == f"{adi_bm25.name}%5>>negate"
     out = pipe(q)
     for qid in ["1", "7"]:
         docs, _ = out.query(qid)
         ref, _ = full.topk(5).query(qid)
         assert set(docs) == set(ref)
     # cut after re-ranking keeps the re-ranker's top
-    assert ((bm25 % 5 >> Negate()) % 2)(q).to_dict() == out.topk(2).to_dict()
+    assert ((adi_bm25 % 5 >> Negate()) % 2)(q).to_dict() == out.topk(2).to_dict()
 
 
-def test_dense_rescorer_pipeline(adi, bm25, dense):
+def test_dense_rescorer_pipeline(adi, adi_bm25, adi_dense):
     q = adi.queries
-    out = (bm25 % 10 >> DenseRescorer(dense))(q)
-    first = bm25.retrieve(q, 10)
+    out = (adi_bm25 % 10 >> DenseRescorer(adi_dense))(q)
+    first = adi_bm25.retrieve(q, 10)
     assert len(out) == len(first)
     # the re-scored values are the dense inner products of the same pairs
-    qv = dense.encode_queries(q.texts.tolist())
-    d = out.with_doc_map(dense.doc_ids)
+    qv = adi_dense.encode_queries(q.texts.tolist())
+    d = out.with_doc_map(adi_dense.doc_ids)
     expect = np.einsum("ij,ij->i", qv[q.ids.encode(d.qids.decode(d.q))],
-                       dense.index.embeddings[d.d])
+                       adi_dense.index.embeddings[d.d])
     np.testing.assert_allclose(d.score, expect, atol=1e-5)
     with pytest.raises(LimelightError, match="first stage"):
-        DenseRescorer(dense)(q)
+        DenseRescorer(adi_dense)(q)
 
 
-def test_fusion_of_pipelines(adi, bm25, dense):
+def test_fusion_of_pipelines(adi, adi_bm25, adi_dense):
     q = adi.queries
-    hybrid = (bm25 % 20 >> DenseRescorer(dense)) | dense % 20
+    hybrid = (adi_bm25 % 20 >> DenseRescorer(adi_dense)) | adi_dense % 20
     assert isinstance(hybrid, RRF)
-    expect = rrf((bm25 % 20 >> DenseRescorer(dense))(q), dense.retrieve(q, 20))
+    expect = rrf((adi_bm25 % 20 >> DenseRescorer(adi_dense))(q), adi_dense.retrieve(q, 20))
     assert hybrid(q).to_dict() == expect.to_dict()
 
 
@@ -109,16 +91,16 @@ def test_pyterrier_missing_is_one_line_error():
     assert out.stdout.strip() == INSTALL_HINT and "\n" not in INSTALL_HINT
 
 
-def test_limelight_stage_runs_inside_pyterrier(adi, bm25):
+def test_limelight_stage_runs_inside_pyterrier(adi, adi_bm25):
     assert importlib.util.find_spec("pyterrier") is not None  # the terrier extra is installed
     frame = queries_to_frame(adi.queries)
-    pipe = to_pyterrier(bm25 % 10)
-    assert repr(pipe) == f"LimelightTransformer({bm25.name}%10)"
+    pipe = to_pyterrier(adi_bm25 % 10)
+    assert repr(pipe) == f"LimelightTransformer({adi_bm25.name}%10)"
     got = run_from_frame(pipe.transform(frame))
-    assert got.to_dict() == bm25.retrieve(adi.queries, 10).to_dict()
+    assert got.to_dict() == adi_bm25.retrieve(adi.queries, 10).to_dict()
     # PyTerrier's own operators over it: its rank cutoff keeps limelight's top 3
     top3 = (pipe % 3).transform(frame)
-    assert run_from_frame(top3).to_dict() == bm25.retrieve(adi.queries, 3).to_dict()
+    assert run_from_frame(top3).to_dict() == adi_bm25.retrieve(adi.queries, 3).to_dict()
 
 
 def test_queries_frames_roundtrip(adi):
@@ -135,8 +117,8 @@ def test_queries_frames_roundtrip(adi):
         queries_from_frame(pd.DataFrame({"qid": ["1"]}))
 
 
-def test_run_frames_roundtrip(adi, bm25):
-    run = bm25.retrieve(adi.queries, 10)
+def test_run_frames_roundtrip(adi, adi_bm25):
+    run = adi_bm25.retrieve(adi.queries, 10)
     df = run_to_frame(run, adi.queries)
     assert list(df.columns) == ["qid", "query", "docno", "score", "rank"]
     assert df.groupby("qid")["rank"].min().eq(0).all()  # PyTerrier ranks are 0-based

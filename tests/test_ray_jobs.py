@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _shared import local_and_ray
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the ray engine needs the scale extra (in dev)")
@@ -119,11 +120,7 @@ def test_cli_index_engine_ray(cluster, tmp_path):
     engine options are one line and exit status 2."""
     cmd = [sys.executable, "-m", "limelight.cli", "index", "--collection", "npl"]
     env = {**os.environ, "RAY_ADDRESS": ""}
-    a = subprocess.run([*cmd, "--out", str(tmp_path / "a")], capture_output=True, text=True, env=env)
-    b = subprocess.run([*cmd, "--out", str(tmp_path / "b"), "--engine", "ray", "--address",
-                        cluster.address], capture_output=True, text=True, env=env)
-    assert a.returncode == 0, a.stderr
-    assert b.returncode == 0, b.stderr
+    a, b = local_and_ray(cmd, tmp_path / "a", tmp_path / "b", cluster.address)
     assert a.stdout.replace(str(tmp_path / "a"), "X") == b.stdout.replace(str(tmp_path / "b"), "X")
     assert _same_tree(tmp_path / "a", tmp_path / "b") == []
     assert not (tmp_path / "b.runs").exists()

@@ -12,22 +12,22 @@ These tests fail, never skip, when Chromium is missing (``make browser``).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from _audits import CORE_STAGES
 
 from limelight.audit.config import load_config, parse_config
 from limelight.audit.layout import AuditDir
 from limelight.report import run_audit
-from limelight.report.browser import CHROMIUM, CHROMIUM_ARGS, check_page, watch
+from limelight.report.browser import check_page
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "configs" / "quick.toml"
 
-DEBIAN = """
+DEBIAN = f"""
 [audit]
 name = "debian-groups"
 depth = 100
@@ -52,35 +52,7 @@ kind = "bm25"
 k1 = 1.2
 b = 0.0
 
-[stages]
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-compare = false
-"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    watch(pg)
-    yield pg
-    ctx.close()
+{CORE_STAGES}"""
 
 
 @pytest.fixture(scope="module")

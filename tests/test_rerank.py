@@ -235,6 +235,11 @@ def test_budget(adi, tk):
 
 
 def test_cli(tmp_path):
+    """``rerank train``, ``run``, ``explain`` and ``budget`` on adi (one KNRM trained for an epoch,
+    shared by every command checked here), and their one-line errors."""
+    import subprocess
+    import sys
+
     from limelight.cli import app
 
     runner = CliRunner()
@@ -243,6 +248,8 @@ def test_cli(tmp_path):
                             "--epochs", "1", "--batch-size", "32", "--min-cf", "1"])
     assert r.exit_code == 0, r.output
     assert ckpt.exists() and "best validation MRR@10" in r.output
+    # issue 24 item 13: `rerank train` printed "step 0: loss nan" for the untrained model
+    assert "loss nan" not in r.output and "step 0: untrained, val MRR@10" in r.output, r.output
     out = tmp_path / "run.trec"
     r = runner.invoke(app, ["rerank", "run", "adi", "-c", str(ckpt), "-o", str(out), "--k", "20"])
     assert r.exit_code == 0, r.output
@@ -259,6 +266,12 @@ def test_cli(tmp_path):
     assert "documents/ms" in r.output and "best 0" in r.output
     r = runner.invoke(app, ["rerank", "explain", "adi", "-c", str(ckpt), "-q", "nope", "-d", "1"])
     assert r.exit_code != 0 and "unknown query id" in str(r.exception or r.output)
+    # issue 24 item 3: depth options below 1 name the value
+    for args, opt in ((["--k", "0"], "--k"), (["--depth", "0"], "--depth")):
+        p = subprocess.run([sys.executable, "-m", "limelight.cli", "rerank", "run", "adi", "-c", str(ckpt),
+                            "-o", str(tmp_path / "r.run"), *args], capture_output=True, text=True)
+        assert p.returncode == 2 and p.stderr.strip() == f"error: {opt} must be ≥ 1, got 0", p.stderr
+    assert not (tmp_path / "r.run").exists()
 
 
 def test_reranked_retriever_equals_the_pipeline(adi, tk):
@@ -297,28 +310,6 @@ def test_reranked_retriever_equals_the_pipeline(adi, tk):
     assert RerankedRetriever(bm25, other, ds.collection, depth=10).fingerprint() != fp
     with pytest.raises(LimelightError, match="depth must be"):
         RerankedRetriever(bm25, tk, ds.collection, depth=0)
-
-
-def test_cli_train_prints_no_nan_loss_and_checks_depths(tmp_path):
-    # issue 24 item 13: `rerank train` printed "step 0: loss nan" for the untrained model
-    import subprocess
-    import sys
-
-    from limelight.cli import app
-
-    runner = CliRunner()
-    ckpt = tmp_path / "knrm.pt"
-    r = runner.invoke(app, ["rerank", "train", "adi", "--out", str(ckpt), "--model", "knrm",
-                            "--epochs", "1", "--batch-size", "32", "--min-cf", "1"])
-    assert r.exit_code == 0, r.output
-    assert "loss nan" not in r.output, r.output
-    assert "step 0: untrained, val MRR@10" in r.output
-    # issue 24 item 3: depth options below 1 name the value
-    for args, opt in ((["--k", "0"], "--k"), (["--depth", "0"], "--depth")):
-        p = subprocess.run([sys.executable, "-m", "limelight.cli", "rerank", "run", "adi", "-c", str(ckpt),
-                            "-o", str(tmp_path / "r.run"), *args], capture_output=True, text=True)
-        assert p.returncode == 2 and p.stderr.strip() == f"error: {opt} must be ≥ 1, got 0", p.stderr
-    assert not (tmp_path / "r.run").exists()
 
 
 # ---- issue 25: resumable training, weak supervision, interpolation, bad input --------------

@@ -18,11 +18,8 @@ from limelight.exposure import (
     Exhaustive,
     analyse,
     analyse_pairs,
-    bootstrap_gini,
     gini,
-    group_retrievability,
     lorenz,
-    paired_bootstrap_gini,
     parse_browsing_model,
     rank_matrix,
     ranks_from_trec_run,
@@ -30,6 +27,11 @@ from limelight.exposure import (
     retrievability,
     retrievable_fraction,
     to_rho,
+)
+from limelight.exposure.retrievability import (
+    bootstrap_gini,
+    group_retrievability,
+    paired_bootstrap_gini,
 )
 
 # ---- Gini ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _shared import local_and_ray
 
 # telemetry threads outlive ray.shutdown() and race later tests (CPython 3.11 ast.parse is not
 # thread-safe); limelight's ray_session turns it off the same way
@@ -230,11 +231,7 @@ def test_cli_engine_ray_with_address(cluster, local_store, cranfield_index, work
     cmd = [sys.executable, "-m", "limelight.cli", "exposure", "compute", "--index", str(cranfield_index),
            "--queries", str(qfile), "--depth", "50", "--shard-size", "300", "--json"]
     env = {**os.environ, "RAY_ADDRESS": ""}
-    a = subprocess.run([*cmd, "--out", str(work / "cli-local")], capture_output=True, text=True, env=env)
-    b = subprocess.run([*cmd, "--out", str(work / "cli-ray"), "--engine", "ray", "--address",
-                        cluster.address], capture_output=True, text=True, env=env)
-    assert a.returncode == 0, a.stderr
-    assert b.returncode == 0, b.stderr
+    a, b = local_and_ray(cmd, work / "cli-local", work / "cli-ray", cluster.address)
     sa, sb = json.loads(a.stdout), json.loads(b.stdout)
     assert {k: v for k, v in sa.items() if k not in ("store", "seconds")} == \
         {k: v for k, v in sb.items() if k not in ("store", "seconds")}

@@ -9,46 +9,14 @@ fail, never skip, when it is missing.
 
 from __future__ import annotations
 
-import os
 from urllib.parse import quote
 
 import httpx
-import pytest
 import test_serve_support as support
 
 from limelight.service.fmt import num
 
 audit_dir, service, live_server = support.audit_dir, support.service, support.live_server
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    ctx = browser.new_context()
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.problems = []  # console errors, page errors and dialogs (a script that ran)
-    pg.on("console", lambda m: pg.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.problems.append(f"page error: {e}"))
-    pg.on("dialog", lambda d: (pg.problems.append(f"dialog: {d.message}"), d.dismiss()))
-    yield pg
-    ctx.close()
-
 
 def api(base: str, path: str, **params) -> dict:
     r = httpx.get(base + path, params=params, timeout=120)

@@ -180,19 +180,29 @@ def test_view_cache_bounds_the_requests_waiting_for_a_key():
     assert got[0] is held.value and cache.stats()["waiting"] == 0 and held.calls == 1
 
 
-def test_gate_bounds_its_queue_and_the_wait():
-    gate = Gate(workers=1, max_queue=1, timeout=0.2, what="jobs")
-    running = threading.Event()
-    release = threading.Event()
+@contextlib.contextmanager
+def held(gate):
+    """``gate``'s running slot taken by another thread for the block (which starts once it is
+    taken), given back at its end."""
+    running, release = threading.Event(), threading.Event()
 
     def hold():
         with gate.slot():
             running.set()
             assert release.wait(WAIT)
 
-    t = threading.Thread(target=hold)
-    t.start()
-    assert running.wait(WAIT)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert running.wait(WAIT)
+        yield
+    finally:
+        release.set()
+        holder.join(WAIT)
+
+
+def test_gate_bounds_its_queue_and_the_wait():
+    gate = Gate(workers=1, max_queue=1, timeout=0.2, what="jobs")
     outcome = []
 
     def queued():
@@ -202,16 +212,15 @@ def test_gate_bounds_its_queue_and_the_wait():
         except QueueTimeout as e:
             outcome.append(e)
 
-    q = threading.Thread(target=queued)
-    q.start()
-    _until(lambda: gate.stats()["waiting"] == 1, "a queued job")
-    with pytest.raises(Busy) as e:  # running 1 + waiting 1: the queue is full
-        gate.slot()
-    assert not isinstance(e.value, QueueTimeout) and e.value.retry_after >= 1
-    q.join(WAIT)  # no turn within the gate's timeout: QueueTimeout
-    assert isinstance(outcome[0], QueueTimeout) and outcome[0].retry_after >= 1
-    release.set()
-    t.join(WAIT)
+    with held(gate):
+        q = threading.Thread(target=queued)
+        q.start()
+        _until(lambda: gate.stats()["waiting"] == 1, "a queued job")
+        with pytest.raises(Busy) as e:  # running 1 + waiting 1: the queue is full
+            gate.slot()
+        assert not isinstance(e.value, QueueTimeout) and e.value.retry_after >= 1
+        q.join(WAIT)  # no turn within the gate's timeout: QueueTimeout
+        assert isinstance(outcome[0], QueueTimeout) and outcome[0].retry_after >= 1
     with gate.slot():
         pass
     st = gate.stats()
@@ -289,19 +298,9 @@ def test_eqi_queue_is_bounded_429_then_503(eqi_service):
     from limelight.service.app import create_app
 
     gate = eqi_service.eqi_gate
-    running, release = threading.Event(), threading.Event()
-
-    def hold():
-        with gate.slot():
-            running.set()
-            assert release.wait(WAIT)
-
     body = {"text": "a film about star wars", "system": "bm25", "k": 5}
     with serving(create_app(eqi_service)) as base, httpx.Client(base_url=base, timeout=WAIT) as c:
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            assert running.wait(WAIT)
+        with held(gate):
             queued = {}
             t = threading.Thread(target=lambda: queued.update(r=c.post("/api/eqi", json=body)))
             t.start()
@@ -316,9 +315,6 @@ def test_eqi_queue_is_bounded_429_then_503(eqi_service):
             r = queued["r"]
             assert r.status_code == 503, r.text
             assert int(r.headers["retry-after"]) >= 1 and "waited" in r.json()["detail"]
-        finally:
-            release.set()
-            holder.join(WAIT)
         r = c.post("/api/eqi", json=body)
         assert r.status_code == 200 and r.json()["exact"]["available"]
     stats = gate.stats()
@@ -332,24 +328,13 @@ def test_queued_eqi_search_runs_when_its_turn_comes(audit_dir):
 
     svc = AuditService(audit_dir, eqi_queue=2, eqi_timeout=WAIT)
     gate = svc.eqi_gate
-    running, release = threading.Event(), threading.Event()
-
-    def hold():
-        with gate.slot():
-            running.set()
-            assert release.wait(WAIT)
-
     with serving(create_app(svc)) as base, httpx.Client(base_url=base, timeout=WAIT) as c:
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert running.wait(WAIT)
         out = {}
-        t = threading.Thread(target=lambda: out.update(r=c.post("/api/eqi", json={"text": "star wars", "k": 3})))
-        t.start()
-        _until(lambda: gate.stats()["waiting"] == 1, "a queued search")
-        assert c.get("/api/info").status_code == 200  # the rest of the API is not queued behind it
-        release.set()
-        holder.join(WAIT)
+        with held(gate):
+            t = threading.Thread(target=lambda: out.update(r=c.post("/api/eqi", json={"text": "star wars", "k": 3})))
+            t.start()
+            _until(lambda: gate.stats()["waiting"] == 1, "a queued search")
+            assert c.get("/api/info").status_code == 200  # the rest of the API is not queued behind it
         t.join(WAIT)
     assert out["r"].status_code == 200 and len(out["r"].json()["exact"]["queries"]) <= 3
 

@@ -7,7 +7,6 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from limelight.data import load_dataset
 from limelight.errors import LimelightError
 from limelight.querygen.simulation import (
     S4_PARAMS,
@@ -28,9 +27,8 @@ from limelight.retrieval.bm25 import BM25, BM25Index
 
 
 @pytest.fixture(scope="module")
-def adi():
-    ds = load_dataset("adi")
-    return ds, TermModel.build(ds.collection)
+def adi(adi):
+    return adi, TermModel.build(adi.collection)  # conftest's adi and its term model
 
 
 def test_conventional_strategies():

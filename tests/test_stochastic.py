@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from limelight.data import load_dataset, load_query_log
+from limelight.data import load_query_log
 from limelight.errors import LimelightError
 from limelight.evaluation import evaluate
 from limelight.evaluation.expected_exposure import evaluate_exposure, expected_ndcg
@@ -28,12 +28,8 @@ from limelight.exposure.stochastic import (
 
 
 @pytest.fixture(scope="module")
-def adi():
-    from limelight.retrieval.bm25 import BM25, BM25Index
-
-    ds = load_dataset("adi")
-    bm25 = BM25(BM25Index.build(ds.collection))
-    return ds, bm25, bm25.retrieve(ds.queries, 30)
+def adi(adi, adi_bm25):
+    return adi, adi_bm25, adi_bm25.retrieve(adi.queries, 30)  # conftest's adi, BM25, its top 30
 
 
 def _exact_pl(docs, scores, t, w):

@@ -7,6 +7,7 @@ import gzip
 
 import numpy as np
 import pytest
+from _shared import format_error
 
 from limelight.data.formats import (
     _fast_run_parts,
@@ -187,11 +188,8 @@ def test_precise_errors_survive_read_trec_runs(tmp_path, data_dir):
     ("q1 Q0 d1 inf 1.0 t\n", 1, "rank 'inf' is not a finite number"),
 ])
 def test_non_numeric_rank_is_an_error_naming_file_and_line(tmp_path, content, line, msg):
-    p = tmp_path / "rank.run"
-    p.write_text(content)
-    with pytest.raises(FormatError) as e:
-        read_trec_run(p)
-    assert str(e.value) == f"{p}:{line}: {msg}"
+    p, err = format_error(tmp_path, content, read_trec_run, "rank.run")
+    assert err == f"{p}:{line}: {msg}"
 
 
 def test_non_utf8_and_wrong_columns_keep_their_one_line_errors(tmp_path):

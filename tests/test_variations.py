@@ -51,6 +51,17 @@ def _core(tok: str) -> str:
     return V._split_core(tok).core
 
 
+def _substituted(q: str, v: str | None) -> int:
+    """The position of the one character ``v`` changed in ``q`` (same length), in a token that
+    is not a stopword."""
+    assert v is not None
+    pos = [i for i, (a, b) in enumerate(zip(q, v, strict=True)) if a != b]
+    assert len(v) == len(q) and len(pos) == 1
+    (ti,) = _diff_tokens(q, v)
+    assert _core(q.split()[ti]).lower() not in NLTK_STOPWORDS
+    return pos[0]
+
+
 # ---- misspelling ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", SEEDS)
 def test_neighbour_swap_is_one_adjacent_swap_in_a_non_stopword(real_queries, seed):
@@ -69,27 +80,16 @@ def test_neighbour_swap_is_one_adjacent_swap_in_a_non_stopword(real_queries, see
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_char_sub_is_one_ascii_letter_substitution(real_queries, seed):
-    out = _variants("RandomCharSub", real_queries, seed)
-    for q, v in out:
-        assert v is not None
-        pos = [i for i, (a, b) in enumerate(zip(q, v, strict=True)) if a != b]
-        assert len(v) == len(q) and len(pos) == 1
-        assert v[pos[0]].isascii() and v[pos[0]].isalpha()
-        (ti,) = _diff_tokens(q, v)
-        assert _core(q.split()[ti]).lower() not in NLTK_STOPWORDS
+    for q, v in _variants("RandomCharSub", real_queries, seed):
+        p = _substituted(q, v)
+        assert v[p].isascii() and v[p].isalpha()
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_qwerty_sub_is_one_key_at_keyboard_distance_one(real_queries, seed):
-    out = _variants("QWERTYCharSub", real_queries, seed)
-    for q, v in out:
-        assert v is not None
-        pos = [i for i, (a, b) in enumerate(zip(q, v, strict=True)) if a != b]
-        assert len(v) == len(q) and len(pos) == 1
-        a, b = q[pos[0]].lower(), v[pos[0]].lower()
-        assert b in QWERTY_NEIGHBOURS[a]
-        (ti,) = _diff_tokens(q, v)
-        assert _core(q.split()[ti]).lower() not in NLTK_STOPWORDS
+    for q, v in _variants("QWERTYCharSub", real_queries, seed):
+        p = _substituted(q, v)
+        assert v[p].lower() in QWERTY_NEIGHBOURS[q[p].lower()]
 
 
 def test_qwerty_neighbours_are_a_keyboard():

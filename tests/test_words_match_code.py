@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _audits import stages_off
 from typer.testing import CliRunner
 
 from limelight.audit.config import parse_config
@@ -50,14 +51,7 @@ queries = 150
 name = "bm25"
 kind = "bm25"
 
-[stages]
-compare = false
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-intervention = false
-"""
+""" + stages_off("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
 
 
 @pytest.fixture(scope="module")

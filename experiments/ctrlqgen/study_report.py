@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,13 +101,8 @@ def h1_component(d: Diff | None, alpha: float = 0.05) -> str:
     """H1-narrow / H1-broad from Gini(synthetic) − Gini(Click): *reproduced* if negative with
     corrected p < α, *refuted* if positive with corrected p < α, *not reproduced* otherwise;
     *not tested* when the pair is not in the results."""
-    if d is None:
-        return "not tested"
-    if significant(d.p_bonf, alpha) and d.diff < 0:
-        return "reproduced"
-    if significant(d.p_bonf, alpha) and d.diff > 0:
-        return "refuted"
-    return "not reproduced"
+    return _plan_verdict((d,), lambda: significantly_lower(d, alpha),
+                         lambda: significantly_higher(d, alpha))
 
 
 def h1_overall(narrow: str, broad: str, narrow_low: str = "not reproduced",
@@ -161,6 +157,20 @@ def significantly_higher(d: Diff | None, alpha: float = 0.05) -> bool:
     return d is not None and significant(d.p_bonf, alpha) and d.diff > 0
 
 
+def _plan_verdict(diffs: tuple[Diff | None, ...], reproduced: Callable[[], bool],
+                  refuted: Callable[[], bool]) -> str:
+    """A finding's verdict by the plan's rules in their written order: *not tested* when a pair
+    is missing (``None`` among ``diffs``), *reproduced* if ``reproduced()``, *refuted* if
+    ``refuted()`` (both asked only when every pair is there), *not reproduced* otherwise."""
+    if any(d is None for d in diffs):
+        return "not tested"
+    if reproduced():
+        return "reproduced"
+    if refuted():
+        return "refuted"
+    return "not reproduced"
+
+
 def finding_serialization(gini: list[Diff | None], r100: list[Diff | None],
                           alpha: float = 0.05) -> str:
     """Finding (I), *serialization helps*, from its two pairs (+(1) vs QGen and +(1,2a,2b,3) vs
@@ -169,14 +179,11 @@ def finding_serialization(gini: list[Diff | None], r100: list[Diff | None],
     lower Gini with corrected p < α and neither a significantly lower R@100; *refuted* if
     either has a significantly higher Gini; *not reproduced* otherwise; *not tested* when a
     pair is missing."""
-    if any(d is None for d in (*gini, *r100)):
-        return "not tested"
-    if all(significantly_lower(d, alpha) for d in gini) and \
-            not any(significantly_lower(d, alpha) for d in r100):
-        return "reproduced"
-    if any(significantly_higher(d, alpha) for d in gini):
-        return "refuted"
-    return "not reproduced"
+    return _plan_verdict(
+        (*gini, *r100),
+        lambda: all(significantly_lower(d, alpha) for d in gini)
+        and not any(significantly_lower(d, alpha) for d in r100),
+        lambda: any(significantly_higher(d, alpha) for d in gini))
 
 
 def finding_weaklabeling_un(broad_r100: list[Diff | None], click_r100: list[Diff | None],
@@ -188,14 +195,11 @@ def finding_weaklabeling_un(broad_r100: list[Diff | None], click_r100: list[Diff
     (corrected) in at least one pair and the Click-test R@100 is not significantly higher in
     either; *refuted* if the broad-test R@100 is significantly lower in either; *not
     reproduced* otherwise; *not tested* when a pair is missing."""
-    if any(d is None for d in (*broad_r100, *click_r100)):
-        return "not tested"
-    if any(significantly_higher(d, alpha) for d in broad_r100) and \
-            not any(significantly_higher(d, alpha) for d in click_r100):
-        return "reproduced"
-    if any(significantly_lower(d, alpha) for d in broad_r100):
-        return "refuted"
-    return "not reproduced"
+    return _plan_verdict(
+        (*broad_r100, *click_r100),
+        lambda: any(significantly_higher(d, alpha) for d in broad_r100)
+        and not any(significantly_higher(d, alpha) for d in click_r100),
+        lambda: any(significantly_lower(d, alpha) for d in broad_r100))
 
 
 def narrow_target(share: float, target: float = NARROW_TARGET) -> str:

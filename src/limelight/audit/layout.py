@@ -40,6 +40,17 @@ class NotAnAuditError(LimelightError):
     """A directory that is not (or not yet) an audit directory."""
 
 
+class _Part:
+    """A file or folder of an audit directory at a fixed place in it, read as an attribute
+    (``audit.tables_dir``: ``audit.path / "tables"``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, audit: AuditDir | None, owner: type | None = None) -> Any:
+        return self if audit is None else audit.path / self.name
+
+
 @dataclass(frozen=True)
 class AuditDir:
     """An audit output directory (it need not exist yet)."""
@@ -50,21 +61,13 @@ class AuditDir:
         object.__setattr__(self, "path", Path(path))
 
     # -- files ------------------------------------------------------------------------------------
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / MANIFEST
+    manifest_path = _Part(MANIFEST)
 
-    @property
-    def config_toml(self) -> Path:
-        return self.path / "config.toml"
+    config_toml = _Part("config.toml")
 
-    @property
-    def index_dir(self) -> Path:
-        return self.path / "index"
+    index_dir = _Part("index")
 
-    @property
-    def systems_dir(self) -> Path:
-        return self.path / "systems"
+    systems_dir = _Part("systems")
 
     def system_dir(self, system: str) -> Path:
         return self.systems_dir / system
@@ -73,46 +76,32 @@ class AuditDir:
         """The ExposureStore directory of ``system``."""
         return self.system_dir(system) / "exposure"
 
-    @property
-    def query_vectors(self) -> Path:
-        """Dense query vectors shared by the dense and hybrid systems (float32 ``.npy``)."""
-        return self.systems_dir / "query_vectors.npy"
+    #: dense query vectors shared by the dense and hybrid systems (float32 ``.npy``)
+    query_vectors = _Part("systems/query_vectors.npy")
 
     def retrievability_path(self, system: str) -> Path:
         return self.system_dir(system) / "retrievability.parquet"
 
-    @property
-    def eqi_root(self) -> Path:
-        return self.path / "eqi"
+    eqi_root = _Part("eqi")
 
     def eqi_dir(self, method: str) -> Path:
         return self.eqi_root / method
 
-    @property
-    def tables_dir(self) -> Path:
-        return self.path / "tables"
+    tables_dir = _Part("tables")
 
     def table(self, name: str) -> Path:
         return self.tables_dir / f"{name}.parquet"
 
-    @property
-    def figures_dir(self) -> Path:
-        return self.path / "figures"
+    figures_dir = _Part("figures")
 
-    @property
-    def stages_dir(self) -> Path:
-        return self.path / "stages"
+    stages_dir = _Part("stages")
 
     def stage_record(self, stage: str) -> Path:
         return self.stages_dir / f"{stage}.json"
 
-    @property
-    def results_json(self) -> Path:
-        return self.path / "results.json"
+    results_json = _Part("results.json")
 
-    @property
-    def report_html(self) -> Path:
-        return self.path / "report.html"
+    report_html = _Part("report.html")
 
     # -- reading ----------------------------------------------------------------------------------
     def check_writable(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -125,6 +126,22 @@ def document_id(record: dict, id_field: str, where: str | os.PathLike, line: int
         raise FormatError(where, line, f"document id {s!r} contains whitespace: TREC run and qrels "
                                        "lines are whitespace-separated, so no run could name it")
     return s
+
+
+def first_copy(did: str, seen: set[str], duplicates: str, where: str | os.PathLike,
+               line: int | None) -> bool:
+    """Whether document ``did`` (at ``where:line``) is the first with its id (then added to
+    ``seen``). A repeated id is a ``FormatError`` naming the line, or with ``duplicates="first"``
+    dropped with a warning (``False``: the reader skips it)."""
+    if did not in seen:
+        seen.add(did)
+        return True
+    if duplicates != "first":
+        from limelight.errors import FormatError
+
+        raise FormatError(where, line, f"duplicate document id {did!r}")
+    warnings.warn(f"{where}:{line}: duplicate document id {did!r} dropped (first kept)", stacklevel=3)
+    return False
 
 
 def check_documents(records: Sequence[dict], lines: Sequence[int], text_fields: Sequence[str],

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from limelight._io import atomic_path, open_text
-from limelight.data.collection import Collection, check_documents
+from limelight.data.collection import Collection, check_documents, first_copy
 from limelight.data.ids import IdMap
 from limelight.data.qrels import Qrels
 from limelight.data.queries import Queries
@@ -716,15 +715,8 @@ def read_jsonl_docs(path: PathLike, text_fields=("title", "text"), id_field: str
     for i, r in zip(lines, recs, strict=True):  # i: the record's line in the file
         if id_field not in r:
             raise FormatError(path, i, f"document without {id_field!r}")
-        did = str(r[id_field])
-        if did in seen:
-            if duplicates != "first":
-                raise FormatError(path, i, f"duplicate document id {did!r}")
-            warnings.warn(f"{path}:{i}: duplicate document id {did!r} dropped (first kept)",
-                          stacklevel=2)
-            continue
-        seen.add(did)
-        keep.append(r)
+        if first_copy(str(r[id_field]), seen, duplicates, path, i):
+            keep.append(r)
     recs = keep
     if not recs:
         raise FormatError(path, None, "no documents")

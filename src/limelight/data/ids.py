@@ -104,12 +104,7 @@ class IdMap:
         that data coded under ``base`` can be re-pointed to this map without re-encoding.
         """
         m = cls.__new__(cls)
-        m._ids = None
-        m._arrow = ids
-        m._index_d = None
-        m._order = None
-        m._base = base
-        m.kind = kind
+        m._ids, m._arrow, m._index_d, m._order, m._base, m.kind = None, ids, None, None, base, kind
         return m
 
     @classmethod

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from limelight.data.collection import Collection, document_id, join_fields
+from limelight.data.collection import Collection, document_id, first_copy, join_fields
 from limelight.data.formats import jsonl_records
 from limelight.data.ids import IdMap
 from limelight.data.loaders import CATALOGS, SHARED_COLLECTIONS, data_root, load_collection
@@ -113,16 +113,11 @@ def iter_jsonl_docs(path: str | os.PathLike, chunk_bytes: int = DEFAULT_CHUNK_BY
         for r, line in zip(recs, lines, strict=True):
             did = document_id(r, id_field, path, line)
             kinds = [k for k in text_fields if k in r and not isinstance(r[k], str)]
-            if did in seen:
-                if duplicates != "first":
-                    raise FormatError(path, line, f"duplicate document id {did!r}")
-                warnings.warn(f"{path}:{line}: duplicate document id {did!r} dropped (first kept)",
-                              stacklevel=2)
+            if not first_copy(did, seen, duplicates, path, line):
                 continue
             if kinds:
                 bad[1] += 1
                 bad[0] = bad[0] or (line, kinds[0], r[kinds[0]])
-            seen.add(did)
             ids.append(did)
             keep.append(r)
         if not keep:

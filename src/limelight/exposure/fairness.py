@@ -472,6 +472,17 @@ def _query_ptr(q, n_queries):  # pragma: no cover - numba
     return ptr, True
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _touch(touched, mark, n, g, i):  # pragma: no cover - numba
+    """Group ``g`` seen in query ``i``: it enters ``touched`` (of ``n`` so far) on its first
+    pair (branch-free: the slot is written every time, kept only when new). Returns the new
+    ``n``."""
+    touched[n] = g
+    n += mark[g] != i
+    mark[g] = i
+    return n
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _query_pass(ptr, d, key, mu, att, w, uniform, t_dense, t_ptr, t_d, t_key, t_table, t_via_a,
                 a_ptr, a_idx, a_val, n_groups, n_docs, n_chunks):  # pragma: no cover - numba
@@ -528,8 +539,7 @@ def _query_pass(ptr, d, key, mu, att, w, uniform, t_dense, t_ptr, t_d, t_key, t_
             n = 0
             tot = 0.0
             ei = 0.0
-            # a group enters ``touched`` on its first pair (branch-free: the slot is written
-            # every time, kept only when new)
+            # a group enters ``touched`` on its first pair (``_touch``)
             if single:
                 for j in range(ptr[i], ptr[i + 1]):
                     k = key[j]
@@ -539,9 +549,7 @@ def _query_pass(ptr, d, key, mu, att, w, uniform, t_dense, t_ptr, t_d, t_key, t_
                     e[dj] += wi * m
                     v = att[k]
                     g = a_idx[dj]
-                    touched[n] = g
-                    n += mark[g] != i
-                    mark[g] = i
+                    n = _touch(touched, mark, n, g, i)
                     p[g] += v
                     tot += v
             else:
@@ -552,9 +560,7 @@ def _query_pass(ptr, d, key, mu, att, w, uniform, t_dense, t_ptr, t_d, t_key, t_
                     v = att[k]
                     for s in range(a_ptr[d[j]], a_ptr[d[j] + 1]):
                         g = a_idx[s]
-                        touched[n] = g
-                        n += mark[g] != i
-                        mark[g] = i
+                        n = _touch(touched, mark, n, g, i)
                         p[g] += a_val[s] * v
                         tot += a_val[s] * v
             nr = ptr[i + 1] - ptr[i]
@@ -571,16 +577,12 @@ def _query_pass(ptr, d, key, mu, att, w, uniform, t_dense, t_ptr, t_d, t_key, t_
                     if t_via_a and not single:
                         for s in range(a_ptr[t_d[j]], a_ptr[t_d[j] + 1]):
                             g = a_idx[s]
-                            touched[n] = g
-                            n += mark[g] != i
-                            mark[g] = i
+                            n = _touch(touched, mark, n, g, i)
                             t[g] += a_val[s] * v
                             ttot += a_val[s] * v
                     else:
                         g = a_idx[t_d[j]] if t_via_a else t_d[j]
-                        touched[n] = g
-                        n += mark[g] != i
-                        mark[g] = i
+                        n = _touch(touched, mark, n, g, i)
                         t[g] += v
                         ttot += v
             hp = 0.0

@@ -17,8 +17,9 @@ index or ``-1``; int32), ``whash`` (uint64 hash of each word), ``kptr``/``keys``
 
 This module is the BM25 kernel API other packages build on (public, so that none of them
 imports a private name): the BM25 engine itself (``bm25``, ``bm25_build``), and the compiled
-analysis of new documents of exact reverse search (``exposure.eqi.lexicon``), which looks
-surface words up in a lexicon with ``word_hash``/``find_word`` and builds one with
+analysis of new documents of exact reverse search (``exposure.eqi.lexicon``), which splits
+texts into tokens with ``next_token`` as the query analysis does, looks surface words up in a
+lexicon with ``word_hash``/``find_word`` and builds one with
 ``lexicon_slots``/``lexicon_hashes``. Names starting with ``_`` stay inside this module.
 """
 
@@ -291,6 +292,19 @@ _S33 = np.uint64(33)
 
 
 @njit(cache=True, nogil=True, inline="always")
+def next_token(buf, p, e, word):
+    """``(s, r)``: the next maximal run of word code points (``word[cp] != 0``) in ``buf[p:e]``
+    (``s == r == e`` when none is left). A token is a run at least two long; the caller goes on
+    from ``r``."""
+    while p < e and word[buf[p]] == 0:
+        p += 1
+    r = p
+    while r < e and word[buf[r]] != 0:
+        r += 1
+    return p, r
+
+
+@njit(cache=True, nogil=True, inline="always")
 def word_hash(buf, s, e):
     """FNV-1a over code points ``buf[s:e]``, then a MurmurHash3 finalizer step (the table uses
     the low bits)."""
@@ -350,13 +364,7 @@ def encode_tokens(buf, starts, ends, word, slots, whash, kptr, keys, vals, compl
                 i = starts[q]
                 e = ends[q]
                 while i < e:
-                    if word[buf[i]] == 0:
-                        i += 1
-                        continue
-                    s = i
-                    i += 1
-                    while i < e and word[buf[i]] != 0:
-                        i += 1
+                    s, i = next_token(buf, i, e, word)
                     if i - s < 2:
                         continue
                     w = find_word(buf, s, i, word_hash(buf, s, i), slots, whash, kptr, keys)

@@ -91,9 +91,19 @@ class SingleFlight:
                 return True, value, None, False
             flight = self._flights.get(key)
             if flight is not None:
+                self._admit_waiter()
                 return False, None, flight, False
+            self._admit_new()
             flight = self._flights[key] = _Flight()
             return False, None, flight, True
+
+    def _admit_waiter(self) -> None:
+        """A caller is about to wait for a key being computed (called with the lock held); a
+        subclass may refuse it by raising."""
+
+    def _admit_new(self) -> None:
+        """A new key is about to be computed (called with the lock held); a subclass may
+        refuse it by raising."""
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
         """The value of ``key``, computed by ``make()`` once."""
@@ -183,25 +193,17 @@ class ViewCache(SingleFlight):
             self.bytes -= s
             self.evictions += 1
 
-    def _claim(self, key: Hashable) -> tuple[bool, Any, _Flight | None, bool]:
-        with self._lock:
-            found, value = self._lookup(key)
-            if found:
-                return True, value, None, False
-            flight = self._flights.get(key)
-            if flight is not None:
-                if self.waiters >= self.max_waiters:
-                    wait = math.ceil(self._seconds)
-                    raise Busy(f"{self.waiters} requests wait for views being computed; try again in {wait} s",
-                               wait)
-                self.waiters += 1
-                return False, None, flight, False
-            if len(self._flights) >= self.max_pending:
-                wait = math.ceil(self._seconds * len(self._flights))
-                raise Busy(f"{len(self._flights)} views are being computed; try again in {wait} s", wait)
-            self.misses += 1
-            flight = self._flights[key] = _Flight()
-            return False, None, flight, True
+    def _admit_waiter(self) -> None:
+        if self.waiters >= self.max_waiters:
+            wait = math.ceil(self._seconds)
+            raise Busy(f"{self.waiters} requests wait for views being computed; try again in {wait} s", wait)
+        self.waiters += 1
+
+    def _admit_new(self) -> None:
+        if len(self._flights) >= self.max_pending:
+            wait = math.ceil(self._seconds * len(self._flights))
+            raise Busy(f"{len(self._flights)} views are being computed; try again in {wait} s", wait)
+        self.misses += 1
 
     def _wait(self, flight: _Flight) -> Any:
         try:

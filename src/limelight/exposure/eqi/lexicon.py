@@ -18,7 +18,13 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from limelight.retrieval.bm25_kernels import find_word, lexicon_hashes, lexicon_slots, word_hash
+from limelight.retrieval.bm25_kernels import (
+    find_word,
+    lexicon_hashes,
+    lexicon_slots,
+    next_token,
+    word_hash,
+)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -40,21 +46,15 @@ def _analyze(buf, starts, ends, word, slots, whash, kptr, keys, vals):  # pragma
         p = starts[i]
         e = ends[i]
         while p < e:
-            if word[buf[p]] == 0:
-                p += 1
-                continue
-            r = p + 1
-            while r < e and word[buf[r]] != 0:
-                r += 1
-            if r - p >= 2:
-                w = find_word(buf, p, r, word_hash(buf, p, r), slots, whash, kptr, keys)
+            s, p = next_token(buf, p, e, word)
+            if p - s >= 2:
+                w = find_word(buf, s, p, word_hash(buf, s, p), slots, whash, kptr, keys)
                 if w < 0:
                     dl[i] += 1  # a word of the document no query asks for
                 elif vals[w] >= 0:
                     dl[i] += 1
                     terms[k] = vals[w]
                     k += 1
-            p = r
         t = np.sort(terms[:k])
         a = 0
         while a < k:
