@@ -16,8 +16,13 @@ same summed, with the average position over all of its impressions. Per owner ke
 the table of every owner (:func:`owner_table`). Hidden queries (the searchers' privacy) count in
 every figure here: no query is named.
 
-The routes (``/api/performance``, its CSV, ``/api/performance/owners``, ``/performance``) are
-``limelight.service.app``'s; this module computes what they answer.
+An owner's top searches (:func:`top_queries`): the searches showing its documents in the top
+``c``, through the privacy screen, ranked by one named count (times issued, or the DP release's
+noisy distinct searchers when the operator serves one).
+
+The routes (``/api/performance``, ``/api/performance/queries``, their CSV,
+``/api/performance/owners``, ``/performance``) are ``limelight.service.app``'s; this module
+computes what they answer.
 
 Vectorized over the store's document table (``offsets``, ``q``, ``rank``: memory-mapped) when
 it has one, else over its documents × queries rank matrix (built once per system).
