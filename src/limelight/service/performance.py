@@ -14,7 +14,7 @@ sees, the audit's smallest by default):
 Per owner (every document the principal owns; an admin: every document, or one owner's) the
 same summed, with the average position over all of its impressions. Per owner key, for admins,
 the table of every owner (:func:`owner_table`). Hidden queries (the searchers' privacy) count in
-every figure here: no query is named.
+every figure here; these figures name no query.
 
 An owner's top searches (:func:`top_queries`): the searches showing its documents in the top
 ``c``, through the privacy screen, ranked by one named count (times issued, or the DP release's
