@@ -76,7 +76,7 @@ from typing import Any
 
 from limelight._io import file_sha256
 from limelight.audit.stage import StageOptions
-from limelight.audit.stages import STAGE_OPTIONS
+from limelight.audit.stages import STAGE_OPTIONS, registered_stages
 from limelight.errors import FormatError, LimelightError, with_article
 from limelight.retrieval.spec import RetrieverSpec
 from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
@@ -91,8 +91,7 @@ _COLLECTION_KEYS = {"source": str, "name": str}
 _QUERY_KEYS = {"source": str, "sample": int}
 _QUICK_KEYS = {"queries": int, "eval_queries": int}
 _EVAL_KEYS = {"measures": list, "preference": str}
-_TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation",
-             *STAGE_OPTIONS}
+_TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "evaluation"}
 
 
 @dataclass
@@ -310,16 +309,18 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         raise FormatError(p or "<config>", int(m.group(1)) if m else None,
                           f"invalid TOML ({str(e).split(' (at')[0]})") from None
     ck = _Checker(p, text)
+    top = {*_TOP_KEYS, *STAGE_OPTIONS}  # the stages' tables, registered ones too
+    switches = (*OPTIONAL_STAGES, *registered_stages())
     for k in raw:
-        if k not in _TOP_KEYS:
-            ck.fail(k, f"unknown table [{k}] (allowed: {', '.join(sorted(_TOP_KEYS))})")
+        if k not in top:
+            ck.fail(k, f"unknown table [{k}] (allowed: {', '.join(sorted(top))})")
     audit = ck.table(raw.get("audit", {}), "audit", _AUDIT_KEYS)
     coll = ck.table(raw.get("collection", {}), "collection", _COLLECTION_KEYS)
     qs = ck.table(raw.get("queries", {}), "queries", _QUERY_KEYS)
     quick = ck.table(raw.get("quick", {}), "quick", _QUICK_KEYS)
     ev = ck.table(raw.get("evaluation", {}), "evaluation", _EVAL_KEYS)
     stages = raw.get("stages", {})
-    ck.table(stages, "stages", dict.fromkeys(OPTIONAL_STAGES, bool))
+    ck.table(stages, "stages", dict.fromkeys(switches, bool))
     if "source" not in coll:
         ck.fail("collection", "[collection] needs source = \"<shared collection, catalog, path or irds:id>\"")
     _check_collection(ck, coll, audit)
@@ -349,7 +350,7 @@ def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfi
         embedding_cache=audit.get("embedding_cache", ".cache/embeddings"),
         quick_queries=quick.get("queries", 2000), quick_eval_queries=quick.get("eval_queries", 0),
         measures=list(measures), preference=ev.get("preference", "LexiRecall"),
-        stages={k: bool(stages.get(k, True)) for k in OPTIONAL_STAGES}, options=options,
+        stages={k: bool(stages.get(k, True)) for k in switches}, options=options,
         path=p, text=text)
 
 

@@ -28,7 +28,7 @@ from limelight.audit.config import AuditConfig
 from limelight.audit.inputs import AuditInputs, load_inputs
 from limelight.audit.layout import FORMAT, AuditDir
 from limelight.audit.stage import Stage, StageSkipped, StageStatus
-from limelight.audit.stages import audit_stages
+from limelight.audit.stages import audit_stages, summary_stages
 from limelight.errors import LimelightError, with_article
 from limelight.retrieval.systems import EXACT_REVERSE, QUERY_VECTORS, get_kind
 
@@ -343,7 +343,7 @@ class AuditRunner:
             "stages": {s.name: {"status": "present" if s.present else "skipped", "reason": s.reason}
                        for s in self.statuses},
         }
-        for name in ("compare", "rerank", "eqi", "robustness", "ctrlqgen", "intervention"):
+        for name in ("compare", "rerank", "eqi", "robustness", "ctrlqgen", "intervention", *summary_stages()):
             st = self.status(name)
             if st is not None and st.present:
                 out[name] = st.result.get("summary", {})
