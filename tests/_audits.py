@@ -1,6 +1,7 @@
 """What several test files write into, or do with, a small audit: one home for each piece.
 
 - :func:`stages_off` / :data:`CORE_STAGES`: the ``[stages]`` table of a test audit's TOML;
+- :func:`tiny_adi_audit`: a BM25-only audit of adi, a store and a report in a few seconds;
 - :func:`audited`: a module fixture's audit, run once into a temporary folder.
 """
 
@@ -16,6 +17,34 @@ def stages_off(*stages: str) -> str:
 
 #: the optional stages a quick test audit leaves out (intervention and topics keep their default)
 CORE_STAGES = stages_off("eqi", "robustness", "ctrlqgen", "rerank", "compare")
+
+
+def tiny_adi_audit(name: str, off: tuple[str, ...]) -> str:
+    """The TOML of a BM25-only audit ``name`` of adi under the shared log (150 queries under
+    ``--quick``, depth 20), the optional stages ``off`` switched off: a store and a report in a
+    few seconds."""
+    return f"""
+[audit]
+name = "{name}"
+depth = 20
+cutoffs = [10, 20]
+seed = 0
+shard_size = 64
+
+[collection]
+source = "adi"
+
+[queries]
+source = "log"
+
+[quick]
+queries = 150
+
+[[systems]]
+name = "bm25"
+kind = "bm25"
+
+""" + stages_off(*off)
 
 
 def audited(tmp_path_factory: Any, config: str, folder: str) -> tuple[Any, Any]:

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from _audits import stages_off
+from _audits import tiny_adi_audit
 
 from limelight.audit.config import parse_config
 from limelight.audit.layout import AuditDir
@@ -45,27 +45,8 @@ def _report(audit_dir, stages) -> list:
 TOY = Stage("toy", "toy: the most exposed documents", _body,
             key=lambda audit: (OPTIONS.values(audit),), inputs=("exposure-bm25",), report=_report)
 
-CONFIG = """
-[audit]
-name = "adi-toy"
-depth = 20
-cutoffs = [10, 20]
-shard_size = 64
-
-[collection]
-source = "adi"
-
-[queries]
-source = "log"
-
-[quick]
-queries = 150
-
-[[systems]]
-name = "bm25"
-kind = "bm25"
-
-""" + stages_off("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention", "topics")
+CONFIG = tiny_adi_audit("adi-toy", ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention",
+                                   "topics"))
 
 
 @pytest.fixture(scope="module")

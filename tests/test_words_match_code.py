@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _audits import stages_off
+from _audits import tiny_adi_audit
 from typer.testing import CliRunner
 
 from limelight.audit.config import parse_config
@@ -30,28 +30,8 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 FORMATS = (REPO / "docs" / "manual" / "formats.md").read_text(encoding="utf-8")
 
 #: a BM25-only audit of adi, its optional stages off: a store and a report in a few seconds
-TINY_AUDIT = """
-[audit]
-name = "adi-words"
-depth = 20
-cutoffs = [10, 20]
-seed = 0
-shard_size = 64
-
-[collection]
-source = "adi"
-
-[queries]
-source = "log"
-
-[quick]
-queries = 150
-
-[[systems]]
-name = "bm25"
-kind = "bm25"
-
-""" + stages_off("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention")
+TINY_AUDIT = tiny_adi_audit("adi-words", ("eqi", "robustness", "ctrlqgen", "rerank", "compare",
+                                          "intervention"))
 
 
 @pytest.fixture(scope="module")
