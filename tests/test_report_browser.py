@@ -57,6 +57,8 @@ b = 0.0
 
 @pytest.fixture(scope="module")
 def quick_audit(tmp_path_factory):
+    """CPU: the quick audit of med (BM25, MiniLM, the hybrid, every stage), once for the file;
+    about 20 CPU s, near the 30-second rule on a busy machine."""
     out = tmp_path_factory.mktemp("quick") / "audit"
     run_audit(load_config(QUICK), out, quick=True)
     return AuditDir(out)
