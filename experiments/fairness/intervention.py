@@ -112,9 +112,11 @@ class Points:
             if old.get("settings") == settings:
                 self.data = old["points"]
         self.settings = settings
+        self.computed = 0  # points evaluated by this run (0: every one came from the cache)
 
     def get(self, key: str, compute):
         if key not in self.data:
+            self.computed += 1
             t = time.perf_counter()
             self.data[key] = {**compute(), "seconds": time.perf_counter() - t}
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -178,6 +180,8 @@ def locate(evaluate, grid: list[float], field: str, kind: str, refine: int) -> d
                       "ndcg@10": at["ndcg@10"], "r@100": at["r@100"],
                       "ndcg@10_cost": at["ndcg@10"] - base["ndcg@10"], "r@100_cost": at["r@100"] - base["r@100"],
                       "refined": steps}
+    if "ci" in at:  # the Plackett-Luce point measured at the interpolated knob, with its intervals
+        out["halving"]["ci"] = at["ci"]
     return out
 
 
@@ -320,6 +324,9 @@ def main() -> None:
                 results[catalog][s][field] = entry
                 print(catalog, s, field, {k: (v["halving"] or {}).get("temperature", (v["halving"] or {}).get("strength"))
                                           for k, v in entry.items()}, flush=True)
+            if not pts.computed and f"{catalog}/{s}" in timing:  # all from the cache: keep the real run's
+                save(saved, a, results, fields, timing)
+                continue
             timing[f"{catalog}/{s}"] = {"seconds": time.perf_counter() - t0,
                                         "point_seconds": sum(p.get("seconds", 0.0) for p in pts.data.values()),
                                         "load": list(os.getloadavg()),

@@ -235,9 +235,12 @@ def _cell(v: dict, kind: str) -> str:
     h, c0 = v["halving"], v["curve"][0]
     if h is not None:
         lo, hi = h["bracket"]
+        ci = h.get("ci")
+        there = _ci(h, "largest_deficit", True) if ci else _pts(h["largest_deficit"])
         return (f"**halves** at {_knob(h[kind], kind)} (in [{float(lo):.3g}, {float(hi):.3g}]): "
-                f"`{h['deficit_group']}` {_pts(h['largest_deficit'])}; R@100 {h['r@100_cost']:+.3f}, "
-                f"nDCG@10 {h['ndcg@10_cost']:+.3f}")
+                f"`{h['deficit_group']}` {there}; "
+                f"R@100 {h['r@100_cost']:+.3f}, nDCG@10 {h['ndcg@10_cost']:+.3f}"
+                + (f" (there: R@100 {_ci(h, 'r@100')}, nDCG@10 {_ci(h, 'ndcg@10')})" if ci else ""))
     b = v["best"]
     cut = "" if b["cut"] is None else f" ({-100 * b['cut']:+.0f} %)"
     return (f"no: at best {_pts(b['largest_deficit'])}{cut} at {_knob(b[kind], kind)}; "
