@@ -4,14 +4,28 @@ table carries R@100 beside nDCG@10 and RR@10."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "experiments" / "rerank"))
-import study  # noqa: E402  (experiments/rerank/study.py)
+RERANK = REPO / "experiments" / "rerank"
+# experiments/ctrlqgen has a study.py too, and its tests may share this worker: load this one
+# under its own name, and let it be "study" (what extend.py imports) only while a test here runs
+_spec = importlib.util.spec_from_file_location("rerank_study", RERANK / "study.py")
+study = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(study)
+
+
+@pytest.fixture(autouse=True)
+def _rerank_study_is_study(monkeypatch):
+    monkeypatch.setitem(sys.modules, "study", study)
+    monkeypatch.delitem(sys.modules, "extend", raising=False)
+    monkeypatch.syspath_prepend(str(RERANK))
+
 
 from limelight.data.qrels import Qrels  # noqa: E402
 from limelight.data.run import Run  # noqa: E402

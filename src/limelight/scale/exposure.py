@@ -137,7 +137,13 @@ def exposure_shard(shared: list, sub: Queries, s: int, batch_size: int, depth: i
     """One shard (number ``shard``, queries with codes ``s, s+1, ...``): its rows, written to
     ``path`` (then the row count is returned) or returned (``path`` None). Runs in a Ray worker.
     A retriever with ``for_shard(shard)`` (``limelight.scale.replay.ShardedReplay``) hands the
-    shard the retriever it runs with."""
+    shard the retriever it runs with. A shard file already at ``path`` is kept and its row count
+    returned: shards are written whole (atomically), so it is an earlier attempt of this task
+    whose node died after writing it and before the driver heard back (Ray retries the task)."""
+    if path is not None and Path(path).exists():
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
     retriever = _resolve(shared)
     if hasattr(retriever, "for_shard"):
         retriever = retriever.for_shard(shard)
