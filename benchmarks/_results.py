@@ -73,10 +73,9 @@ PENDING: list[tuple[str, str, str, str]] = [
      "audit's BM25 store (issue 56: ≤ 2×)",
      "`make demo`, then `.venv/bin/python benchmarks/run_all.py --only topic_retrievability` (~3 min)"),
     ("import_time.py", "import limelight (Python 3.13",
-     "`import limelight` and `limelight --help`, core install on Python 3.13 (make bench measures "
-     "3.11 only)",
-     "`.venv/bin/python benchmarks/import_time.py --base python3.13` (~2 min with the core venv "
-     "built; prints the figures, records no make bench row)"),
+     "`import limelight` and `limelight --help`, core install on Python 3.13",
+     "`.venv/bin/python benchmarks/run_all.py --only import_time` (~3 min; the 3.13 core venv is "
+     "built the first time)"),
 ]
 
 
