@@ -323,10 +323,10 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(30)
-        log_tail = (work / "server.log").read_text(errors="replace")[-2000:]
+        log_tail = (work / "server.log").read_text(errors="replace")[-4000:]
         shutil.rmtree(work)
-    if log_tail.strip():
-        print(f"server log (tail):\n{log_tail}")
+        if log_tail.strip():  # also when the load failed: why the server stopped answering
+            print(f"server log (tail):\n{log_tail}", flush=True)
     me = out["most_exposed"]
     record(f"portal, the {TOP} most exposed documents' HTML page, one at a time (admin), p99", me["html"]["p99_ms"],
            unit="ms", anchor=f"their JSON p99 {me['json']['p99_ms']:.0f} ms",

@@ -1,8 +1,8 @@
 """``limelight serve --workers 2``: a real pre-fork server on loopback (issue 54 item 5).
 
 The command runs as an operator runs it (a subprocess: the portal over the tiny dense test
-audit, whose BM25 kernel, FAISS index and torch encoder the master loads and warms before it
-forks), and is stopped by the test. Each request goes over a new connection, so the kernel hands
+audit, opened by the master before it forks; each worker then warms up its BM25 kernel (numba's
+OpenMP threads), FAISS index and torch encoder), and is stopped by the test. Each request goes over a new connection, so the kernel hands
 it to either worker; ``X-Limelight-Worker`` names the process that answered, checked against the
 master's children in ``/proc``. What must hold across workers is in the database: a session
 made by one worker is valid on the other (and ends on both at logout), failed logins counted by
@@ -55,7 +55,9 @@ def _children(pid: int) -> set[int]:
 @pytest.fixture(scope="module")
 def server(dense_audit_dir, tmp_path_factory):
     """``limelight serve --workers 2`` with password accounts (alice owns one document; carol is
-    for the throttle), answering on a free loopback port; stopped (SIGTERM) at the end."""
+    for the throttle), answering on a free loopback port; stopped (SIGTERM) at the end. CPU: the
+    dense test audit (built here when no test built it first: ~36 s) and the server's start,
+    each worker warming up its own models: the least that forks a real server."""
     from limelight.service.accounts import Accounts
 
     tmp = tmp_path_factory.mktemp("workers")
@@ -114,11 +116,12 @@ def _login(server, name: str, password: str) -> httpx.Response:
                       headers={"connection": "close"})
 
 
-def _until_both(server, ask, rounds: int = 200) -> dict[int, list[httpx.Response]]:
-    """Responses of ``ask()`` by worker, asked until both workers answered twice (at most
-    ``rounds`` times)."""
+def _until_both(server, ask, seconds: float = 60) -> dict[int, list[httpx.Response]]:
+    """Responses of ``ask()`` by worker, asked until both workers answered twice (for at most
+    ``seconds``: a new worker answers once it has warmed up)."""
     by: dict[int, list[httpx.Response]] = {}
-    for _ in range(rounds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         r = ask()
         by.setdefault(_worker(r), []).append(r)
         if len(by) >= 2 and all(len(v) >= 2 for v in by.values()):

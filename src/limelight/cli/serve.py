@@ -77,7 +77,7 @@ def serve(
     dp = dp_release_of(audit, auth, dp_log, dp_epsilon, dp_delta, dp_cap)  # drawn once, before serving
     n_workers = workers or default_workers(auth)
     if n_workers > 1:
-        fork_safe_threads()  # before any model loads: the workers are forked from this process
+        fork_safe_threads()  # one OpenMP/BLAS thread per worker process
     accounts = None
     if auth != "none":
         from limelight.service.accounts import Accounts
@@ -88,7 +88,7 @@ def serve(
         service: AuditService = open_service(audit, reranker, eqi_queue=eqi_queue, eqi_timeout=eqi_timeout,
                                              eqi_threads=eqi_threads, view_cache_bytes=view_cache_mb << 20)
         service.threads = threads
-        if preload:
+        if preload and n_workers == 1:  # workers warm up after the fork (prefork: thread pools)
             service.warm(eqi=preload_eqi)
         compared = open_service(compare, view_cache_bytes=view_cache_mb << 20) if compare else None
         application = create_app(service, max_body=max_body, compare=compared)
@@ -114,6 +114,7 @@ def serve(
             # access-log rows when it stops; the master's are closed before it forks
             status = serve_workers(application, sock, n_workers, config,
                                    before_fork=accounts.dispose if accounts is not None else lambda: None,
+                                   after_fork=(lambda: service.warm(eqi=preload_eqi)) if preload else lambda: None,
                                    at_exit=accounts.close if accounts is not None else lambda: None,
                                    echo=lambda line: typer.echo(line, err=True))
             if status:

@@ -1,25 +1,27 @@
-"""Several server processes over one loaded audit (``limelight serve --workers N``).
+"""Several server processes over one opened audit (``limelight serve --workers N``).
 
-The audit is opened and warmed once, in the first process (the *master*); it then forks ``N``
-workers that share the listening socket (as gunicorn's and uvicorn's pre-fork servers do) and
-each run uvicorn's event loop, so every core answers requests. What the master loaded is shared
-with the workers: the stores are memory-mapped (one copy in the page cache), and the warmed
-models and views are the master's pages, copied only where a worker writes to them
-(``gc.freeze`` keeps the collector from touching them). Everything that must hold across
+The audit is opened once, in the first process (the *master*); it then forks ``N`` workers that
+share the listening socket (as gunicorn's and uvicorn's pre-fork servers do) and each run
+uvicorn's event loop, so every core answers requests. The stores are memory-mapped: one copy in
+the page cache, whichever process reads them, and what the master built when it opened the
+audit (ids, fields, ownership) stays the master's pages, copied only where a worker writes to
+them (``gc.freeze`` keeps the collector from touching them). Everything that must hold across
 workers lives in the portal's database (accounts, sessions, the login throttle, the access
 log); each worker keeps its own caches and its own EQI queue.
+
+Each worker warms up (search models, retrievability views, near-miss ladders) after the fork,
+not the master before it: the native thread pools that warming starts cannot cross a fork. GNU
+OpenMP (numba's threadsafe ``omp`` layer, FAISS, torch) stops a child whose parent ran a
+parallel region, and numba's fork-safe work queue is not threadsafe (two requests' kernels at
+once abort the worker). :func:`fork_safe_threads` also runs OpenMP and BLAS at one thread per
+worker (the cores are the workers'), and :func:`serve_workers` refuses to fork once numba's
+GNU OpenMP pool runs in the master.
 
 The master serves nothing: it waits for its workers, starts a new one when one dies (unless
 workers keep dying within seconds of starting: then it stops), and on SIGTERM, SIGINT or
 SIGHUP passes SIGTERM on to them, waits for them to finish their requests and exits. A worker
 whose master dies is stopped by the kernel (``PR_SET_PDEATHSIG``). Each response says which
 worker answered (``X-Limelight-Worker``: its process id).
-
-Forking a process is only safe for native thread pools that have not started: GNU OpenMP (used
-by numba's ``omp`` layer, FAISS and torch) cannot run in a child once its parent ran a parallel
-region. :func:`fork_safe_threads` therefore makes the master single-threaded in those libraries
-before anything is loaded (OpenMP and BLAS at one thread, numba's fork-safe threading layer); a
-worker then uses one core per request, and the workers use the others.
 """
 
 from __future__ import annotations
@@ -54,23 +56,28 @@ def default_workers(auth: str) -> int:
 
 
 def fork_safe_threads() -> None:
-    """Keep the native thread pools of this process from starting, so that it can fork: OpenMP
-    and BLAS at one thread (unless the environment sets them), numba's fork-safe threading layer
-    (``forksafe``: TBB or its work queue, never GNU OpenMP), the tokenizers' threads off. Call
-    before the audit's models are loaded; libraries already loaded are set directly."""
+    """One thread per worker for OpenMP and BLAS (unless the environment sets them) and the
+    tokenizers' threads off; libraries already loaded are set directly. Call before the
+    workers start (the pools start in each worker, after the fork)."""
     for name in _THREAD_ENV:
         os.environ.setdefault(name, "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if "NUMBA_THREADING_LAYER" not in os.environ:
-        os.environ["NUMBA_THREADING_LAYER"] = "forksafe"
-        if "numba" in sys.modules:
-            import numba
-
-            numba.config.THREADING_LAYER = "forksafe"  # read when the layer starts (not yet)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
     if "faiss" in sys.modules:
         sys.modules["faiss"].omp_set_num_threads(1)
+
+
+def check_forkable() -> None:
+    """``RuntimeError`` when numba's GNU OpenMP pool already runs in this process (a forked
+    worker would stop at its first parallel kernel)."""
+    par = sys.modules.get("numba.np.ufunc.parallel")
+    if par is not None and getattr(par, "_is_initialized", False):
+        import numba
+
+        if numba.threading_layer() == "omp":
+            raise RuntimeError("numba's OpenMP threads already run in this process: fork the workers "
+                               "before any numba parallel kernel runs (warm up in each worker)")
 
 
 class WorkerHeader:
@@ -152,9 +159,10 @@ def serve_workers(app, sock, n: int, config: dict[str, Any], *, before_fork: Cal
     with ``config``) until SIGTERM, SIGINT or SIGHUP; returns the exit status (0, or 1 when
     workers kept failing to start). ``before_fork`` runs once in the master (close database
     connections: a connection must not be shared by two processes), ``after_fork`` in each
-    worker before it serves, ``at_exit`` in each worker after it stopped (write what it keeps
+    worker before it serves (warm up), ``at_exit`` in each worker after it stopped (write what it keeps
     pending)."""
     master = os.getpid()
+    check_forkable()
     before_fork()
     gc.collect()
     gc.freeze()  # the loaded objects stay shared: the collector does not write to their pages
