@@ -65,6 +65,8 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
     # issue 54: the portal, logged in as owners and an admin, document pages 30 % of the mix
     ("serve_portal.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "30"]),  # ~4 min
+    # issue 54 acceptance: k = 2, no query issued once reaches an owner by any route, totals equal
+    ("portal_privacy.py", ["--audit", "demo-out"]),  # ~2-4 min; its JSON: docs/portal_privacy.json
     ("explain.py", ["--audit", "demo-out"]),  # ~0.5 min; issue 43: explanations, near misses
 ]
 
