@@ -28,8 +28,10 @@ that only such queries of the log have; or the text of such a query (two words o
 admin's answers about the same document show, not part of the document's own text or fields) found
 anywhere in an owner's answer but within no query text it shows. Totals: every number of the
 owner's JSON answer outside its lists and its ``privacy`` note (and ``listed``, what the screen
-lets through) equals the admin's answer to the same request. The script exits 1 naming the
-route and the query at the first leak or unequal total, after writing the JSON.
+lets through) equals the admin's answer to the same request (HTML pages: their leaks only). After
+all owners it writes the JSON, prints each leak (``LEAK owner: route (label) params: id:QID`` or
+``text:TEXT``, the first 10) and each unequal total, and exits 1 if there is any (or an owner's
+answer's status differs from the admin's, or ``--max-seconds`` cut the sample short).
 
 The result goes to ``--json`` and, as one figure, to ``make bench``'s table (``_summary.record``).
 """
