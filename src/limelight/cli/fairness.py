@@ -133,7 +133,7 @@ def _print_distfair(res, top: int) -> None:
     groups = (f"{plural(s['n_groups'], 'group')} of {s['groups_source']}" if s["groups_given"]
               else "none given (--group-field or --groups)")
     typer.echo(f"{s['store']}: attention ({s['browsing']}) against merit ({s['merit']}) over "
-               f"{s['n_queries_used']:,} of {s['n_queries']:,} queries in log order; groups: {groups}")
+               f"{s['n_queries_used']:,} of {s['n_queries']:,} queries in {s['order']}; groups: {groups}")
     for a in s["assumptions"]:
         typer.echo(f"assumption: {a}")
 
@@ -147,7 +147,7 @@ def _print_distfair(res, top: int) -> None:
         f"{k.split('_')[-1]} {'holds' if v['holds'] else 'FAILS'}" for k, v in b.items()
         if k.startswith("group_le")))
     print_table([{k.replace("_", " "): v for k, v in r.items()} for r in res.sequence.to_dict("records")],
-                "over the log, in its order", decimals=4)
+                f"over the log, in {s['order']}", decimals=4)
     g = res.groups.head(top)[["group", "n_docs", "attention_share", "merit_share", "gap", "hidden"]].copy()
     g["n_docs"] = [int(x) if x == int(x) else round(x, 2) for x in g["n_docs"].tolist()]  # a count
     print_table(_rows(g),
@@ -170,19 +170,24 @@ def distfair_cmd(
     boot: int = typer.Option(200, "--boot", help="bootstrap resamples of the queries (0: no intervals)"),
     seed: int = typer.Option(0, help="seed of the bootstrap"),
     checkpoints: int = typer.Option(10, help="points of the log (in its order) the values are shown at"),
+    log: Path = typer.Option(None, "--log", help="the query log the store was computed from: with a "
+                                                 "time column, the log is walked in time order "
+                                                 "(default: file order)"),
     top: int = typer.Option(5, help="groups and documents shown"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Attention against merit accumulated over the log in its order (after DistFaiR): the total
     variation distance between the two, per document and per group, query-aware and
     query-agnostic (the difference: unfairness the query-agnostic view hides), the group ≤
-    individual bound checked, bootstrap intervals over queries."""
+    individual bound checked, bootstrap intervals over queries. The log's order is the file's,
+    or its time order with --log FILE where FILE has a time column; the output names it."""
     from limelight.exposure.distfair import distfair
     from limelight.exposure.store import ExposureStore
 
     st = ExposureStore.open(store)
     grp = _groups(st, group_field, groups, index) if (group_field or groups) else None
-    res = distfair(st, _merit(merit, st), grp, browsing, n_boot=boot, seed=seed, checkpoints=checkpoints)
+    res = distfair(st, _merit(merit, st), grp, browsing, n_boot=boot, seed=seed, checkpoints=checkpoints,
+                   log=log)
     if json_out:
         typer.echo(json.dumps(res.to_dict(top), ensure_ascii=False, default=float))
         return

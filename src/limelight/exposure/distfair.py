@@ -3,8 +3,11 @@ et al. 2025), for documents and for groups, query-aware and query-agnostic.
 
 The setting of ``limelight.exposure.fairness`` (a store's pairs, query weights o_q, a ``Merit``
 source and a ``Groups`` assignment A whose rows sum to 1), read as a *sequence*: the log's
-queries in their order (a store keeps them in order of first entry; ``order`` takes another,
-e.g. by timestamp where the log has one). For a query q of the queries with merit:
+queries in their order: a store keeps them in order of first entry in the file, and ``distfair``
+given the store's ``log`` walks them in time order where that log has a time column (by each
+query's first issue, ties in file order: ``limelight.data.logorder``); ``order`` takes any
+other. The summary's ``order`` says which was used ("file order …" or "time order, from column
+X"). For a query q of the queries with merit:
 
 * **Attention** a_qd = μ(k_qd), μ a browsing model of ``limelight.exposure.browsing`` (or
   ``trec``), as the expected-exposure code uses it (default ``dcg``, the fairness command's);
@@ -68,6 +71,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from limelight.data.logorder import FILE_ORDER, query_time_order
 from limelight.errors import LimelightError
 from limelight.evaluation.discounts import Discount
 from limelight.exposure.fairness import (
@@ -253,11 +257,12 @@ def distfair_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
                         merit: Merit, groups: Groups | None = None, n_docs: int | None = None,
                         browsing: str | Discount = "dcg", order: np.ndarray | None = None,
                         n_boot: int = 200, alpha: float = 0.05, seed: int = 0,
-                        checkpoints: int = 10, doc_ids=None) -> DistFair:
+                        checkpoints: int = 10, doc_ids=None, order_label: str | None = None) -> DistFair:
     """Attention against merit over the log from parallel pair arrays (``q`` grouped by
     ascending query code, 1-based ``rank``), o_q, a ``Merit`` and optionally ``Groups`` (default:
     one group of every document, whose values are then 0); see the module's docstring.
-    ``order``: the log's order as a permutation of query codes (default: code order)."""
+    ``order``: the log's order as a permutation of query codes (default: code order), named in
+    the summary by ``order_label``."""
     n_docs = merit.matrix.shape[1] if n_docs is None else n_docs
     given_order, given_groups = order is not None, groups is not None
     w, groups, order = _check(q, d, rank, weights, merit, groups, n_docs, order, n_boot, alpha, checkpoints)
@@ -287,7 +292,7 @@ def distfair_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
                "assumptions": [merit.assumption] if merit.assumption else [],
                "groups_source": groups.source, "groups_given": given_groups, "n_groups": groups.n_groups,
                "n_queries": int(len(w)), "n_queries_used": int(len(pop)),
-               "order": "given" if given_order else "query codes (a store's: first entry in the log)",
+               "order": order_label or ("given" if given_order else "query codes (a store's: first entry in the log)"),
                **{k: _with_interval(point[k], None if boot is None else boot[k], alpha) for k in VALUES},
                "fairwashing": fw, "bound": _bound(point, boot),
                "bootstrap": {"n_boot": n_boot, "alpha": alpha, "seed": seed,
@@ -299,11 +304,19 @@ def distfair_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
 
 def distfair(store, merit: Merit, groups: Groups | None = None, browsing: str | Discount = "dcg",
              order: np.ndarray | None = None, n_boot: int = 200, alpha: float = 0.05, seed: int = 0,
-             checkpoints: int = 10) -> DistFair:
-    """``distfair_from_pairs`` over every pair of an ``ExposureStore`` with its o_q, in the
-    store's query order (first entry in the log) unless ``order`` is given."""
+             checkpoints: int = 10, log=None) -> DistFair:
+    """``distfair_from_pairs`` over every pair of an ``ExposureStore`` with its o_q: in the
+    order ``order`` when given; else, with the ``log`` the store was computed from, in time order
+    where that log has a time column (``limelight.data.logorder.query_time_order``: by first
+    issue, ties in file order) and in file order where it has none; else in the store's order
+    (first entry in the file). The summary's ``order`` names the order used."""
+    label = None
+    if order is None:
+        label = FILE_ORDER
+        if log is not None:
+            order, label = query_time_order(log, store.queries.ids)
     q, d, rank, _ = store.pair_arrays()
     res = distfair_from_pairs(q, d, rank, store.query_weights, merit, groups, len(store.doc_ids),
-                              browsing, order, n_boot, alpha, seed, checkpoints, store.doc_ids)
+                              browsing, order, n_boot, alpha, seed, checkpoints, store.doc_ids, label)
     res.summary["store"] = str(store.path)
     return res
