@@ -116,17 +116,21 @@ def _kmeans(x, k: int, seed: int, fit_sample: int | None) -> tuple[np.ndarray, n
     then given its nearest centre: (labels, centres, rows fitted on). Dense rows: ``_lloyd``
     (k-means++ seeds, at most ``KMEANS_ITER`` Lloyd iterations, in numpy: scipy's ``kmeans2``
     would do the same after a 0.2 s import, a tenth of the whole topic model's time); sparse
-    rows (raw TF-IDF): scikit-learn's ``KMeans`` (one run, ``n_init=1``), which takes them as
-    they are."""
+    rows (raw TF-IDF: the paper's setting, or too few queries or terms for LSA): scikit-learn's
+    ``KMeans`` (one run, ``n_init=1``), which takes them as they are; without scikit-learn (the
+    core install) they are made dense for ``_lloyd`` (seeded the same way, not the same labels)."""
     n = x.shape[0]
     if not 1 <= k <= n:
         raise LimelightError(f"--topics {k}: the number of topics must lie in 1..{n} (the queries)")
     rows = _sample(n, k, seed, fit_sample)
     fit = x if rows is None else x[rows]
+    if sp.issparse(x):
+        try:
+            from sklearn.cluster import KMeans
+        except ImportError:  # the core install (no extra): ``_lloyd`` on the dense rows
+            x, fit = x.toarray(), fit.toarray()
     with _one_thread():
         if sp.issparse(x):
-            from sklearn.cluster import KMeans
-
             km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(fit)
             centres = km.cluster_centers_
             labels = km.labels_ if rows is None else km.predict(x)
@@ -176,9 +180,14 @@ def _one_thread():
     """BLAS and OpenMP on one thread: the matrices are small (a sample × 50), and on a busy
     machine the libraries' spinning threads cost more than they bring (the SVD of the shared
     log's 20,000-query sample: 7.7 s on 2 threads at load 6 on 2 cores, 0.35 s on one), and the
-    figures do not depend on the number of threads."""
-    from threadpoolctl import threadpool_limits
+    figures do not depend on the number of threads. threadpoolctl comes with scikit-learn (an
+    extra); the core install, without it, keeps the libraries' own thread counts."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        from contextlib import nullcontext
 
+        return nullcontext()
     return threadpool_limits(1)
 
 
