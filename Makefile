@@ -88,7 +88,7 @@ test-core: $(UV)
 	rm -rf $(CORE_VENV)
 	$(UV) venv --quiet --python $(PYBIN) $(CORE_VENV)
 	$(UV) pip install --quiet --python $(CORE_VENV)/bin/python '.[test]' --constraint $(LOCK)
-	HF_HUB_OFFLINE=1 $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -m core $(CORE_TESTS)
+	HF_HUB_OFFLINE=1 $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m core $(CORE_TESTS)
 
 # the same subset on the lowest versions the core allows (its direct dependencies' lower bounds),
 # on Python 3.11; the test tools then at their newest that fit
@@ -99,7 +99,7 @@ test-lowest: $(UV)
 	$(UV) pip freeze --python .cache/venv-lowest/bin/python | grep -v '^limelight' > .cache/venv-lowest/core.txt
 	$(UV) pip install --quiet --python .cache/venv-lowest/bin/python '.[test]' --constraint .cache/venv-lowest/core.txt
 	# less one start-up figure of today's versions: to_pandas_dtype of pyarrow 23 and older (26: not) imports pandas
-	HF_HUB_OFFLINE=1 .cache/venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m core $(CORE_TESTS) \
+	HF_HUB_OFFLINE=1 .cache/venv-lowest/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m core $(CORE_TESTS) \
 	  --deselect tests/test_eval_cli.py::test_evaluate_starts_without_pandas_torch_or_scipy
 
 # `make test`'s venv: Python 3.11, torch first from the pinned CPU wheel, then the wheel with every
