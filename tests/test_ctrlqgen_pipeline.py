@@ -6,7 +6,6 @@ catalog, real MiniLM, a tiny T5 made here with SmolLM2's tokenizer)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -280,29 +279,32 @@ def test_pipeline_end_to_end_and_no_test_data_in_any_training_set(tmp_path, t5):
     assert pipeline.status(study)[0].startswith("done")
 
 
-def _run_cli(cfg: dict, tmp_path: Path, *args: str):
+def _run_main(cfg: dict, tmp_path: Path, capsys, *args: str) -> tuple[int, str]:
+    """``pipeline.py --config CFG run ARGS`` through its entry point in this process (what
+    ``python pipeline.py`` runs, without a new interpreter's imports): exit status, stderr."""
     p = tmp_path / "cfg.json"
     p.write_text(json.dumps(cfg))
-    return subprocess.run([sys.executable, str(EXP / "pipeline.py"), "--config", str(p), "run", *args],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    capsys.readouterr()
+    rc = pipeline.main(["--config", str(p), "run", *args])
+    return rc, capsys.readouterr().err
 
 
 def test_bad_inputs_give_one_line_errors(tmp_path, t5, monkeypatch, capsys):
     # a catalog without the configured fields (the movies catalog under the debian schema)
     cfg = tiny_config(tmp_path / "a", t5)
     cfg["schema"] = "debian"
-    r = _run_cli(cfg, tmp_path, "weaklabels")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert r.stderr.startswith("error: schema 'debian'") and "lacks" in r.stderr
+    rc, err = _run_main(cfg, tmp_path, capsys, "weaklabels")
+    assert rc == 2 and err.count("\n") == 1
+    assert err.startswith("error: schema 'debian'") and "lacks" in err
     # a generator trained from another base model than the configured backbone
     other = tiny_t5(tmp_path / "t5b", d_model=48)
     g = QueryGenerator(other, kind="ctrlqgen", schema="movies")
     g.save(tmp_path / "g-other")
     cfg = tiny_config(tmp_path / "b", t5)
     cfg["generator"]["use_ctrlqgen"] = str(tmp_path / "g-other")
-    r = _run_cli(cfg, tmp_path, "weaklabels", "generator")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert "was trained from base model t5b" in r.stderr
+    rc, err = _run_main(cfg, tmp_path, capsys, "weaklabels", "generator")
+    assert rc == 2 and err.count("\n") == 1
+    assert "was trained from base model t5b" in err
     # an empty generation (a generator that only produces rejected queries)
     cfg_path = tmp_path / "c.json"
     cfg_path.write_text(json.dumps(tiny_config(tmp_path / "c", t5)))

@@ -1,12 +1,15 @@
 """Issue 26: the study report (experiments/ctrlqgen/study_report.py) — the pre-registered verdict
 rules on hand-built numbers (every branch, the Bonferroni threshold), and the report rendered
-from the real outputs of the pipeline's tiny setting (tests/test_ctrlqgen_pipeline.py), before
-and after its test stages ran."""
+from the real outputs of the finished movies study as committed (experiments/ctrlqgen/results/
+movies), before any stage, after exposure, and after its test stages: the full one equals the
+committed report.md. The stages that write those outputs run, at a toy size, in
+tests/test_ctrlqgen_pipeline.py."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,7 +17,8 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "experiments" / "ctrlqgen"))
+EXP = REPO / "experiments" / "ctrlqgen"
+sys.path.insert(0, str(EXP))
 import pipeline  # noqa: E402  (experiments/ctrlqgen/pipeline.py)
 import study_report as sr  # noqa: E402  (experiments/ctrlqgen/study_report.py)
 from _tiny_models import tiny_t5  # noqa: E402  (tests/_tiny_models.py)
@@ -182,50 +186,60 @@ def test_h2_query_concentration_counts_repeats_per_system_and_set():
     assert "- most frequent suggestions, Click: `library` 6, `s0` 1" in text
 
 
-# ---- the report from the pipeline's tiny setting ------------------------------------------------
+# ---- the report from the movies study's committed results -------------------------------------
 
 
 SECTIONS = ("## 1. Table 2 analog: Click test", "## 2. Table 3 analog: broad test",
             "## 3. H1 family", "## 4. Verdicts", "### H1", "### H2", "## 5. H2 curves",
             "## 6. Validity")
+COMMITTED = EXP / "results" / "movies"
+# what the test stages (tests, h2, validity) and the report itself write under results
+LATER = ("tests.json", "h2.json", "h2.png", "h2_queries.parquet", "validity.json", "report.md")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The pipeline tests' tiny setting with every planned set and two seeds; the report is
-    rendered before any stage, after exposure, and after tests, h2 and validity.
-
-    CPU: every stage of the study's tiny setting (a T5 generator and twelve bi-encoders), once for
-    the report tests of the file."""
+def study(tmp_path_factory):
+    """The movies study (movies.toml: every planned set, three seeds, BM25 and zero-shot) with
+    its results folder in a temporary folder; the report is rendered before any stage (an empty
+    folder), after exposure (the committed results without what the test stages wrote), and
+    after tests, h2 and validity (every committed result)."""
     root = tmp_path_factory.mktemp("ctrlqgen-report")
-    cfg = tiny_config(root, tiny_t5(root / "t5"))
-    cfg["biencoder"]["sets"] = ["Click", "QGen", "InPars", "CtrlQGen_narrow", "CtrlQGen_broad",
-                                "CtrlQGen_both"]
-    cfg["biencoder"]["seeds"] = [0, 1]
-    cfg["exposure"]["baselines"] = ["BM25", "zero-shot"]
+    cfg = pipeline.read_config(EXP / "movies.toml")
+    cfg.update(results=str(root / "results"), work=str(root / "work"))
     cfg_path = root / "cfg.json"
     cfg_path.write_text(json.dumps(cfg))
     study = pipeline.Study(cfg)
     out = {"cfg": cfg, "cfg_path": cfg_path, "study": study}
+    study.results.mkdir(parents=True, exist_ok=True)
     out["empty"] = sr.write_report(cfg, study.results)[1]
-    pipeline.run_stages(study, ["weaklabels", "generator", "generate", "finetune", "exposure"])
+    shutil.copytree(COMMITTED, study.results, dirs_exist_ok=True,
+                    ignore=lambda d, names: [n for n in names if Path(d) == COMMITTED and n in LATER])
     out["partial"] = sr.write_report(cfg, study.results)[1]
-    pipeline.run_stages(study, ["tests", "h2", "validity"])
+    shutil.copytree(COMMITTED, study.results, dirs_exist_ok=True)
     out["full"] = sr.write_report(cfg, study.results)[1]
     return out
 
 
-def test_report_before_the_stages_ran_says_pending(tiny):
-    text = tiny["empty"]
+def test_report_before_the_stages_ran_says_pending(study):
+    text = study["empty"]
     for s in SECTIONS:
         assert s in text
     for stage in ("exposure", "tests", "h2", "validity", "weaklabels"):
         assert f"pending (stage {stage} not run)" in text
-    part = tiny["partial"]
+    part = study["partial"]
     assert "pending (stage exposure not run)" not in part
     for stage in ("tests", "h2", "validity"):
         assert f"pending (stage {stage} not run)" in part
-    assert "| CtrlQGen_both | 2/2 |" in part and "| BM25 | 1/1 |" in part
+    assert "| CtrlQGen_both | 3/3 |" in part and "| BM25 | 1/1 |" in part
+
+
+def test_full_report_is_the_committed_one(study):
+    """Rendered again from the committed results, the report is the committed report.md (the
+    results folder it names aside): what the study's page says is what its numbers give."""
+    committed = (COMMITTED / "report.md").read_text(encoding="utf-8")
+    here = f"`{study['study'].results}`"
+    assert here in study["full"]
+    assert study["full"].replace(here, "`experiments/ctrlqgen/results/movies`") == committed
 
 
 def _line(text: str, prefix: str) -> str:
@@ -234,13 +248,13 @@ def _line(text: str, prefix: str) -> str:
     return hits[0]
 
 
-def test_full_report_sections_tables_and_files(tiny, capsys):
-    study = tiny["study"]
+def test_full_report_sections_tables_and_files(study, capsys):
+    rep, study = study, study["study"]
     (study.results / "report.md").unlink()
-    assert sr.main(["--config", str(tiny["cfg_path"])]) == 0
+    assert sr.main(["--config", str(rep["cfg_path"])]) == 0
     printed = capsys.readouterr().out
     text = (study.results / "report.md").read_text(encoding="utf-8")
-    assert printed == text == tiny["full"]
+    assert printed == text == rep["full"]
     assert "pending" not in text
     for s in SECTIONS:
         assert s in text
@@ -248,20 +262,20 @@ def test_full_report_sections_tables_and_files(tiny, capsys):
     assert (study.results / "h2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "![H2: Gini and retrievable fraction vs acceptance](h2.png)" in text
     # Tables 2 and 3: every system, its seeds, and the paper's values beside ours
-    for sy, n in (("BM25", 1), ("zero-shot", 1), ("Click", 2), ("QGen", 2), ("InPars", 2),
-                  ("CtrlQGen_narrow", 2), ("CtrlQGen_broad", 2), ("CtrlQGen_both", 2)):
+    for sy, n in (("BM25", 1), ("zero-shot", 1), ("Click", 3), ("QGen", 3), ("InPars", 3),
+                  ("CtrlQGen_narrow", 3), ("CtrlQGen_broad", 3), ("CtrlQGen_both", 3)):
         assert text.count(f"| {sy} | {n}/{n} |") >= 2  # Click test and broad test tables
-    assert "| Click | 2/2 |" in text and "| 0.769 | 0.767 |" in text        # PAPER_BOOKS
+    assert "| Click | 3/3 |" in text and "| 0.769 | 0.767 |" in text        # PAPER_BOOKS
     assert "| 0.035 | 0.878 |" in text                                        # PAPER_TRACKS_BROAD
     exp = json.loads((study.results / "exposure" / "Click-s1.json").read_text())["summary"]
-    click_row = next(ln for ln in text.splitlines() if ln.startswith("| Click | 2/2 |"))
+    click_row = next(ln for ln in text.splitlines() if ln.startswith("| Click | 3/3 |"))
     assert f"{exp['test']['gini_c10']:.3f}" in click_row
     # section 3: every planned pair in each of the six metric columns, with both p-values
     tests = json.loads((study.results / "tests.json").read_text())
     assert tests["bonferroni_m"] == 8
     for a, b in sr.H1_PAIRS:
         assert text.count(f"| {a} vs {b} |") == 6
-    lo, hi = sr.cutoffs(tiny["cfg"])  # the tiny setting's stand-ins for c = 10 and c = 100
+    lo, hi = sr.cutoffs(rep["cfg"])  # c = 10 and c = 100
     t = tests[f"Gini broad_test c{lo}"]["tests"]["Click vs QGen"]
     row = [ln for ln in text.split(f"**Gini, broad test, c = {lo}**")[1].splitlines()
            if ln.startswith("| Click vs QGen |")][0]
@@ -270,7 +284,7 @@ def test_full_report_sections_tables_and_files(tiny, capsys):
     # section 5: acceptance × system × cutoff
     h2 = json.loads((study.results / "h2.json").read_text())
     n_rows = sum(len(cur[k]) for cur in h2["curves"].values() for k in cur if k.startswith("c"))
-    assert n_rows == 2 * 2 * 2
+    assert n_rows == len(rep["cfg"]["h2"]["acceptance"]) * 2 * 2
     assert len(re.findall(rf"^\| (Click|CtrlQGen_broad) \| ({lo}|{hi}) \| \d+ % \|", text,
                           re.M)) == n_rows
     for sy in ("Click", "CtrlQGen_broad"):  # the added queries' repetitiveness, from h2_queries
@@ -278,9 +292,9 @@ def test_full_report_sections_tables_and_files(tiny, capsys):
         assert re.search(rf"^\| {sy} \| suggestions S \| {n} \| \d+ \| [\d.]+ % \|$", text, re.M)
 
 
-def test_full_report_verdict_lines_follow_the_results(tiny):
-    study, text = tiny["study"], tiny["full"]
-    lo, hi = sr.cutoffs(tiny["cfg"])
+def test_full_report_verdict_lines_follow_the_results(study):
+    rep, study, text = study, study["study"], study["full"]
+    lo, hi = sr.cutoffs(rep["cfg"])
     tests = json.loads((study.results / "tests.json").read_text())
     h2 = json.loads((study.results / "h2.json").read_text())
     val = json.loads((study.results / "validity.json").read_text())["sources"]
