@@ -133,14 +133,30 @@ def _fit_free(m: Model, n_docs: int, seed: int) -> None:
         ids, ptr = _draw_docs(m, 5000, np.random.default_rng(seed + 1))
         doc = np.repeat(np.arange(5000), np.diff(ptr))
         keep = (ids < 0) | ~m.stop[np.maximum(ids, 0)]
-        n_post = len(np.unique(np.stack([doc[keep], ids[keep]]), axis=1)[0])
+        n_post = _n_distinct(doc[keep], ids[keep])
         lo, hi = (lo, m.copy) if keep.sum() / n_post > m.target_tf else (m.copy, hi)
     lo, hi = 0.0, 0.1
     for _ in range(10):
         m.p_new = (lo + hi) / 2
         ids, _ = _draw_docs(m, n_docs, np.random.default_rng(seed + 2))
-        vocab = len(np.unique(ids))
+        vocab = _n_distinct_words(ids, len(m.words))
         lo, hi = (lo, m.p_new) if vocab > m.target_vocab else (m.p_new, hi)
+
+
+def _n_distinct(doc: np.ndarray, ids: np.ndarray) -> int:
+    """The number of distinct ``(doc, id)`` pairs (``len(np.unique(np.stack([doc, ids]),
+    axis=1)[0])``), from one int64 key per pair: ids lie in [-2**40, 2**40) (tail ranks are
+    capped at 2**40) and ``doc`` is below 2**22."""
+    assert len(doc) == 0 or int(doc.max()) < 2**22
+    return len(np.unique(doc.astype(np.int64) * 2**41 + (ids + 2**40)))
+
+
+def _n_distinct_words(ids: np.ndarray, n_words: int) -> int:
+    """``len(np.unique(ids))``: the real words (``0 .. n_words - 1``) counted with a bincount,
+    only the tail words (negative) sorted."""
+    real = ids >= 0
+    return int(np.count_nonzero(np.bincount(ids[real], minlength=n_words))) + \
+        len(np.unique(ids[~real]))
 
 
 @njit(cache=True)

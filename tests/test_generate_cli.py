@@ -78,9 +78,12 @@ def movies_gen(t5, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def debian_gen(t5, tmp_path_factory):
+def debian_gen(t5, debian_index, tmp_path_factory):
+    """A CtrlQGen generator trained on the index's 300 Debian entries (the catalog file of
+    ``debian_index``, schema debian; WeakLabeling-Un pairs, 4 steps)."""
     out = tmp_path_factory.mktemp("gen") / "debian"
-    ok([*TRAIN, "--catalog", "debian", "--backbone", str(t5), "--out", str(out)])
+    ok([*TRAIN, "--catalog", str(debian_index.parent / "catalog.jsonl.gz"), "--schema", "debian",
+        "--backbone", str(t5), "--out", str(out)])
     return out
 
 
@@ -204,13 +207,18 @@ def test_errors_generator_of_another_base_model_or_schema(movies_gen, t5, other_
 
 
 def test_suggest_on_debian_gives_deduplicated_broad_suggestions(debian_index, debian_gen):
-    """CPU: suggestions over the whole Debian catalog, with and without a generator, through the CLI."""
+    """Over the index's 300 Debian entries given as the catalog file (``--catalog FILE --schema
+    debian``): the whole catalog would cost ~4 s to load and ~5 s of WeakLabeling-Un statistics
+    per command, and nothing checked here depends on its size; test_suggest_errors reads the
+    catalog by its name."""
     from limelight.querygen.suggest import broad_suggestions
 
-    deb = load_catalog("debian")
+    cat = debian_index.parent / "catalog.jsonl.gz"
+    deb = load_catalog(cat)
+    assert len(deb) == 300 and deb.name == "debian"
+    where = ["--catalog", str(cat), "--schema", "debian", "--index", str(debian_index)]
     for extra in ([], ["--generator", str(debian_gen)]):
-        res = ok(["suggest", "text editor", "--catalog", "debian", "--index", str(debian_index),
-                  "--top-k", "5", "--n", "3", "--json", *extra])
+        res = ok(["suggest", "text editor", *where, "--top-k", "5", "--n", "3", "--json", *extra])
         out = json.loads(res.stdout)
         ents = [e["entity_id"] for e in out["entities"]]
         texts = [s["query"] for s in out["suggestions"]]
@@ -222,7 +230,7 @@ def test_suggest_on_debian_gives_deduplicated_broad_suggestions(debian_index, de
         by_e = broad_suggestions(deb, "debian", ents, n=3, generator=extra[1] if extra else None)
         assert all(s["query"] in by_e[s["entity_id"]] for s in out["suggestions"])
         assert ("weak-label fallback" in out["source"]) == (not extra)
-    res = ok(["suggest", "text editor", "--catalog", "debian", "--index", str(debian_index)])
+    res = ok(["suggest", "text editor", *where])
     assert "broad suggestions for 'text editor'" in res.stdout and "weak-label fallback" in res.stderr
 
 
