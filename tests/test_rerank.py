@@ -237,9 +237,6 @@ def test_budget(adi, tk):
 def test_cli(tmp_path):
     """``rerank train``, ``run``, ``explain`` and ``budget`` on adi (one KNRM trained for an epoch,
     shared by every command checked here), and their one-line errors."""
-    import subprocess
-    import sys
-
     from limelight.cli import app
 
     runner = CliRunner()
@@ -266,10 +263,9 @@ def test_cli(tmp_path):
     assert "documents/ms" in r.output and "best 0" in r.output
     r = runner.invoke(app, ["rerank", "explain", "adi", "-c", str(ckpt), "-q", "nope", "-d", "1"])
     assert r.exit_code != 0 and "unknown query id" in str(r.exception or r.output)
-    # issue 24 item 3: depth options below 1 name the value
+    # issue 24 item 3: depth options below 1 name the value (as `limelight` prints it: exit 2)
     for args, opt in ((["--k", "0"], "--k"), (["--depth", "0"], "--depth")):
-        p = subprocess.run([sys.executable, "-m", "limelight.cli", "rerank", "run", "adi", "-c", str(ckpt),
-                            "-o", str(tmp_path / "r.run"), *args], capture_output=True, text=True)
+        p = _cli("run", "adi", "-c", str(ckpt), "-o", str(tmp_path / "r.run"), *args)
         assert p.returncode == 2 and p.stderr.strip() == f"error: {opt} must be ≥ 1, got 0", p.stderr
     assert not (tmp_path / "r.run").exists()
 
@@ -420,8 +416,14 @@ def test_kill_and_resume_through_the_cli(tmp_path):
                               "--throttle", "0.25", *(["--resume"] if state.exists() else [])],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         start = load_state(state)["step"] if state.exists() else 0
-        while not (state.exists() and load_state(state)["step"] > start):  # its first new checkpoint
+        seen = state.stat().st_mtime_ns if state.exists() else None
+        while True:  # until its first new checkpoint (the state read only when the file changed)
             assert p.poll() is None, p.communicate()
+            now = state.stat().st_mtime_ns if state.exists() else None
+            if now != seen:
+                seen = now
+                if load_state(state)["step"] > start:
+                    break
             time.sleep(0.05)
         os.kill(p.pid, sig)
         so, se = p.communicate(timeout=120)
