@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from limelight.cli import app
 from limelight.data.loaders import load_collection
 from limelight.exposure.store import ExposureStore
+from limelight.retrieval.encoders import cache_root
 
 runner = CliRunner()
 N_QUERIES, SHARD = 300, 5
@@ -65,8 +66,10 @@ def interrupt(args: list, cwd, ready: re.Pattern = DONE, ignored: bool = False,
     line of its stderr matches ``ready``; assert status 130 within 2 s, no traceback and a last
     line saying how to resume (``resume``); return its stderr. ``ignored``: the command starts
     with SIGINT ignored, as a shell starts a background command (``limelight ... &`` in a
-    script)."""
-    env = {**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1"}
+    script). The command shares this process's model cache (``LIMELIGHT_CACHE``): its working
+    folder is a test's own, where it would export the ONNX encoder again (7 CPU s a dense run)."""
+    env = {**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1",
+           "LIMELIGHT_CACHE": str(cache_root())}
     p = subprocess.Popen([sys.executable, "-m", "limelight.cli", *map(str, args)], cwd=cwd, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, preexec_fn=_ignore_sigint if ignored else None)
