@@ -12,6 +12,11 @@ count) by the proxy's log, the only way in. Ctrl-C and a rerun give the fault-fr
 service that stays down stops the replay after the failure budget with one line (URL, last
 status), exit status 2, finished shards kept. Credentials come from the environment and are
 found in no file of the audit and in no output.
+
+``limelight serve`` is started once for the module (a test that kills it starts it again on
+its port); the audits whose process is not the point (the base audit, reruns, bad
+configurations, the PISA replay) run in-process (``tests/_inproc.py``), the Ctrl-C'd and the
+failing replays in processes of their own.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from _inproc import run_cli
 from _shared import stop_process
 
 from limelight.errors import LimelightError
@@ -208,9 +214,10 @@ ctrlqgen = false
 """
 
 
-def audit_cmd(cfg: Path, out: Path, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "limelight.cli", "audit", str(cfg), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, env=env, **kw)
+def audit_cmd(cfg: Path, out: Path) -> subprocess.CompletedProcess:
+    """``limelight audit CFG --out OUT`` in this process (``tests/_inproc.py``): what it answers
+    (exit status, one-line errors, the store) is the point, not a process of its own."""
+    return run_cli("audit", cfg, "--out", out)
 
 
 def http_config(folder: Path, name: str, system: dict) -> Path:
@@ -239,6 +246,24 @@ def base(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def _serve(base, tmp_path_factory):
+    """``limelight serve`` over the base audit, started once for the module (each start: a new
+    interpreter and the audit opened)."""
+    with serving(serve_argv(base), tmp_path_factory.mktemp("serve")) as s:
+        yield s
+
+
+@pytest.fixture
+def srv(_serve) -> Server:
+    """The module's ``limelight serve``, running: a test that killed it (and failed before it
+    started it again) leaves it to be started here."""
+    if _serve.proc.poll() is not None:
+        _serve.log.close()
+        _serve.start()
+    return _serve
+
+
+@pytest.fixture(scope="module")
 def bm25_store(base) -> ExposureStore:
     return ExposureStore.open(base / "systems" / "bm25" / "exposure")
 
@@ -255,13 +280,23 @@ def engine_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("http-engine")
 
 
+REF_TOKEN = "ref-token-7f3c"
+
+
 @pytest.fixture(scope="module")
-def pisa_store(engine_dir, bm25_store, collection, tmp_path_factory) -> ExposureStore:
+def ref_engine(engine_dir):
+    """The PISA engine with token ``REF_TOKEN``, started once for the module (the reference
+    store and the presets ask it; the faults test kills and restarts an engine of its own)."""
+    with serving(engine_argv(engine_dir, TOKEN_ENV), engine_dir, {**os.environ, TOKEN_ENV: REF_TOKEN}) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="module")
+def pisa_store(ref_engine, bm25_store, collection, tmp_path_factory) -> ExposureStore:
     """The fault-free store of the PISA engine (Elasticsearch preset, one request per query)."""
     out = tmp_path_factory.mktemp("pisa-ref")
-    env = {**os.environ, TOKEN_ENV: "ref-token-7f3c"}
-    with serving(engine_argv(engine_dir, TOKEN_ENV), engine_dir, env) as eng, _env(TOKEN_ENV, "ref-token-7f3c"):
-        return replay(f"{eng.url}/movies", bm25_store.queries, collection, out, preset="elasticsearch",
+    with _env(TOKEN_ENV, REF_TOKEN):
+        return replay(f"{ref_engine.url}/movies", bm25_store.queries, collection, out, preset="elasticsearch",
                       headers={"Authorization": f"Bearer env:{TOKEN_ENV}"})[0]
 
 
@@ -436,42 +471,41 @@ def test_retry_after_and_client_options():
 
 
 # ---- limelight serve ------------------------------------------------------------------------------
-def test_limelight_serve_replayed_equals_its_bm25_store(base, bm25_store, collection, tmp_path):
+def test_limelight_serve_replayed_equals_its_bm25_store(srv, bm25_store, collection, tmp_path):
     """No faults: the replay of ``limelight serve`` is limelight's own BM25 store, pair for pair
     (scores cross JSON exactly), and a second replay asks the server nothing."""
-    with serving(serve_argv(base), tmp_path) as srv:
-        st, r = replay(srv.url, bm25_store.queries, collection, tmp_path, preset="limelight")
-        assert same_pairs(st, bm25_store)
-        [s] = r.replay_summary()
-        assert (s["asked"], s["answered"], s["failed"], s["attempts"]) == (N_QUERIES, N_QUERIES, 0, N_QUERIES)
-        assert s["url"] == f"{srv.url}/api/search" and s["latency_p50_ms"] <= s["latency_p99_ms"]
-        # page by page (7 hits a request, {offset}): the same store
-        paged, r = replay(srv.url, bm25_store.queries, collection, tmp_path / "paged", preset="limelight",
-                          max_page=7)
-        assert same_pairs(paged, bm25_store)
-        assert r.replay_summary()[0]["attempts"] > N_QUERIES  # a request per page
-        # without a score path the service's order is kept: score 1 / rank, the same documents
-        ordered, _ = replay(srv.url, bm25_store.queries, collection, tmp_path / "ordered",
-                            preset="limelight", score="")
-        q, d, rank, score = ordered.pair_arrays()
-        assert np.allclose(score, 1.0 / rank)
-        bq, bd = bm25_store.pair_arrays()[:2]
-        assert set(zip(q.tolist(), d.tolist(), strict=True)) == set(zip(bq.tolist(), bd.tolist(), strict=True))
-        srv.kill()  # the server is gone: the journal answers a new store
-        st2, _ = replay(srv.url, bm25_store.queries, collection, tmp_path / "again", tmp_path / "work",
-                        preset="limelight")
+    st, r = replay(srv.url, bm25_store.queries, collection, tmp_path, preset="limelight")
+    assert same_pairs(st, bm25_store)
+    [s] = r.replay_summary()
+    assert (s["asked"], s["answered"], s["failed"], s["attempts"]) == (N_QUERIES, N_QUERIES, 0, N_QUERIES)
+    assert s["url"] == f"{srv.url}/api/search" and s["latency_p50_ms"] <= s["latency_p99_ms"]
+    # page by page (7 hits a request, {offset}): the same store
+    paged, r = replay(srv.url, bm25_store.queries, collection, tmp_path / "paged", preset="limelight",
+                      max_page=7)
+    assert same_pairs(paged, bm25_store)
+    assert r.replay_summary()[0]["attempts"] > N_QUERIES  # a request per page
+    # without a score path the service's order is kept: score 1 / rank, the same documents
+    ordered, _ = replay(srv.url, bm25_store.queries, collection, tmp_path / "ordered",
+                        preset="limelight", score="")
+    q, d, rank, score = ordered.pair_arrays()
+    assert np.allclose(score, 1.0 / rank)
+    bq, bd = bm25_store.pair_arrays()[:2]
+    assert set(zip(q.tolist(), d.tolist(), strict=True)) == set(zip(bq.tolist(), bd.tolist(), strict=True))
+    srv.kill()  # the server is gone: the journal answers a new store
+    st2, _ = replay(srv.url, bm25_store.queries, collection, tmp_path / "again", tmp_path / "work",
+                    preset="limelight")
     assert same_pairs(st2, bm25_store)
 
 
-def test_limelight_serve_faults_and_a_restart_give_the_fault_free_store(base, bm25_store, collection,
+def test_limelight_serve_faults_and_a_restart_give_the_fault_free_store(srv, bm25_store, collection,
                                                                         tmp_path):
     log = tmp_path / "proxy.jsonl"
-    with serving(serve_argv(base), tmp_path) as srv, \
-            serving(proxy_argv(srv.url, log, FAULTS), tmp_path) as proxy:
+    starts = srv.starts
+    with serving(proxy_argv(srv.url, log, FAULTS), tmp_path) as proxy:
         t = kill_and_restart_when(srv, lambda: _delivered(log) >= N_QUERIES // 3)
         st, r = replay(proxy.url, bm25_store.queries, collection, tmp_path, preset="limelight", **CLIENT)
         t.join(WAIT)
-        assert srv.starts == 2
+        assert srv.starts == starts + 1
     assert same_pairs(st, bm25_store)
     events = _events(log)
     kinds = collections.Counter(e["kind"] for e in events if e["ev"] == "fault")
@@ -488,13 +522,12 @@ def test_limelight_serve_faults_and_a_restart_give_the_fault_free_store(base, bm
     assert s["attempts"] == sum(e["ev"] in ("fault", "forward") for e in events)
 
 
-def test_ctrl_c_then_rerun_gives_the_fault_free_store(base, bm25_store, tmp_path):
+def test_ctrl_c_then_rerun_gives_the_fault_free_store(srv, bm25_store, tmp_path):
     """``limelight audit`` replaying ``limelight serve`` (60 queries/s) gets Ctrl-C mid-replay:
     it stops cleanly (exit 130, no traceback), keeps every answer received, and the rerun asks
     only the queries without one."""
     log = tmp_path / "proxy.jsonl"
-    with serving(serve_argv(base), tmp_path) as srv, \
-            serving(proxy_argv(srv.url, log, {}), tmp_path) as proxy:
+    with serving(proxy_argv(srv.url, log, {}), tmp_path) as proxy:
         cfg = http_config(tmp_path, "svc", {"url": proxy.url, "preset": "limelight", "rate": 60, **CLIENT})
         out = tmp_path / "audit"
         p = subprocess.Popen([PY, "-m", "limelight.cli", "audit", str(cfg), "--out", str(out)],
@@ -514,13 +547,12 @@ def test_ctrl_c_then_rerun_gives_the_fault_free_store(base, bm25_store, tmp_path
     assert sum(e["ev"] == "forward" for e in _events(log)[first:]) == N_QUERIES - s["answered"]
 
 
-def test_a_service_that_stays_down_stops_after_the_failure_budget(base, bm25_store, tmp_path):
+def test_a_service_that_stays_down_stops_after_the_failure_budget(srv, bm25_store, tmp_path):
     """The server dies after two shards and stays down: one line naming the URL and the last
     status after the failure budget, exit status 2, the finished shards kept (a rerun, the
     server back, completes the fault-free store without rewriting them)."""
     log = tmp_path / "proxy.jsonl"
-    with serving(serve_argv(base), tmp_path) as srv, \
-            serving(proxy_argv(srv.url, log, {}), tmp_path) as proxy:
+    with serving(proxy_argv(srv.url, log, {}), tmp_path) as proxy:
         cfg = http_config(tmp_path, "svc", {"url": proxy.url, "preset": "limelight", "rate": 60,
                                             **CLIENT, "retries": 2, "backoff": 0.01, "failure_budget": 3})
         out = tmp_path / "audit"
@@ -545,21 +577,20 @@ def test_a_service_that_stays_down_stops_after_the_failure_budget(base, bm25_sto
     assert asked_again(log) == []
 
 
-def test_bad_responses_are_one_line_errors(base, bm25_store, collection, tmp_path):
+def test_bad_responses_are_one_line_errors(srv, bm25_store, collection, tmp_path):
     """A response path that matches nothing (the response quoted, cut) and a response that is
     not JSON (the HTML home page) stop the replay with one line; so does a template without
     ``{query}`` in ``limelight audit`` (exit 2, no traceback)."""
     qs = bm25_store.queries.take(np.unique(bm25_store.pair_arrays()[0])[:5])  # queries with hits
-    with serving(serve_argv(base), tmp_path) as srv:
-        with pytest.raises(LimelightError) as e:
-            replay(srv.url, qs, collection, tmp_path / "a", preset="limelight", hits="/hits")
-        msg = str(e.value)
-        assert "\n" not in msg and f"{srv.url}/api/search: hits path /hits matches nothing" in msg
-        assert '"{\\"query\\":' in msg and msg.endswith('…"') and len(msg) < 400
-        with pytest.raises(LimelightError) as e:
-            replay(f"{srv.url}/", qs, collection, tmp_path / "b", params={"q": "{query}"})
-        assert "is not JSON" in str(e.value) and "<!doctype html>" in str(e.value).lower()
-        assert "\n" not in str(e.value)
+    with pytest.raises(LimelightError) as e:
+        replay(srv.url, qs, collection, tmp_path / "a", preset="limelight", hits="/hits")
+    msg = str(e.value)
+    assert "\n" not in msg and f"{srv.url}/api/search: hits path /hits matches nothing" in msg
+    assert '"{\\"query\\":' in msg and msg.endswith('…"') and len(msg) < 400
+    with pytest.raises(LimelightError) as e:
+        replay(f"{srv.url}/", qs, collection, tmp_path / "b", params={"q": "{query}"})
+    assert "is not JSON" in str(e.value) and "<!doctype html>" in str(e.value).lower()
+    assert "\n" not in str(e.value)
     cfg = http_config(tmp_path, "bad", {"url": "http://127.0.0.1:9", "preset": "limelight",
                                         "params": {"q": "everything"}})
     r = audit_cmd(cfg, tmp_path / "bad-audit")
@@ -576,29 +607,30 @@ def test_bad_responses_are_one_line_errors(base, bm25_store, collection, tmp_pat
 
 
 # ---- a second engine: PISA behind HTTP --------------------------------------------------------------
-def test_pisa_presets_agree(engine_dir, pisa_store, bm25_store, collection, tmp_path, monkeypatch):
+def test_pisa_presets_agree(ref_engine, pisa_store, bm25_store, collection, tmp_path, monkeypatch):
     """The same PISA engine through the Solr preset and through _msearch batches gives the
     store of the Elasticsearch preset's single requests; a wrong token is one line naming the
     status, with the credential removed from the quoted response."""
-    monkeypatch.setenv(TOKEN_ENV, "ref-token-7f3c")
+    monkeypatch.setenv(TOKEN_ENV, REF_TOKEN)
     auth = {"Authorization": f"Bearer env:{TOKEN_ENV}"}
-    with serving(engine_argv(engine_dir, TOKEN_ENV), engine_dir, {**os.environ}) as eng:
-        solr, _ = replay(f"{eng.url}/solr/movies", bm25_store.queries, collection, tmp_path / "solr",
-                         preset="solr", headers=auth)
-        batch, r = replay(f"{eng.url}/movies", bm25_store.queries, collection, tmp_path / "batch",
-                          preset="opensearch", headers=auth, batch_size=16)
-        assert same_pairs(solr, pisa_store) and same_pairs(batch, pisa_store)
-        assert r.replay_summary()[0]["attempts"] == N_QUERIES  # each query sent once (16 a request)
-        monkeypatch.setenv(TOKEN_ENV, "wrong-secret-91ab")
-        with pytest.raises(LimelightError, match=r"/movies/_search: HTTP 401 Unauthorized; check the "
-                                                 r"credentials") as e:
-            replay(f"{eng.url}/movies", bm25_store.queries, collection, tmp_path / "denied",
-                   preset="elasticsearch", headers=auth)
-        assert "wrong-secret" not in str(e.value) and "***" in str(e.value)
+    eng = ref_engine
+    solr, _ = replay(f"{eng.url}/solr/movies", bm25_store.queries, collection, tmp_path / "solr",
+                     preset="solr", headers=auth)
+    batch, r = replay(f"{eng.url}/movies", bm25_store.queries, collection, tmp_path / "batch",
+                      preset="opensearch", headers=auth, batch_size=16)
+    assert same_pairs(solr, pisa_store) and same_pairs(batch, pisa_store)
+    assert r.replay_summary()[0]["attempts"] == N_QUERIES  # each query sent once (16 a request)
+    monkeypatch.setenv(TOKEN_ENV, "wrong-secret-91ab")
+    with pytest.raises(LimelightError, match=r"/movies/_search: HTTP 401 Unauthorized; check the "
+                                             r"credentials") as e:
+        replay(f"{eng.url}/movies", bm25_store.queries, collection, tmp_path / "denied",
+               preset="elasticsearch", headers=auth)
+    assert "wrong-secret" not in str(e.value) and "***" in str(e.value)
     assert not same_pairs(pisa_store, bm25_store)  # another engine indeed
 
 
-def test_pisa_audit_with_faults_a_restart_and_a_token(engine_dir, pisa_store, bm25_store, tmp_path):
+def test_pisa_audit_with_faults_a_restart_and_a_token(engine_dir, pisa_store, bm25_store, tmp_path,
+                                                     monkeypatch):
     """``limelight audit`` replays PISA (Elasticsearch preset, _msearch batches of 8, the token
     from the environment) behind 5 % faults, the engine killed and restarted mid-replay: the
     fault-free store; the engine's own count shows no query asked again once answered; the
@@ -619,7 +651,8 @@ def test_pisa_audit_with_faults_a_restart_and_a_token(engine_dir, pisa_store, bm
                                             "headers": {"Authorization": f"Bearer env:{TOKEN_ENV}"}})
         out = tmp_path / "audit"
         t = kill_and_restart_when(eng, lambda: answered() >= N_QUERIES // 3)
-        r = audit_cmd(cfg, out, env=env)
+        monkeypatch.setenv(TOKEN_ENV, token)
+        r = audit_cmd(cfg, out)
         t.join(WAIT)
         assert r.returncode == 0, r.stderr[-3000:]
         assert eng.starts == 2
