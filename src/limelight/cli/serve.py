@@ -111,9 +111,15 @@ def serve(
             uvicorn.Server(uvicorn.Config(application, **config)).run(sockets=[sock])
         else:
             # each worker opens its own database connections and writes its own pending
-            # access-log rows when it stops; the master's are closed before it forks
-            status = serve_workers(application, sock, n_workers, config,
-                                   before_fork=accounts.dispose if accounts is not None else lambda: None,
+            # access-log rows when it stops; the master's are closed before it forks. The master
+            # imports the models' libraries (code, no thread pools) once for all its workers
+            def before_fork() -> None:
+                if preload:
+                    service.import_libraries()
+                if accounts is not None:
+                    accounts.dispose()
+
+            status = serve_workers(application, sock, n_workers, config, before_fork=before_fork,
                                    after_fork=(lambda: service.warm(eqi=preload_eqi)) if preload else lambda: None,
                                    at_exit=accounts.close if accounts is not None else lambda: None,
                                    echo=lambda line: typer.echo(line, err=True))

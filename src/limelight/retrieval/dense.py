@@ -74,6 +74,20 @@ def _offline() -> Iterator[None]:
                 os.environ[k] = v
 
 
+def import_libraries() -> None:
+    """Import what opening a dense retriever loads (sentence-transformers, as ``Encoder`` loads
+    it; ONNX Runtime; FAISS) without opening one: code only, no thread pool starts. A pre-fork
+    server calls it (the kind's ``preload``) before it forks, so that its workers share the
+    imported code instead of each importing it again (about 5 CPU s a worker)."""
+    import importlib
+
+    with contextlib.suppress(ImportError), _offline(), _quiet_loading():
+        import sentence_transformers  # noqa: F401
+    for name in ("onnxruntime", "faiss"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 @contextlib.contextmanager
 def _quiet_loading() -> Iterator[None]:
     """Hide transformers' per-load "Loading weights" bar (limelight shows its own progress)."""

@@ -110,7 +110,11 @@ class SystemKind:
     they name (relative paths against ``base_dir``, the configuration's folder) and adds what
     identifies their content (``run``: the files' ``sha256``), so that a system's settings, and
     the audit stages keyed on them, follow the content; it runs once, where a configuration is
-    read (:meth:`resolved`)."""
+    read (:meth:`resolved`).
+
+    ``preload()`` (optional) imports the libraries ``open`` loads, opening nothing and starting
+    no thread pool: a pre-fork server calls it once before it forks, so that its workers share
+    the imported code rather than each importing it again."""
 
     name: str
     params: Mapping[str, Param]
@@ -120,6 +124,7 @@ class SystemKind:
     labels: tuple[str, ...] = field(default=())
     needs_index: bool = True
     resolve: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
+    preload: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.capabilities) - set(CAPABILITIES))

@@ -291,6 +291,18 @@ class AuditService:
         }
 
     # ---- search ----------------------------------------------------------------------------------
+    def import_libraries(self) -> None:
+        """Import the libraries the search models' retrievers load (their kinds' ``preload``),
+        opening none of them: a pre-fork server calls it before it forks, so that each worker
+        opens its models without importing their libraries again."""
+        from limelight.retrieval.spec import RetrieverSpec
+        from limelight.retrieval.systems import get_kind
+
+        for m in self.search_models:
+            preload = get_kind(RetrieverSpec.of(m).kind).preload
+            if preload is not None:
+                preload()
+
     def retriever(self, model: str):
         """The search retriever of ``model`` (one of :attr:`search_models`) over the audit's
         index, with the default settings (opened once; a kind made of others, the hybrid, fuses

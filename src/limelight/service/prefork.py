@@ -15,7 +15,9 @@ OpenMP (numba's threadsafe ``omp`` layer, FAISS, torch) stops a child whose pare
 parallel region, and numba's fork-safe work queue is not threadsafe (two requests' kernels at
 once abort the worker). :func:`fork_safe_threads` also runs OpenMP and BLAS at one thread per
 worker (the cores are the workers'), and :func:`serve_workers` refuses to fork once numba's
-GNU OpenMP pool runs in the master.
+GNU OpenMP pool runs in the master. What is only code is loaded before the fork: the master
+imports the search models' libraries (``AuditService.import_libraries``), which every worker would
+otherwise import again (sentence-transformers: about 5 CPU s a worker, and its own copy).
 
 The master serves nothing: it waits for its workers, starts a new one when one dies (unless
 workers keep dying within seconds of starting: then it stops), and on SIGTERM, SIGINT or

@@ -18,6 +18,12 @@ from limelight.retrieval.systems import (
 )
 
 
+def _preload() -> None:
+    from limelight.retrieval.dense import import_libraries
+
+    import_libraries()
+
+
 def open_dense(spec: Any, index_dir: str | Path, *, name: str | None = None, encoder: Any = None,
                **_: Any):
     """``DenseRetriever`` over ``index_dir/dense``; ``encoder`` replaces the query encoder (e.g.
@@ -42,4 +48,5 @@ KIND = register_kind(SystemKind(
     frozenset({NEW_QUERIES, EXACT_REVERSE, LOCAL_INDEX, DETERMINISTIC, QUERY_VECTORS, FIRST_STAGE}),
     open_dense,
     "a sentence-embedding model (all-MiniLM-L6-v2 by default) with exact FAISS search",
+    preload=_preload,
 ))
