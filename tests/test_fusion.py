@@ -105,7 +105,12 @@ def _untie(run: Run) -> Run:
 
 @pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
 def test_against_ranx_on_real_runs(real_runs):
-    """CPU: ranx's fusion of two real runs of thousands of lines is the reference."""
+    """ranx's fusion of two real runs of thousands of lines is the reference.
+
+    CPU: on a fresh install ranx compiles its numba kernels here (its conversions of the runs,
+    RRF, min-max, CombSUM, CombMNZ and the weighted sum, several of them parallel): 48 CPU s with
+    an empty numba cache, 11 with a warm one (load 1.5). The runs' size adds little; each method
+    is one of the checks."""
     a, b = (_untie(r) for r in real_runs)
     assert len(a) > 1000 and len(b) > 1000
     ra, rb = a.to_ranx(), b.to_ranx()
