@@ -108,8 +108,8 @@ def test_against_ranx_on_real_runs(real_runs):
     """ranx's fusion of two real runs of thousands of lines is the reference.
 
     CPU: on a fresh install ranx compiles its numba kernels here (its conversions of the runs,
-    RRF, min-max, CombSUM, CombMNZ and the weighted sum, several of them parallel): 48 CPU s with
-    an empty numba cache, 11 with a warm one (load 1.5). The runs' size adds little; each method
+    RRF, min-max, CombSUM, CombMNZ and the weighted sum, several of them parallel): the test takes
+    48 CPU s with an empty numba cache (limelight's BM25 kernels included), 11 with a warm one. The runs' size adds little; each method
     is one of the checks."""
     a, b = (_untie(r) for r in real_runs)
     assert len(a) > 1000 and len(b) > 1000
