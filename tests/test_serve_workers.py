@@ -57,7 +57,8 @@ def server(dense_audit_dir, tmp_path_factory):
     """``limelight serve --workers 2`` with password accounts (alice owns one document; carol is
     for the throttle), answering on a free loopback port; stopped (SIGTERM) at the end. CPU: the
     dense test audit (built here when no test built it first: ~36 s) and the server's start,
-    each worker warming up its own models: the least that forks a real server."""
+    each worker warming up its own models (their libraries imported once, by the master, before
+    it forks): the least that forks a real server."""
     from limelight.service.accounts import Accounts
 
     tmp = tmp_path_factory.mktemp("workers")
