@@ -19,6 +19,7 @@ audit of a large catalog does not generate for every entity.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +44,15 @@ class AuditInputs:
     eval_queries: Any = None  # Queries with qrels, or None
 
 
-def load_inputs(cfg: AuditConfig, quick: bool = False) -> AuditInputs:
+def load_inputs(cfg: AuditConfig, quick: bool = False, on_disk: str | os.PathLike | None = None) -> AuditInputs:
     """Load and check the collection, the exposure queries (``queries.source``, sampled as the
-    config says; ``quick`` takes ``[quick] queries``) and the judged queries."""
+    config says; ``quick`` takes ``[quick] queries``) and the judged queries.
+
+    ``on_disk``: a folder (new or limelight's, living as long as the inputs are used) where a
+    query log's distinct queries are kept as a query table (``limelight.data.querytable``), read
+    a batch at a time as the exposure stage reads them, as ``limelight exposure compute`` keeps
+    them: the same queries, in the same order, with the same fingerprint, in memory that does
+    not grow with the log. A sample of the log is then drawn from the table (and held)."""
     from limelight.data.loaders import load_dataset
     from limelight.exposure.fingerprints import (
         ids_fingerprint,
@@ -69,7 +76,7 @@ def load_inputs(cfg: AuditConfig, quick: bool = False) -> AuditInputs:
                              f"{ds.name} (fields: {', '.join(sorted(coll.fields)) or 'none'})")
     check_ctrlqgen_generator(cfg, ds)
     n = cfg.quick_queries if quick else cfg.query_sample
-    queries = load_queries(cfg, ds, n)
+    queries = load_queries(cfg, ds, n, on_disk)
     if n:
         queries = queries.sample(n, seed=cfg.seed)
     validate_queries(queries)
@@ -107,14 +114,15 @@ def check_ctrlqgen_generator(cfg: AuditConfig, ds) -> None:
                     what=f"{cfg.path or '<config>'}: [ctrlqgen] generator")
 
 
-def load_queries(cfg: AuditConfig, ds, n: int = 0):
+def load_queries(cfg: AuditConfig, ds, n: int = 0, on_disk: str | os.PathLike | None = None):
     """The exposure query set of ``queries.source`` before sampling (``n``: the number of
-    queries the audit will sample, 0 for all; it bounds the entities a generated set draws)."""
+    queries the audit will sample, 0 for all; it bounds the entities a generated set draws;
+    ``on_disk``: where a query log's distinct queries are kept, see ``load_inputs``)."""
     src = cfg.query_source
     if src == "log":
         from limelight.data.loaders import load_query_log
 
-        return load_query_log()
+        return load_query_log(on_disk=on_disk)
     if src == "dataset":
         if ds.queries is None:
             raise LimelightError(f"{cfg.path or '<config>'}: queries.source = \"dataset\" but "
@@ -124,7 +132,7 @@ def load_queries(cfg: AuditConfig, ds, n: int = 0):
         return generated_queries(cfg, ds, n)
     from limelight.data.loaders import load_queries_file
 
-    return load_queries_file(src)
+    return load_queries_file(src, on_disk=on_disk)
 
 
 def generated_queries(cfg: AuditConfig, ds, n: int = 0):

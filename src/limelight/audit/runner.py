@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -197,9 +198,10 @@ class AuditRunner:
         st = self.status(name)
         return st.key if st is not None else None
 
-    def load_inputs(self) -> AuditInputs:
-        """Load the audit's inputs (:func:`limelight.audit.inputs.load_inputs`)."""
-        return load_inputs(self.cfg, self.quick)
+    def load_inputs(self, on_disk: str | os.PathLike | None = None) -> AuditInputs:
+        """Load the audit's inputs (:func:`limelight.audit.inputs.load_inputs`; ``on_disk``: the
+        folder a query log's distinct queries are kept in)."""
+        return load_inputs(self.cfg, self.quick, on_disk)
 
     # ---- retrievers ---------------------------------------------------------------------------
     def encoder(self):
@@ -263,11 +265,17 @@ class AuditRunner:
         """Run (or resume) every stage, then write ``results.json`` and mark ``audit.json``
         complete; returns ``results.json``. The HTML report is the caller's to write
         (``limelight.report.write_report(runner.dir, command=runner.command)``)."""
-        cfg = self.cfg
         self.dir.check_writable()
-        self.log(f"audit {cfg.name}: loading {cfg.collection} and the queries")
+        self.log(f"audit {self.cfg.name}: loading {self.cfg.collection} and the queries")
+        # a query log's distinct queries stay on disk while the stages read them (a query table
+        # in a temporary folder, removed when the audit ends, as exposure compute keeps them)
+        with tempfile.TemporaryDirectory(prefix="limelight-queries-") as tmp:
+            return self._run(tmp)
+
+    def _run(self, on_disk: str) -> dict[str, Any]:
+        cfg = self.cfg
         # the inputs first: an audit that cannot load them leaves no (empty) output directory
-        self._inputs = inp = self.load_inputs()
+        self._inputs = inp = self.load_inputs(on_disk)
         self.dir.path.mkdir(parents=True, exist_ok=True)
         self.cache = StageCache(self.dir)
         self._write_manifest(inp, running=True)

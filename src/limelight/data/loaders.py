@@ -186,7 +186,8 @@ def load_queries(path: str | os.PathLike) -> Queries:
     return read_queries_tsv(path)
 
 
-def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True) -> Queries:
+def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True,
+                   on_disk: str | os.PathLike | None = None) -> Queries:
     """The shared query log (``source<TAB>qid<TAB>query``).
 
     With ``distinct`` (default), queries are normalised (lowercased, whitespace collapsed) and
@@ -194,8 +195,12 @@ def load_query_log(path: str | os.PathLike | None = None, distinct: bool = True)
     entries that share it. A query keeps the log's own id of its first entry, ``SOURCE:QID``
     (the log's qids repeat across sources); its ``source`` field is that entry's source.
     ``ExposureStore`` and the CLI also accept the bare ``QID`` where only one source has it.
+    ``on_disk`` (with ``distinct``): the distinct queries kept on disk in that folder, as
+    ``load_queries_file`` keeps them (the same queries).
     """
     path = Path(path) if path else data_root() / "querylogs" / "queries.tsv.gz"
+    if distinct and on_disk is not None:
+        return load_queries_file(path, on_disk=on_disk)
     if distinct and _searcher_log(path):
         from limelight.data.searcherlog import read_searcher_log
 

@@ -145,6 +145,11 @@ class Queries:
         for s in range(0, len(self), size):
             yield col[s:s + size].tolist()
 
+    def has_field(self, name: str) -> bool:
+        """Whether the set has the per-query column ``name`` in ``fields`` (asked of a set read
+        from disk without building its columns)."""
+        return name in self.fields
+
     def head(self, n: int) -> Queries:
         return self.take(np.arange(min(n, len(self))))
 

@@ -134,6 +134,10 @@ class QueryTable(Queries):
             if bad:
                 raise LimelightError(f"query {b.column('qid')[bad[0]].as_py()!r} is empty")
 
+    def has_field(self, name: str) -> bool:
+        names = self._file.schema.names
+        return (name in names and name not in _CORE) or (name == "log_id" and "source" in names)
+
     # -- whole columns, built on first use --
     @property
     def weights(self) -> np.ndarray:  # type: ignore[override]

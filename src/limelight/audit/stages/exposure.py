@@ -6,8 +6,12 @@ from __future__ import annotations
 from limelight.audit.cache import stable_hash
 from limelight.audit.stage import Audit, Progress, Stage, SystemView
 
-
 # ---- exposure and retrievability --------------------------------------------------------------
+#: the pairs an exposure job keeps in memory (queries × depth; ~56 MB): the stages that follow
+#: open the store again, so a larger job holds one shard's pairs at a time (the same store)
+JOB_PAIRS_IN_MEMORY = 1 << 22
+
+
 def _exposure_deps(audit: Audit, spec: SystemView) -> list:
     return [audit.key("index")] + ([audit.key("query-vectors")] if spec.needs_dense else [])
 
@@ -22,10 +26,11 @@ def exposure_stage(spec: SystemView, depth: int) -> Stage:
         retr = audit.retriever(spec)
         st = compute_exposure(retr, audit.inputs.queries, audit.dir.store_dir(spec.name),
                               depth=cfg.depth, shard_size=cfg.shard_size,
+                              pairs_in_memory=JOB_PAIRS_IN_MEMORY,
                               fingerprint=stable_key(_exposure_deps(audit, spec), spec),
                               settings=spec.settings(), progress=bar.update)
-        q, _, _, _ = st.pair_arrays()
-        out = {"n_pairs": int(len(q)), "n_queries": len(st.queries), "n_docs": len(st.doc_ids),
+        # counted from the store's index and manifest: neither the pairs nor the queries read
+        out = {"n_pairs": st.n_pairs(), "n_queries": st.n_queries, "n_docs": len(st.doc_ids),
                "timings": st.manifest.get("timings", {})}
         if callable(getattr(retr, "coverage", None)):  # results of a file or a service: which queries have any
             out["coverage"] = retr.coverage()
