@@ -26,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -75,9 +76,35 @@ def test_every_block_says_what_it_is():
     assert sum(b["lang"] in RUN for p in PAGES for b in blocks(p)) >= 30
 
 
+# the libraries a fork server imports before a page's first command (what most commands load);
+# torch too where the page re-ranks or generates (tests/_forkserver.py)
+PRELOAD = ["limelight.cli.root", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "pyarrow.compute",
+           "scipy.sparse", "scipy.stats", "numba", "pydantic", "rich", "tqdm", "bm25s", "asyncio",
+           "multiprocessing", "limelight.data.loaders", "limelight.retrieval.bm25",
+           "limelight.exposure.store", "limelight.exposure.retrievability", "limelight.evaluation"]
+PRELOAD_TORCH = ["torch", "limelight.rerank.models", "limelight.rerank.train", "limelight.rerank.ranker"]
+COMMAND = re.compile(r"(?:^|[;&|(]|&&|\|\|)\s*(?:[A-Z_]+=\S+\s+)*limelight\s", re.M)
+
+
+def processes(page_blocks: list[dict]) -> int:
+    """How many ``limelight`` commands and Python blocks a page runs (roughly: what decides
+    whether a fork server is worth its start)."""
+    return sum(b["lang"] == "python" or len(COMMAND.findall(b["body"]))
+               for b in page_blocks if b["lang"] in RUN and not b["title"])
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_manual_page_runs(page: Path, tmp_path: Path):
-    """CPU: each page's blocks run as written (the rerank page trains TK and re-ranks cranfield); a page is what a reader runs, so its cost is the page's."""
+    """CPU: each page's blocks run as written (the rerank page trains TK and re-ranks cranfield); a page is what a reader runs, so its cost is the page's.
+
+    A page that runs three or more ``limelight`` commands and Python blocks runs them through a
+    fork server of its own (``tests/_forkserver.py``): ``limelight`` on the blocks' ``PATH`` is a
+    launcher that has the command forked from an interpreter that already imported limelight and
+    its libraries, the console script's entry point run there with the command's arguments,
+    folder, environment, standard streams and exit status, without the second or so a new
+    interpreter spends importing numpy, pandas, pyarrow, numba (or torch) per command. The other
+    pages (``index.md`` among them: ``limelight --version`` is the reader's check of the installed
+    console script) run the console script itself."""
     if not SHARED.is_dir():
         pytest.fail(f"the shared data folder {SHARED} is missing")
     work = tmp_path / "work"
@@ -88,6 +115,26 @@ def test_manual_page_runs(page: Path, tmp_path: Path):
            "COLUMNS": "120"}
     page_blocks = blocks(page)
     groups: list[int] = []
+    server = None
+    python = [sys.executable]
+    if processes(page_blocks) >= 3:
+        from _forkserver import launcher_script
+
+        address = f"limelight-manual-{os.getpid()}-{uuid.uuid4().hex}"
+        launchers = tmp_path / "bin"
+        launchers.mkdir()
+        for name, mode in (("limelight", "limelight"), ("python-forked", "python")):
+            (launchers / name).write_text(launcher_script(address, mode), encoding="utf-8")
+            (launchers / name).chmod(0o755)
+        preload = PRELOAD + (PRELOAD_TORCH if "limelight rerank" in page.read_text(encoding="utf-8") else [])
+        server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_forkserver.py")), address,
+                                   *preload], cwd=work, env=env, stdout=subprocess.PIPE,
+                                  stderr=(tmp_path / "forkserver.log").open("w"), stdin=subprocess.DEVNULL,
+                                  text=True)
+        ready = server.stdout.readline()
+        assert ready == "ready\n", (tmp_path / "forkserver.log").read_text()[-3000:]
+        env["PATH"] = f"{launchers}{os.pathsep}{env['PATH']}"
+        python = [str(launchers / "python-forked")]
     try:
         for i, b in enumerate(page_blocks):
             where = f"{page.relative_to(REPO)}:{b['line']}"
@@ -102,7 +149,7 @@ def test_manual_page_runs(page: Path, tmp_path: Path):
                 continue
             script = tmp_path / f"block-{i}.{'py' if b['lang'] == 'python' else 'sh'}"
             script.write_text(b["body"], encoding="utf-8")
-            cmd = ([sys.executable, str(script)] if b["lang"] == "python"
+            cmd = ([*python, str(script)] if b["lang"] == "python"
                    else ["bash", "-euo", "pipefail", str(script)])
             log = tmp_path / f"block-{i}.log"
             with log.open("w") as out:  # a file, not a pipe: a server left running keeps no pipe open
@@ -121,6 +168,13 @@ def test_manual_page_runs(page: Path, tmp_path: Path):
                 os.killpg(pgid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+        if server is not None:  # it ends what still runs (a server a block started) and waits for it
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 
 def test_manual_builds_without_warnings(tmp_path: Path):
