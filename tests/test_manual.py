@@ -93,6 +93,46 @@ def processes(page_blocks: list[dict]) -> int:
                for b in page_blocks if b["lang"] in RUN and not b["title"])
 
 
+def test_fork_server_runs_commands_as_a_process_would(tmp_path: Path):
+    """The launcher a page's blocks run (``tests/_forkserver.py``) passes on what a page test
+    judges: a command's output and exit status, its one-line error, a Python block's exception
+    (status 1) and a death by signal, so that a page through the fork server fails as it would
+    without it."""
+    from _forkserver import launcher_script
+
+    address = f"limelight-manual-test-{os.getpid()}-{uuid.uuid4().hex}"
+    for name, mode in (("limelight", "limelight"), ("python-forked", "python")):
+        (tmp_path / name).write_text(launcher_script(address, mode), encoding="utf-8")
+        (tmp_path / name).chmod(0o755)
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_forkserver.py")), address,
+                               "limelight.cli.root"], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    try:
+        assert server.stdout.readline() == "ready\n"
+
+        def run(*cmd: str) -> subprocess.CompletedProcess:
+            return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, "MARK": "from-the-launcher"})
+
+        from limelight import __version__
+
+        ok = run(str(tmp_path / "limelight"), "--version")
+        assert (ok.returncode, __version__ in ok.stdout) == (0, True), ok
+        bad = run(str(tmp_path / "limelight"), "exposure", "doc", "1", "--store", "nope")
+        assert bad.returncode == 2 and "nope" in bad.stderr and "Traceback" not in bad.stderr, bad
+        (tmp_path / "ok.py").write_text("import os, sys\nprint(os.environ['MARK'], os.getcwd(), sys.argv[1:])\n")
+        got = run(str(tmp_path / "python-forked"), "ok.py", "x")
+        assert got.returncode == 0 and got.stdout == f"from-the-launcher {tmp_path} ['x']\n", got
+        (tmp_path / "raises.py").write_text("raise ValueError('a page that is wrong')\n")
+        raised = run(str(tmp_path / "python-forked"), "raises.py")
+        assert raised.returncode == 1 and "ValueError: a page that is wrong" in raised.stderr, raised
+        (tmp_path / "killed.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+        assert run(str(tmp_path / "python-forked"), "killed.py").returncode == -signal.SIGTERM
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_manual_page_runs(page: Path, tmp_path: Path):
     """CPU: each page's blocks run as written (the rerank page trains TK and re-ranks cranfield); a page is what a reader runs, so its cost is the page's.
