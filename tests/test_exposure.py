@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import _inproc
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -249,8 +250,15 @@ def test_cli_compute_doc_query_retrievability(movies_index, log_queries, tmp_pat
     assert from_run["n_docs"] == 3201
 
 
-def run_cli(args: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(LIMELIGHT + args, capture_output=True, text=True, **kw)
+def run_cli(args: list[str]) -> subprocess.CompletedProcess:
+    """``limelight ARGS`` in this process (tests/_inproc.py: the console script's entry point,
+    its exit status and streams, without a new interpreter's imports)."""
+    return _inproc.run_cli(*args)
+
+
+def real_cli(args: list[str]) -> subprocess.CompletedProcess:
+    """``limelight ARGS`` in a new interpreter: the real entry point, once per file."""
+    return subprocess.run(LIMELIGHT + args, capture_output=True, text=True)
 
 
 def test_cli_errors_are_one_line(movies_index, tmp_path, data_dir):
@@ -258,8 +266,8 @@ def test_cli_errors_are_one_line(movies_index, tmp_path, data_dir):
     qfile.write_text("a\tdrama\na\twar\n")
     out = tmp_path / "store"
     # through the real entry point once: one line on stderr, exit status 2, nothing written
-    p = run_cli(["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
-                 "--out", str(out)])
+    p = real_cli(["exposure", "compute", "--index", str(movies_index), "--queries", str(qfile),
+                  "--out", str(out)])
     assert p.returncode == 2 and "duplicate query id 'a'" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not out.exists()
     runner = CliRunner()
