@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _inproc import run_cli
 
 from limelight._io import OutputRefusedError
 from limelight.audit.cache import StageCache, stable_hash
@@ -88,8 +89,10 @@ def test_cli_bad_config_is_one_line_exit_2(tmp_path):
 
 
 def _cli_audit(config: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "limelight.cli", "audit", str(config), "--out", str(out), *args],
-                          capture_output=True, text=True, timeout=300)
+    """``limelight audit CONFIG --out OUT ARGS`` in this process (tests/_inproc.py: the console
+    script's entry point, exit status and streams; test_cli_bad_config_is_one_line_exit_2 runs
+    the real one in a new interpreter)."""
+    return run_cli("audit", str(config), "--out", str(out), *args)
 
 
 def test_sample_zero_is_an_error_naming_file_and_key(tmp_path):
@@ -354,8 +357,7 @@ def test_collection_named_docs_run_beside_a_docs_folder(tmp_path):
                  '[queries]\nsource = "log"\nsample = 200\n\n[[systems]]\nname = "bm25"\nkind = "bm25"\n\n'
                  '[stages]\neqi = false\nrobustness = false\nrerank = false\ncompare = false\n'
                  'intervention = false\n')
-    r = subprocess.run([sys.executable, "-m", "limelight.cli", "audit", "audit.toml", "--out", "out"],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = run_cli("audit", "audit.toml", "--out", "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     skipped = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped ctrlqgen:")]
