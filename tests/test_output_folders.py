@@ -5,20 +5,19 @@ its own output when a foreign file sits inside; file outputs refuse a folder."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _inproc import run_cli
 
 from limelight._io import OWNER_FILE, OutputRefusedError, atomic_dir, check_output_dir, read_owner
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=600)
+    """``limelight ARGS`` in this process, in ``cwd`` (tests/_inproc.py: the console script's
+    entry point, exit status and streams, without a new interpreter's imports)."""
+    return run_cli(*args, cwd=cwd)
 
 
 def one_line_refusal(p: subprocess.CompletedProcess, *words: str) -> None:
