@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _inproc import run_cli
 from typer.testing import CliRunner
 
 from limelight.cli import app
@@ -23,8 +24,12 @@ CLICK = REPO / "experiments/ctrlqgen/results/{}/weaklabels/click_test.parquet"
 runner = CliRunner()
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True, text=True)
+def cli(*args: str, real: bool = False) -> subprocess.CompletedProcess:
+    """``limelight ARGS`` in this process (tests/_inproc.py: the console script's entry point,
+    exit status and streams), or with ``real`` in a new interpreter."""
+    if real:
+        return subprocess.run([sys.executable, "-m", "limelight.cli", *args], capture_output=True, text=True)
+    return run_cli(*args)
 
 
 def _click(catalog: str, tmp: Path, n: int | None = None) -> tuple[Path, Path]:
@@ -88,12 +93,12 @@ def test_reference_merit_is_stated_as_an_assumption(movies, tmp_path):
 def test_bad_input_is_one_line_exit_2(movies, tmp_path):
     root, idx, store, qrels = movies
 
-    def err(*args: str) -> str:
-        p = cli("fairness", "--store", str(store), *args)
+    def err(*args: str, real: bool = False) -> str:
+        p = cli("fairness", "--store", str(store), *args, real=real)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), p.stderr
         return p.stderr
 
-    e = err("--group-field", "genre")
+    e = err("--group-field", "genre", real=True)  # the real entry point once
     assert "no document field 'genre' (fields: " in e and "Major Genre" in e and "Distributor" in e
     g = tmp_path / "g.tsv"
     g.write_text("movie00001\tA\nnot-a-film\tB\nmovie00002\tA\nalso-not\tB\n")
