@@ -76,14 +76,14 @@ def _offline() -> Iterator[None]:
 
 def import_libraries() -> None:
     """Import what opening a dense retriever loads (sentence-transformers, as ``Encoder`` loads
-    it; ONNX Runtime; FAISS) without opening one: code only, no thread pool starts. A pre-fork
+    it on first use; the light tokenizer's ``tokenizers``; ONNX Runtime; FAISS) without opening one: code only, no thread pool starts. A pre-fork
     server calls it (the kind's ``preload``) before it forks, so that its workers share the
     imported code instead of each importing it again (about 5 CPU s a worker)."""
     import importlib
 
     with contextlib.suppress(ImportError), _offline(), _quiet_loading():
         import sentence_transformers  # noqa: F401
-    for name in ("onnxruntime", "faiss"):
+    for name in ("tokenizers", "onnxruntime", "faiss"):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 
@@ -173,6 +173,10 @@ class Encoder:
     read with another.
     """
 
+    #: Run an already exported ONNX graph with the light tokenizer (``_open_light``); a subclass
+    #: sets False to load the ``SentenceTransformer`` in every case.
+    light = True
+
     def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int | None = None,
                  max_seq_length: int | None = None, normalize: bool = True,
                  truncate_dim: int | None = None, device: str = "cpu",
@@ -195,6 +199,11 @@ class Encoder:
         self.device = device
         self.show_progress = show_progress
         self.n_encoded = 0  # texts encoded by this object (cache hits do not count)
+        self._max_seq_arg = max_seq_length
+        self._model = None
+        self._tokenizer = None
+        if self._open_light(variant, model_cache, threads):
+            return
         self._model = self._load(name, path, device, truncate_dim)
         if max_seq_length is not None:
             self._model.max_seq_length = int(max_seq_length)
@@ -224,6 +233,43 @@ class Encoder:
         # the ONNX variants run texts alone (batch_size only applies to torch-fp32)
         self.batch_size = 1 if self.variant in _enc.ONNX_VARIANTS else int(batch_size or 64)
 
+    def _open_light(self, variant: str, model_cache, threads: int | None) -> bool:
+        """Open an ONNX variant whose graph is already exported with the light tokenizer
+        (``encoders.LightTokenizer``: the ``tokenizers`` library, ONNX Runtime and numpy; no
+        sentence-transformers, transformers or torch import). False when it does not apply (a
+        hub name, torch-fp32, no export yet, a model the light tokenizer does not reproduce):
+        the caller loads the ``SentenceTransformer``, exporting on first use."""
+        import limelight.retrieval.encoders as _enc
+
+        if not self.light or self.path is None or str(variant).lower() not in ("auto", *_enc.ONNX_VARIANTS):
+            return False
+        v = _enc.resolve_variant(variant, self.device)
+        if v not in _enc.ONNX_VARIANTS:
+            return False
+        fingerprint = _folder_fingerprint(self.path)
+        root = Path(model_cache) if model_cache is not None else None
+        onnx_path = _enc.cached_export(fingerprint, v, root)
+        if onnx_path is None:
+            return False
+        try:
+            names = json.loads((onnx_path.parent / "export.json").read_text())["inputs"]
+        except (OSError, ValueError, KeyError):
+            return False
+        tok = _enc.LightTokenizer.open(self.path, names, self._max_seq_arg)
+        if tok is None:
+            return False
+        try:
+            self._backend = _enc.OnnxBackend(onnx_path, names, threads=threads)
+        except LimelightError:  # an unreadable graph: the full path reports it or falls back
+            return False
+        self._tokenizer = tok
+        self.variant = v
+        self.fingerprint = fingerprint
+        self.max_seq_length = tok.max_seq_length
+        self.dim = min(tok.dim, self.truncate_dim) if self.truncate_dim else tok.dim
+        self.batch_size = 1
+        return True
+
     @staticmethod
     def _load(name: str, path: Path | None, device: str, truncate_dim: int | None):
         try:
@@ -244,7 +290,12 @@ class Encoder:
 
     @property
     def model(self):
-        """The underlying ``SentenceTransformer``."""
+        """The underlying ``SentenceTransformer`` (loaded on first use when the encoder runs an
+        exported graph with the light tokenizer)."""
+        if self._model is None:
+            self._model = self._load(self.name, self.path, self.device, self.truncate_dim)
+            if self._max_seq_arg is not None:
+                self._model.max_seq_length = int(self._max_seq_arg)
         return self._model
 
     def identity(self) -> dict[str, Any]:
@@ -333,7 +384,8 @@ class Encoder:
             from limelight.retrieval.encoders import encode_onnx
 
             with _progress(show, n, description) as advance:  # chunks of similar lengths
-                emb = encode_onnx(self._model, self._backend, [texts[i] for i in order.tolist()],
+                emb = encode_onnx(self._tokenizer or self._model, self._backend,
+                                  [texts[i] for i in order.tolist()],
                                   advance=advance)
             if self.truncate_dim:
                 emb = emb[:, :self.truncate_dim]

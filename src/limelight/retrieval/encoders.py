@@ -191,11 +191,134 @@ def _quantize(src: Path, dst: Path) -> None:
                      extra_options={"DefaultTensorType": 1})  # FLOAT, for fused-op outputs
 
 
-def export_dir(fingerprint: str, variant: str, root: Path | None = None) -> Path:
-    """Where the exported graph of a model (by weight fingerprint) and variant is kept."""
-    key = hashlib.sha256(json.dumps({"fp": fingerprint, "variant": variant, **_versions()},
+def _installed_versions() -> dict[str, str] | None:
+    """``_versions()`` read from the installed packages' metadata, without importing torch or
+    transformers (``None`` when one is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return {"torch": version("torch"), "transformers": version("transformers"),
+                "onnxruntime": version("onnxruntime"), "recipe": str(RECIPE)}
+    except PackageNotFoundError:
+        return None
+
+
+def export_dir(fingerprint: str, variant: str, root: Path | None = None,
+               versions: dict[str, str] | None = None) -> Path:
+    """Where the exported graph of a model (by weight fingerprint) and variant is kept
+    (``versions``: ``_versions()`` unless given)."""
+    key = hashlib.sha256(json.dumps({"fp": fingerprint, "variant": variant,
+                                     **(versions or _versions())},
                                     sort_keys=True).encode()).hexdigest()[:16]
     return (root or cache_root()) / "models" / f"{fingerprint}-{variant}-{key}"
+
+
+def cached_export(fingerprint: str, variant: str, root: Path | None = None) -> Path | None:
+    """The ``.onnx`` file already exported for this model and variant, found without importing
+    torch or transformers: the folder ``export_dir`` names with the installed versions, whose
+    ``export.json`` records the same versions (else ``None``: export it the usual way)."""
+    versions = _installed_versions()
+    if versions is None or variant not in ONNX_VARIANTS:
+        return None
+    out = export_dir(fingerprint, variant, root, versions)
+    onnx_path = out / "model.onnx"
+    try:
+        meta = json.loads((out / "export.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not onnx_path.exists() or any(meta.get(k) != v for k, v in versions.items()):
+        return None
+    if meta.get("variant") != variant or meta.get("fingerprint") != fingerprint:
+        return None
+    return onnx_path
+
+
+# ---- the light tokenizer ----------------------------------------------------------------------
+_LIGHT_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
+                  "sentence_transformers.models.Normalize")
+
+
+class LightTokenizer:
+    """The token ids ``SentenceTransformer.preprocess`` gives a BERT sentence-transformers model
+    (Transformer → mean Pooling → Normalize), computed by the ``tokenizers`` library alone from
+    the model's ``tokenizer.json``: the same normalizer, pre-tokenizer, special tokens and
+    truncation to ``max_seq_length`` tokens (``sentence_bert_config.json``, longest first), with
+    no torch or transformers import. Texts are run alone (``encode_onnx``), so the padding of the
+    returned arrays (pad id 0, mask 0) is never seen by the graph.
+
+    ``open`` returns ``None`` for a model it does not reproduce (another architecture, tokenizer
+    class or pooling, lower-casing done by sentence-transformers, a normalizer that transformers
+    would rewrite from ``tokenizer_config.json``): such a model loads the full path."""
+
+    def __init__(self, tokenizer, max_seq_length: int, dim: int, names: list[str]):
+        self.tokenizer = tokenizer
+        self.max_seq_length = int(max_seq_length)
+        self.dim = int(dim)
+        self.input_names = list(names)
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_seq_length, strategy="longest_first")
+
+    @classmethod
+    def open(cls, path: Path, names: list[str], max_seq_length: int | None = None
+             ) -> LightTokenizer | None:
+        try:
+            modules = json.loads((path / "modules.json").read_text())
+            sbert = json.loads((path / "sentence_bert_config.json").read_text())
+            config = json.loads((path / "config.json").read_text())
+            tok_config = json.loads((path / "tokenizer_config.json").read_text())
+            spec = json.loads((path / "tokenizer.json").read_text())
+            types = [m.get("type") for m in modules]
+            if tuple(types) not in (_LIGHT_MODULES, _LIGHT_MODULES[:2]):
+                return None
+            if [m.get("path") for m in modules][:1] != [""]:
+                return None
+            pooling = json.loads((path / modules[1]["path"] / "config.json").read_text())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        modes = {k: v for k, v in pooling.items() if k.startswith("pooling_mode")}
+        if modes.get("pooling_mode_mean_tokens") is not True or sum(bool(v) for v in modes.values()) != 1:
+            return None
+        if set(pooling) - {"word_embedding_dimension", "include_prompt", *modes}:
+            return None
+        if config.get("model_type") != "bert" or sbert.get("do_lower_case") or \
+                set(sbert) - {"max_seq_length", "do_lower_case"}:
+            return None
+        if tok_config.get("tokenizer_class") not in ("BertTokenizer", "BertTokenizerFast"):
+            return None
+        norm = spec.get("normalizer") or {}
+        if norm.get("type") != "BertNormalizer" or \
+                norm.get("lowercase") != tok_config.get("do_lower_case", True) or \
+                norm.get("strip_accents") != tok_config.get("strip_accents") or \
+                norm.get("handle_chinese_chars") != tok_config.get("tokenize_chinese_chars", True):
+            return None
+        length = max_seq_length if max_seq_length is not None else sbert.get("max_seq_length")
+        if not isinstance(length, int) or length < 2:
+            return None
+        if length > int(tok_config.get("model_max_length", length)) or \
+                length > int(config.get("max_position_embeddings", length)):
+            return None
+        if not set(names) <= {"input_ids", "attention_mask", "token_type_ids"}:
+            return None
+        try:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception:  # noqa: BLE001 - not installed or unreadable: the full path decides
+            return None
+        return cls(tok, length, int(pooling["word_embedding_dimension"]), names)
+
+    def preprocess(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Padded ``input_ids``/``attention_mask``/``token_type_ids`` (int64) of ``texts``."""
+        encs = self.tokenizer.encode_batch([str(t) for t in texts])
+        width = max((len(e.ids) for e in encs), default=0)
+        out = {k: np.zeros((len(encs), width), dtype=np.int64)
+               for k in ("input_ids", "attention_mask", "token_type_ids")}
+        for i, e in enumerate(encs):
+            n = len(e.ids)
+            out["input_ids"][i, :n] = e.ids
+            out["attention_mask"][i, :n] = e.attention_mask
+            out["token_type_ids"][i, :n] = e.type_ids
+        return out
 
 
 def export_model(st_model, variant: str, fingerprint: str, root: Path | None = None,
@@ -350,7 +473,8 @@ def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], chunk: int = 2
                 advance=None) -> np.ndarray:
     """Embeddings of ``texts`` (input order) through ``backend``, every text run alone.
 
-    Texts are tokenized by the model's own ``preprocess`` (same truncation as torch) a chunk at a
+    Texts are tokenized by the model's own ``preprocess`` (same truncation as torch; ``st_model``
+    is the ``SentenceTransformer`` or a ``LightTokenizer`` giving the same ids) a chunk at a
     time; each row is then cut to its own token count, so no text sees padding or another text.
     """
     n = len(texts)
@@ -359,7 +483,7 @@ def encode_onnx(st_model, backend: OnnxBackend, texts: list[str], chunk: int = 2
     for s in range(0, n, chunk):
         part = texts[s:s + chunk]
         feats = st_model.preprocess(part)
-        arrs = {k: feats[k].numpy() for k in names}
+        arrs = {k: np.asarray(feats[k]) for k in names}
         emb = backend.run_each(arrs, arrs["attention_mask"].sum(1))
         if out is None:
             out = np.zeros((n, emb.shape[1]), dtype=np.float32)
