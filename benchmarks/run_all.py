@@ -61,6 +61,9 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("scale.py", []),  # ~6 min
     ("scale_build.py", []),  # ~6 min; issue 44: 1M generated documents, build and open vs today's
     ("scale_curve.py", []),  # ~20 min (first run; cached points after); issue 44: exposure growth exponents
+    # ~8 min (scale_curve.py's 10M-line log and Debian index); issue 55: an audit of the log in
+    # exposure compute's memory, both measured side by side
+    ("audit_memory.py", ["--out", f"{BENCH}/audit_memory.json"]),
     # issues 20 and 24: the Debian demo audit (`make demo` first)
     ("serve.py", ["--audit", "demo-out", "--clients", "8,30", "--seconds", "40"]),  # ~4 min
     # issue 54: the portal, logged in as owners and an admin, document pages 30 % of the mix
