@@ -13,6 +13,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 import test_serve_support as support
+from _inproc import run_cli
 
 from limelight.exposure.browsing import parse_browsing_model
 from limelight.exposure.retrievability import lorenz
@@ -356,8 +357,7 @@ def test_openapi_documents_the_api(client):
 
 
 def test_cli_serve_errors_are_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "limelight.cli", "serve", "--audit", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("serve", "--audit", str(tmp_path))  # in this process (tests/_inproc.py)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "not an audit directory" in r.stderr
 
@@ -393,8 +393,7 @@ def test_blank_search_query_is_rejected_as_by_the_cli(client, service, audit_dir
         assert err["msg"].startswith("empty query") and "pattern" not in r.text
     with pytest.raises(BadRequest, match="^empty query"):
         service.search("  ")
-    cli = subprocess.run([sys.executable, "-m", "limelight.cli", "search", "  ", "--index",
-                          str(audit_dir / "index")], capture_output=True, text=True, timeout=120)
+    cli = run_cli("search", "  ", "--index", str(audit_dir / "index"))  # in this process
     assert cli.returncode == 2 and "empty query" in cli.stderr
     assert client.get("/", params={"q": "   "}).status_code == 200  # the search form, no results
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from _inproc import run_cli
 
 from limelight.audit.config import parse_config
 from limelight.errors import LimelightError
@@ -116,8 +117,7 @@ def test_a_new_kind_is_one_registration(tmp_path):
 
 
 def test_systems_command_lists_kinds_parameters_and_capabilities():
-    p = subprocess.run([sys.executable, "-m", "limelight.cli", "systems", "--json"], capture_output=True,
-                       text=True, timeout=120)
+    p = run_cli("systems", "--json")  # in this process (tests/_inproc.py)
     assert p.returncode == 0, p.stderr
     rows = {r["kind"]: r for r in json.loads(p.stdout)}
     assert set(rows) >= {"bm25", "dense", "hybrid", "reranked"}
