@@ -5,13 +5,12 @@ byte, as ``BM25Index.build(collection).save(path)``, on the shared collections."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from _inproc import run_cli
 
 from limelight.analysis import Analyzer
 from limelight.data import load_dataset
@@ -181,13 +180,11 @@ def test_stream_errors_name_the_line_and_leave_nothing(tmp_path):
 def test_cli_memory_budget(tmp_path):
     f = tmp_path / "docs.jsonl"
     _write_jsonl(f, 1200)
-    run = [sys.executable, "-m", "limelight.cli", "index", "--collection", str(f)]
-    p = subprocess.run([*run, "--out", str(tmp_path / "idx"), "--memory-gb", "0.001"],
-                       capture_output=True, text=True)
+    run = ["index", "--collection", str(f)]  # in this process (tests/_inproc.py)
+    p = run_cli(*run, "--out", str(tmp_path / "idx"), "--memory-gb", "0.001")
     assert p.returncode == 0 and "indexed 1,200 documents of docs" in p.stdout, p.stderr
     _same_files(BM25Index.build(load_collection(f)).save(tmp_path / "ref"), tmp_path / "idx" / "bm25")
-    p = subprocess.run([*run, "--out", str(tmp_path / "idx2"), "--memory-gb", "0"],
-                       capture_output=True, text=True)
+    p = run_cli(*run, "--out", str(tmp_path / "idx2"), "--memory-gb", "0")
     assert p.returncode == 2 and p.stderr.strip() == "error: --memory-gb must be positive, got 0.0"
 
 
