@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from _inproc import run_cli
 from _shared import format_error
 
 from limelight.data import (
@@ -297,7 +298,7 @@ def test_retrieve_with_a_latin1_query_file_names_line_and_fix(tmp_path):
     """Through the real entry point: one line, exit 2, the line and the way to fix the file."""
     idx = tmp_path / "idx"
     cmd = [sys.executable, "-m", "limelight.cli"]
-    p = subprocess.run([*cmd, "index", "--collection", "adi", "--out", str(idx)], capture_output=True, text=True)
+    p = run_cli("index", "--collection", "adi", "--out", str(idx))  # the index: in this process
     assert p.returncode == 0, p.stderr
     q = _latin1(tmp_path / "q.tsv", "1\tcomputer science\n2\tthéorie des graphes\n")
     p = subprocess.run([*cmd, "retrieve", "--index", str(idx), "--queries", str(q),
