@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from _inproc import run_cli
 
 from limelight._extras import EXTRAS, MissingExtraError, extra_of, missing_extra
 from limelight.errors import LimelightError
@@ -56,8 +57,7 @@ def adi(tmp_path_factory, data_dir) -> Path:
     for name in ("docs.jsonl", "queries.tsv", "qrels.txt"):
         (coll / name).write_bytes((data_dir / "collections" / "adi" / name).read_bytes())
     (work / "movies.json").write_bytes((data_dir / "catalogs" / "movies" / "movies.json").read_bytes())
-    r = subprocess.run([sys.executable, "-m", "limelight.cli", "index", "--collection", str(coll),
-                        "--out", str(work / "idx")], capture_output=True, text=True, timeout=300)
+    r = run_cli("index", "--collection", str(coll), "--out", str(work / "idx"))  # in this process
     assert r.returncode == 0, r.stderr
     (work / "terrier.toml").write_text('[system]\nkind = "pyterrier"\n'
                                        'factory = "limelight.retrieval.kinds.pyterrier:pisa_bm25"\n')
