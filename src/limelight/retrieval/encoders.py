@@ -27,6 +27,11 @@ atomically, and checked before use: the exported graph must reproduce the float3
 of a few probe texts (cosine >= ``PROBE_MIN_COSINE[variant]``), otherwise it is rejected with
 a one-line error. Vectors from different variants never share an index or a cache file: the
 variant is part of ``Encoder.identity()`` and of the embedding cache key.
+
+Once the graph is exported, an ``Encoder`` of an ONNX variant opens without importing
+sentence-transformers, transformers or torch (about 5-7 CPU s a process): ``cached_export``
+finds the folder from the installed packages' versions and ``LightTokenizer`` gives the same
+token ids from the model's ``tokenizer.json`` (vectors equal bit for bit; tests/test_encoder_light.py).
 """
 
 from __future__ import annotations
