@@ -42,6 +42,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bm25_effectiveness.py", []),  # ~1.5 min
     ("dense.py", []),  # ~6 min (~20 min with cold embedding caches)
     ("dense_effectiveness.py", []),  # ~1.5 min (scifact npl)
+    ("encoder_load.py", []),  # ~2 min; issue 53: a fresh encoder process, light vs full path
     # dense half: the catalog embeddings `make demo` cached
     ("exact_exposure.py", ["--out", f"{BENCH}/exact_exposure.json"]),  # ~15 min
     ("expected_exposure.py", ["--out", f"{BENCH}/expected_exposure.json"]),  # ~2 min
