@@ -181,7 +181,12 @@ def test_results_you_already_have(work, served, engines):
     one's), then its ``run.toml`` system in an audit of the same queries: the run written by
     ``limelight retrieve`` over the engines audit's index, the same BM25 replayed over HTTP (its
     first 200 lines), the engines audit's own BM25 (the queries its sample shares with the run)
-    and the ``run`` system in an audit expose the same pairs."""
+    and the ``run`` system in an audit expose the same pairs.
+
+    CPU: ~30 s, near the line: the run system's audit indexes Debian again (an audit builds its
+    own index), and the served audit's server stops after this test, so the CPU it spent
+    answering the file's HTTP replays (the engines audit's sample and run.sh's 200 lines, ~17 ms
+    a query) is counted here."""
     block = readme_block("run.sh", "bash")
     assert README_URL in block
     env = {**os.environ, "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}"}
