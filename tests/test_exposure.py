@@ -533,12 +533,12 @@ def test_store_mismatch_names_what_differs(adi_setup, tmp_path, data_dir):
 
 
 def test_eqi_arguments_are_checked_before_loading(tmp_path):
-    # issue 24 item 12: `eqi query --method residual` without --model failed after 8 s of loading
-    t0 = time.monotonic()
+    # issue 24 item 12: `eqi query --method residual` without --model failed after 8 s of loading.
+    # The store does not exist: an error naming --model (not the store) shows the arguments were
+    # checked before anything was opened.
     err = one_line(run_cli(["eqi", "query", "--store", str(tmp_path / "not-yet-loaded"),
                             "--method", "residual", "--text", "vitamin d"]))
     assert "--method residual needs --model" in err
     err = one_line(run_cli(["eqi", "evaluate", "--store", str(tmp_path / "not-yet-loaded"),
                             "--methods", "bm25-reverse,append"]))
     assert "--method append needs --model" in err
-    assert time.monotonic() - t0 < 60
