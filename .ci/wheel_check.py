@@ -157,7 +157,11 @@ def main() -> int:
     a = ap.parse_args()
     wheel = a.wheel.resolve()
     version = wheel.name.split("-")[1]
-    work = Path(tempfile.mkdtemp(prefix="limelight-wheel-"))
+    # the working folder inside a fresh folder of its own, so that "no ../shared beside it" is a
+    # fact of the check, not of whatever else /tmp holds
+    top = Path(tempfile.mkdtemp(prefix="limelight-wheel-"))
+    work = top / "work"
+    work.mkdir()
     assert not work.resolve().is_relative_to(REPO), work
     print(f"wheel {wheel.name} in {work} (Python {a.python}); load {os.getloadavg()}", flush=True)
     venv = work / "venv"
@@ -233,7 +237,7 @@ def main() -> int:
         if a.keep:
             print(f"kept {work}")
         else:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(top, ignore_errors=True)
     print(f"wheel-check: {c.passed} passed, {c.failed} failed", flush=True)
     return 1 if c.failed else 0
 
