@@ -627,8 +627,8 @@ _QUERY_BATCH = 1 << 18  # queries written to queries.parquet at a time (one row 
 def _queries_table(queries: Queries, start: int = 0, stop: int | None = None) -> pa.Table:
     """Queries ``start:stop`` of the query set as rows of the ``queries.parquet`` table."""
     rows = queries.arrow_rows(start, stop)
-    has = getattr(queries, "has_field", None)  # (a set read from disk builds no whole column)
-    searchers = (getattr(queries, "fields", None) or {}).get(SEARCHERS) if has is None or has(SEARCHERS) else None
+    # asked first: a set read from disk builds no whole column to answer
+    searchers = queries.fields.get(SEARCHERS) if queries.has_field(SEARCHERS) else None
     if searchers is not None and SEARCHERS not in rows.column_names:
         stop = len(queries) if stop is None else min(stop, len(queries))
         rows = rows.append_column(SEARCHERS, pa.array(np.asarray(searchers[start:stop], dtype=np.float64)))
