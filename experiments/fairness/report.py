@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from limelight._io import atomic_path
@@ -20,6 +21,9 @@ from limelight.evaluation.searchers import natural_order
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from _shared import splice_section  # noqa: E402
+
 BEGIN, END = "<!-- fairness:begin -->", "<!-- fairness:end -->"
 SYSTEMS = ("bm25", "dense", "hybrid")
 NAMES = {"bm25": "BM25", "dense": "MiniLM", "hybrid": "hybrid (RRF)"}
@@ -485,14 +489,8 @@ def main() -> None:
     old_cost = text.split(BEGIN, 1)[-1].split(END, 1)[0].split("### Cost\n", 1)
     if not a.bench.exists() and BEGIN in text and len(old_cost) == 2:  # keep the last benchmark's figures
         new = new.split("### Cost\n", 1)[0] + "### Cost\n" + old_cost[1].rstrip("\n") + "\n\n" + END + "\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + new.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        anchor = "## Design decisions and deviations"
-        text = text.replace(anchor, new + "\n" + anchor, 1) if anchor in text else text + "\n" + new
     with atomic_path(a.doc) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(splice_section(text, new, BEGIN, END), encoding="utf-8")
 
 
 if __name__ == "__main__":

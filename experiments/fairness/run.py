@@ -27,13 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pandas as pd
 
 from limelight._io import atomic_path
 from limelight.data.formats import read_trec_qrels
@@ -42,36 +38,12 @@ from limelight.exposure.store import ExposureStore
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from _shared import click_files, index_for, limelight  # noqa: E402
+
 LOG = ROOT.parent / "shared" / "data" / "querylogs" / "queries.tsv.gz"
 SYSTEMS = ("bm25", "dense", "hybrid")
 FIELDS = {"debian": ("section", "priority"), "movies": ("Major Genre", "Distributor")}
-
-
-def limelight(*args: str) -> None:
-    cmd = [str(ROOT / ".venv" / "bin" / "limelight"), *args]
-    print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
-def click_files(catalog: str, work: Path) -> tuple[Path, Path]:
-    """The Click test set as a query TSV and TREC qrels (binary: the entity each query is for)."""
-    df = pd.read_parquet(ROOT / "experiments" / "ctrlqgen" / "results" / catalog / "weaklabels" / "click_test.parquet")
-    q, r = work / f"{catalog}-click.tsv", work / f"{catalog}-click.qrels"
-    if not q.exists():
-        q.write_text("".join(f"{a}\t{' '.join(str(b).split())}\n" for a, b in zip(df["query_id"], df["text"], strict=True)))
-        r.write_text("".join(f"{a} 0 {b} 1\n" for a, b in zip(df["query_id"], df["entity_id"], strict=True)))
-    return q, r
-
-
-def index_for(catalog: str, work: Path) -> Path:
-    idx = work / catalog / "index"
-    if (idx / "meta.json").exists():
-        return idx
-    if catalog == "debian":  # a copy: nothing here may write into the demo audit
-        shutil.copytree(ROOT / "demo-out" / "index", idx)
-    else:
-        limelight("index", "--collection", catalog, "--dense", "--out", str(idx))
-    return idx
 
 
 def store_for(catalog: str, queries: str, system: str, work: Path, idx: Path, qfile: Path) -> Path:

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from limelight._io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from _shared import splice_section  # noqa: E402
+
 BEGIN, END = "<!-- topics:begin -->", "<!-- topics:end -->"
 SETTINGS = ("debian-log", "movies-log", "debian-click", "movies-click", "adi", "med", "cacm", "cranfield",
             "npl", "scifact")
@@ -123,6 +127,24 @@ def agnostic_flips(r: dict) -> list[str]:
     return out
 
 
+def finish(fig, axes, n: int, ylabel: str, legend: int, title: str, name: str) -> str:
+    """Ends a figure of ``n`` panels on the grid ``axes``: the unused panels hidden, the first
+    one's y label and legend (font size ``legend``), the title; writes it to ``FIG/name`` and
+    returns ``name``."""
+    import matplotlib.pyplot as plt
+
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    axes[0, 0].set_ylabel(ylabel, fontsize=8)
+    axes[0, 0].legend(fontsize=legend)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with atomic_path(FIG / name) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return name
+
+
 def figure_order(res: dict[str, dict]) -> str:
     import matplotlib
 
@@ -147,17 +169,9 @@ def figure_order(res: dict[str, dict]) -> str:
         same = r["order"]["gini_global"] == r["order"]["topic_mean"]
         ax.set_title(f"{s}: order {'kept' if same else 'changes'}", fontsize=9)
         ax.tick_params(axis="y", labelsize=8)
-    for ax in axes.ravel()[len(names):]:
-        ax.axis("off")
-    axes[0, 0].set_ylabel("Gini (95 % bootstrap interval)", fontsize=8)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Global Gini against the mean per-topic Gini (T-Retrievability), per system", fontsize=10)
-    fig.tight_layout()
-    path = FIG / "topics_order.png"
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path.name
+    return finish(fig, axes, len(names), "Gini (95 % bootstrap interval)", 7,
+                  "Global Gini against the mean per-topic Gini (T-Retrievability), per system",
+                  "topics_order.png")
 
 
 def figure_distfair(res: dict[str, dict]) -> str:
@@ -187,18 +201,9 @@ def figure_distfair(res: dict[str, dict]) -> str:
         ax.set_title(s, fontsize=9)
         ax.set_ylim(0, 1)
         ax.tick_params(axis="y", labelsize=8)
-    for ax in axes.ravel()[len(names):]:
-        ax.axis("off")
-    axes[0, 0].set_ylabel("unfairness (total variation)", fontsize=8)
-    axes[0, 0].legend(fontsize=6)
-    fig.suptitle("Attention against merit over the queries (DistFaiR, TV): individual ≥ group, "
-                 "query-aware ≥ query-agnostic", fontsize=10)
-    fig.tight_layout()
-    path = FIG / "distfair.png"
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path.name
+    return finish(fig, axes, len(names), "unfairness (total variation)", 6,
+                  "Attention against merit over the queries (DistFaiR, TV): individual ≥ group, "
+                  "query-aware ≥ query-agnostic", "distfair.png")
 
 
 def section(res: dict[str, dict]) -> str:
@@ -278,14 +283,8 @@ def main() -> None:
     figure_distfair(res)
     text = a.doc.read_text(encoding="utf-8")
     new = section(res)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + new.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        mark = "## Design decisions and deviations"
-        text = text.replace(mark, new + "\n" + mark, 1) if mark in text else text + "\n" + new
     with atomic_path(a.doc) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(splice_section(text, new, BEGIN, END), encoding="utf-8")
     print(f"wrote {a.doc} and {FIG / 'topics_order.png'}, {FIG / 'distfair.png'}")
 
 

@@ -47,14 +47,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from limelight._io import atomic_path
 from limelight.data.formats import read_trec_qrels
@@ -66,6 +63,9 @@ from limelight.exposure.topics import topic_retrievability, topics_from_texts, t
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from _shared import click_files, index_for, limelight  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data"
 LOG = DATA / "querylogs" / "queries.tsv.gz"
 SYSTEMS = ("bm25", "dense", "hybrid")
@@ -73,34 +73,6 @@ JUDGED = ("adi", "med", "cacm", "cranfield", "npl", "scifact")
 FIELDS = {"debian": "section", "movies": "Major Genre"}
 DEPTH = 100  # the stores' depth n
 MEASURES = ("gini_global", "gini_rank", "topic_min", "topic_mean", "topic_max", "topic_weighted")
-
-
-def limelight(*args: str) -> None:
-    cmd = [str(ROOT / ".venv" / "bin" / "limelight"), *args]
-    print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
-def index_for(name: str, work: Path) -> Path:
-    idx = work / name / "index"
-    if (idx / "meta.json").exists():
-        return idx
-    if name == "debian":  # a copy: nothing here may write into the demo audit
-        shutil.copytree(ROOT / "demo-out" / "index", idx)
-    else:
-        limelight("index", "--collection", name, "--dense", "--out", str(idx))
-    return idx
-
-
-def click_files(catalog: str, work: Path) -> tuple[Path, Path]:
-    """The Click test set as a query TSV and TREC qrels (the entity each query is for)."""
-    df = pd.read_parquet(ROOT / "experiments" / "ctrlqgen" / "results" / catalog / "weaklabels" / "click_test.parquet")
-    q, r = work / f"{catalog}-click.tsv", work / f"{catalog}-click.qrels"
-    if not q.exists():
-        q.parent.mkdir(parents=True, exist_ok=True)
-        q.write_text("".join(f"{a}\t{' '.join(str(b).split())}\n" for a, b in zip(df["query_id"], df["text"], strict=True)))
-        r.write_text("".join(f"{a} 0 {b} 1\n" for a, b in zip(df["query_id"], df["entity_id"], strict=True)))
-    return q, r
 
 
 def setting_inputs(setting: str, work: Path) -> tuple[str, Path, Path | None, int, int]:
