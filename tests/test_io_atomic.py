@@ -1,5 +1,6 @@
 """``limelight._io.atomic_path`` / ``atomic_dir``: the final name appears only on success, and it
-carries the permissions a plain ``open`` / ``mkdir`` would give (not the temporary's private 0600)."""
+carries the permissions a plain ``open`` / ``mkdir`` would give (not the temporary's private 0600).
+``cache_root``: the one rule for where limelight's caches live."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import stat
 
 import pytest
 
-from limelight._io import atomic_dir, atomic_path
+from limelight._io import atomic_dir, atomic_path, cache_root
 
 
 def _mode(p) -> int:
@@ -38,3 +39,22 @@ def test_a_failed_write_leaves_nothing(tmp_path):
         tmp.write_text("partial")
         raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_cache_root_for_encoders_and_generators(tmp_path, monkeypatch):
+    """``$LIMELIGHT_CACHE`` (``~`` expanded) or ``.cache`` in the working folder, and the ONNX
+    exports and the generator's backbone both live under it."""
+    from limelight.querygen import generator
+    from limelight.retrieval import encoders
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("LIMELIGHT_CACHE", "~/c")
+    assert cache_root() == tmp_path / "c"
+    monkeypatch.chdir(tmp_path)
+    for unset in ("", None):
+        if unset is None:
+            monkeypatch.delenv("LIMELIGHT_CACHE")
+        else:
+            monkeypatch.setenv("LIMELIGHT_CACHE", unset)
+        assert cache_root() == tmp_path / ".cache" and cache_root().is_absolute()
+    assert encoders.cache_root is cache_root and generator.cache_root is cache_root

@@ -1,6 +1,6 @@
 """File helpers: atomic writes (a partial output is never left under the final name), gzip-aware
-text files, a file's content hash (``file_sha256``), and the one reader of versioned JSON
-manifests (``read_versioned``)."""
+text files, a file's content hash (``file_sha256``), the one reader of versioned JSON
+manifests (``read_versioned``), and the root of limelight's local caches (``cache_root``)."""
 
 from __future__ import annotations
 
@@ -238,6 +238,14 @@ def atomic_dir(path: str | os.PathLike, kind: str) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def cache_root() -> Path:
+    """Root of limelight's local caches (exported models, de-quantized backbones):
+    ``$LIMELIGHT_CACHE`` (``~`` expanded) or, where it is unset or empty, ``.cache`` in the
+    working folder. The one home of that rule."""
+    env = os.environ.get("LIMELIGHT_CACHE")
+    return Path(env).expanduser() if env else Path.cwd() / ".cache"
 
 
 def open_text(path: str | os.PathLike, mode: str = "rt"):

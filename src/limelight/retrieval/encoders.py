@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from limelight._io import atomic_dir
+from limelight._io import atomic_dir, cache_root
 from limelight.errors import LimelightError
 from limelight.progress import check_interrupt, interrupt_requested
 
@@ -70,12 +70,6 @@ _PROBES = (
     "x",
     "",
 )
-
-
-def cache_root() -> Path:
-    """Root of limelight's local caches: ``$LIMELIGHT_CACHE`` or ``./.cache``."""
-    env = os.environ.get("LIMELIGHT_CACHE")
-    return Path(env).expanduser() if env else Path.cwd() / ".cache"
 
 
 def onnx_available() -> bool:
