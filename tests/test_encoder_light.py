@@ -64,12 +64,18 @@ def test_light_path_shorter_max_seq_length_and_truncate_dim(texts):
 
 
 def test_export_folder_found_without_torch():
-    """The folder named with the installed packages' versions is the one the export wrote
-    (same key: exports, indexes and caches made before stay valid)."""
+    """The folder named with the installed packages' versions (their metadata) is the one the
+    export wrote, and the one earlier releases named with the versions the imported packages
+    report (same key: exports, indexes and caches made before stay valid)."""
+    import onnxruntime
+    import torch
+    import transformers
+
     enc = Encoder(variant="onnx-int8")
-    versions = encoders._installed_versions()
-    assert versions == encoders._versions()
-    assert encoders.export_dir(enc.fingerprint, "onnx-int8", versions=versions) == \
+    imported = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "onnxruntime": onnxruntime.__version__, "recipe": str(encoders.RECIPE)}
+    assert encoders._versions() == imported
+    assert encoders.export_dir(enc.fingerprint, "onnx-int8", versions=imported) == \
         encoders.export_dir(enc.fingerprint, "onnx-int8")
     assert encoders.cached_export(enc.fingerprint, "onnx-int8") == enc._backend.path
 

@@ -104,13 +104,19 @@ def resolve_variant(variant: str | None, device: str = "cpu") -> str:
 
 
 # ---- export -----------------------------------------------------------------------------------
-def _versions() -> dict[str, str]:
-    import onnxruntime
-    import torch
-    import transformers
+def _versions() -> dict[str, str] | None:
+    """The library versions an export is made with and found by (with the recipe): read from
+    the installed packages' metadata, so without importing torch or transformers (``None``
+    when one is not installed). They are the versions the packages report when imported
+    (``__version__``), which named the export folders of earlier releases: those stay valid
+    (tests/test_encoder_light.py)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return {"torch": torch.__version__, "transformers": transformers.__version__,
-            "onnxruntime": onnxruntime.__version__, "recipe": str(RECIPE)}
+    try:
+        return {"torch": version("torch"), "transformers": version("transformers"),
+                "onnxruntime": version("onnxruntime"), "recipe": str(RECIPE)}
+    except PackageNotFoundError:
+        return None
 
 
 def _input_names(st_model) -> list[str]:
@@ -190,24 +196,15 @@ def _quantize(src: Path, dst: Path) -> None:
                      extra_options={"DefaultTensorType": 1})  # FLOAT, for fused-op outputs
 
 
-def _installed_versions() -> dict[str, str] | None:
-    """``_versions()`` read from the installed packages' metadata, without importing torch or
-    transformers (``None`` when one is not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return {"torch": version("torch"), "transformers": version("transformers"),
-                "onnxruntime": version("onnxruntime"), "recipe": str(RECIPE)}
-    except PackageNotFoundError:
-        return None
-
-
 def export_dir(fingerprint: str, variant: str, root: Path | None = None,
                versions: dict[str, str] | None = None) -> Path:
     """Where the exported graph of a model (by weight fingerprint) and variant is kept
     (``versions``: ``_versions()`` unless given)."""
-    key = hashlib.sha256(json.dumps({"fp": fingerprint, "variant": variant,
-                                     **(versions or _versions())},
+    versions = versions or _versions()
+    if versions is None:
+        raise LimelightError("an ONNX export needs torch, transformers and onnxruntime "
+                             "of limelight's 'dense' extra: pip install 'limelight[dense]'")
+    key = hashlib.sha256(json.dumps({"fp": fingerprint, "variant": variant, **versions},
                                     sort_keys=True).encode()).hexdigest()[:16]
     return (root or cache_root()) / "models" / f"{fingerprint}-{variant}-{key}"
 
@@ -216,7 +213,7 @@ def cached_export(fingerprint: str, variant: str, root: Path | None = None) -> P
     """The ``.onnx`` file already exported for this model and variant, found without importing
     torch or transformers: the folder ``export_dir`` names with the installed versions, whose
     ``export.json`` records the same versions (else ``None``: export it the usual way)."""
-    versions = _installed_versions()
+    versions = _versions()
     if versions is None or variant not in ONNX_VARIANTS:
         return None
     out = export_dir(fingerprint, variant, root, versions)
@@ -329,7 +326,8 @@ def export_model(st_model, variant: str, fingerprint: str, root: Path | None = N
     """
     if variant not in ONNX_VARIANTS:
         raise LimelightError(f"no ONNX export for variant {variant!r}")
-    out = export_dir(fingerprint, variant, root)
+    versions = _versions()
+    out = export_dir(fingerprint, variant, root, versions)
     onnx_path = out / "model.onnx"
     if onnx_path.exists() and (out / "export.json").exists():
         return onnx_path
@@ -360,7 +358,7 @@ def export_model(st_model, variant: str, fingerprint: str, root: Path | None = N
                                  f"(min cosine {cos:.4f} on probe texts); not used")
         meta = {"variant": variant, "fingerprint": fingerprint, "inputs": names,
                 "probe_min_cosine": round(float(cos), 6),
-                "export_seconds": round(time.perf_counter() - t0, 1), **_versions()}
+                "export_seconds": round(time.perf_counter() - t0, 1), **(versions or {})}
         (tmp / "export.json").write_text(json.dumps(meta, indent=1))
     return onnx_path
 
