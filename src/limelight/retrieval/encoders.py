@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -251,7 +252,7 @@ class LightTokenizer:
         self.max_seq_length = int(max_seq_length)
         self.dim = int(dim)
         self.input_names = list(names)
-        tokenizer.no_padding()
+        tokenizer.no_padding()  # padded here: the library's padding costs more (see preprocess)
         tokenizer.enable_truncation(max_length=self.max_seq_length, strategy="longest_first")
 
     @classmethod
@@ -304,16 +305,24 @@ class LightTokenizer:
         return cls(tok, length, int(pooling["word_embedding_dimension"]), names)
 
     def preprocess(self, texts: list[str]) -> dict[str, np.ndarray]:
-        """Padded ``input_ids``/``attention_mask``/``token_type_ids`` (int64) of ``texts``."""
+        """Padded ``input_ids``/``attention_mask``/``token_type_ids`` (int64) of ``texts``.
+
+        The ``encode_batch`` outputs (truncated by the library) are laid into the arrays at
+        once, row-major through a mask of each row's tokens, not a row at a time. Not padded by
+        the library (``enable_padding``): on 2,048 log queries (7 tokens on average, the
+        longest 29) its padding made ``encode_batch`` 45-49 CPU ms instead of 39-40 and its
+        padded lists cost more to read (6-7 ms) than this fill (4 ms; the row loop: 6 ms)."""
         encs = self.tokenizer.encode_batch([str(t) for t in texts])
-        width = max((len(e.ids) for e in encs), default=0)
-        out = {k: np.zeros((len(encs), width), dtype=np.int64)
-               for k in ("input_ids", "attention_mask", "token_type_ids")}
-        for i, e in enumerate(encs):
-            n = len(e.ids)
-            out["input_ids"][i, :n] = e.ids
-            out["attention_mask"][i, :n] = e.attention_mask
-            out["token_type_ids"][i, :n] = e.type_ids
+        lengths = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
+        width = int(lengths.max()) if len(encs) else 0
+        real = np.arange(width) < lengths[:, None]  # each row's own tokens, then padding
+        out = {}
+        for key, attr in (("input_ids", "ids"), ("attention_mask", "attention_mask"),
+                          ("token_type_ids", "type_ids")):
+            arr = np.zeros((len(encs), width), dtype=np.int64)
+            arr[real] = np.fromiter(itertools.chain.from_iterable(getattr(e, attr) for e in encs),
+                                    dtype=np.int64, count=int(lengths.sum()))
+            out[key] = arr
         return out
 
 
