@@ -177,7 +177,7 @@ def test_top_k_figures_agree_with_the_fairness_module(cranfield_store):
     merit = Merit.from_qrels(ds.qrels, store, "cranfield qrels")
     q, d, rank, score = store.pair_arrays()
     w = store.queries.weights
-    tk = top_k_target(q, rank, w, merit, gs, store.depth)
+    tk = top_k_target(q, w, merit, gs, store.depth)
     pl = policy_curve(store, g, merit, [0.0, 1.0], n_samples=4, seed=0)
     for i, t in enumerate((0.0, 1.0)):
         f = pool_policy_figures(tk, gs, q, d, rank, score, t, n_samples=4, seed=0)
@@ -185,7 +185,7 @@ def test_top_k_figures_agree_with_the_fairness_module(cranfield_store):
             assert f["g"][key] == pytest.approx(pl.iloc[i][key], abs=1e-12)
         for key in ("ndcg@10", "r@100"):
             assert f[key] == pytest.approx(pl.iloc[i][key], abs=1e-12)
-    tk10 = top_k_target(q, rank, w, merit, gs, 10)
+    tk10 = top_k_target(q, w, merit, gs, 10)
     top = rank <= 10
     res = fairness_from_pairs(q[top], d[top], rank[top], w, g, merit, "merit", "dcg", n_boot=0, top=0)
     eff = ranking_effectiveness(q[top], d[top], rank[top], w, merit)
@@ -217,10 +217,10 @@ def test_policy_figures_resampled_per_query(cranfield_store):
     merit = Merit.from_qrels(ds.qrels, store, "cranfield qrels")
     q, d, rank, score = store.pair_arrays()
     w = np.asarray(store.queries.weights, dtype=np.float64)
-    tk = top_k_target(q, rank, w, merit, gs, 10)
+    tk = top_k_target(q, w, merit, gs, 10)
     f = pool_policy_figures(tk, gs, q, d, rank, score, 1.0, n_samples=4, seed=0, per_query=True)
     counts = np.random.default_rng(1).integers(0, 3, len(w)).astype(float)
-    tk2 = top_k_target(q, rank, w * counts, merit, gs, 10)
+    tk2 = top_k_target(q, w * counts, merit, gs, 10)
     f2 = pool_policy_figures(tk2, gs, q, d, rank, score, 1.0, n_samples=4, seed=0)
     got = top_k_resamples(tk, f["per_query"], gs, np.stack([np.ones(len(w)), counts]))
     for key, want in (("ndcg@10", (f["ndcg@10"], f2["ndcg@10"])), ("r@100", (f["r@100"], f2["r@100"])),

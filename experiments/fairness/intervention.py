@@ -288,7 +288,7 @@ def main() -> None:
             merit = Merit.from_qrels(read_trec_qrels(qrels), st, "CtrlQGen Click test")
             q, d, rank, score = st.pair_arrays()
             w = st.queries.weights
-            tk = top_k_target(q, rank, w, merit, groupings, a.k)
+            tk = top_k_target(q, w, merit, groupings, a.k)
             settings = {"pool": a.pool, "k": a.k, "samples": a.samples, "seed": a.seed, "boot": a.boot,
                         "store": st.manifest.get("queries"), "n_pairs": int(len(q))}
             pts = Points(a.work / "intervention" / f"{catalog}-{s}.json", settings)

@@ -206,10 +206,11 @@ class TopK:
     etot: np.ndarray | None = None
 
 
-def top_k_target(q: np.ndarray, rank: np.ndarray, weights: np.ndarray, merit: Merit,
-                 groupings: dict[str, Groups], k: int, browsing: str | Discount = "dcg") -> TopK:
-    """The merit target of the top ``k`` of each query's candidates (the pairs ``q``, ``rank``:
-    the candidate pool) for every grouping of ``groupings``; see ``TopK``."""
+def top_k_target(q: np.ndarray, weights: np.ndarray, merit: Merit, groupings: dict[str, Groups],
+                 k: int, browsing: str | Discount = "dcg") -> TopK:
+    """The merit target of the top ``k`` of each query's candidates (``q``: the query code of
+    each pair of the candidate pool; a query hands out the exposure of its first
+    ``min(k, candidates)`` ranks) for every grouping of ``groupings``; see ``TopK``."""
     mm = merit.matrix
     nq = mm.shape[0]
     w = np.where(merit.queries(), np.asarray(weights, dtype=np.float64), 0.0)

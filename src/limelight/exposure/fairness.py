@@ -785,7 +785,7 @@ class _Parts:
     tu_doc: np.ndarray
 
 
-def _parts(q, d, rank, ptr, w, groups: Groups, merit: Merit | None, target: str, disc: Discount,
+def _parts(d, rank, ptr, w, groups: Groups, merit: Merit | None, target: str, disc: Discount,
            awrf_disc: Discount, ee_disc: Discount, ee_target: str, ee_depth: int | None,
            per_query: bool) -> _Parts:
     """One pass over the store's pairs (``_query_pass``: each document's weighted exposure, each
@@ -1046,7 +1046,7 @@ def fairness_from_pairs(q: np.ndarray, d: np.ndarray, rank: np.ndarray, weights:
         if not (w > 0).any():
             raise LimelightError(f"{merit.source}: no query with merit has a weight > 0: no overlap")
     disc = parse_discount(browsing)
-    parts = _parts(q, d, rank, ptr, w, groups, merit, target, disc, parse_discount(awrf_browsing),
+    parts = _parts(d, rank, ptr, w, groups, merit, target, disc, parse_discount(awrf_browsing),
                    parse_discount(ee_browsing), ee_target, ee_depth, per_query=n_boot > 0)
     where = _layout(parts)
     point = _stats(_point_sums(parts, w), where, parts.size_share, np.array([w.sum()]))
