@@ -61,34 +61,50 @@ def extreme(r: dict, which: str) -> str:
     return f"`{g}` ({row['n_docs']:,.0f} docs): {group_ci(r, g, 'gap')}"
 
 
-def judged_table(catalog: str, field: str) -> list[str]:
-    out = ["| system | queries | TVD [95 % CI] | AWRF | EE-L (groups) | largest deficit, gap in points "
-           "| DTR / DIR of that group | largest surplus, gap in points |", "|---|---|---|---|---|---|---|---|"]
+def system_table(catalog: str, queries: str, field: str, head: list[str], cells) -> list[str]:
+    """A Markdown table of the systems with results for (``catalog``, ``queries``, ``field``):
+    name, queries, TVD and AWRF, then the columns ``head`` (``cells(result, summary)``)."""
+    cols = ["system", "queries", "TVD [95 % CI]", "AWRF", *head]
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for s in SYSTEMS:
-        r = load(catalog, "click", field, s)
-        if r is None:
-            continue
-        m = r["summary"]
-        g = m["largest_deficit"]["group"]
-        out.append(f"| {NAMES[s]} | {m['n_queries_used']:,} | {ci(m['tvd'])} | {ci(m['awrf'])} | "
-                   f"{ci(m['expected_exposure']['EE-L'])} | {extreme(r, 'largest_deficit')} | "
-                   f"{ratio(r, g, 'dtr')} / {ratio(r, g, 'dir')} | {extreme(r, 'largest_surplus')} |")
+        r = load(catalog, queries, field, s)
+        if r is not None:
+            m = r["summary"]
+            row = [NAMES[s], f"{m['n_queries_used']:,}", ci(m["tvd"]), ci(m["awrf"]), *cells(r, m)]
+            out.append("| " + " | ".join(row) + " |")
     return out
+
+
+def tables(table) -> list[str]:
+    """``table(catalog, field)`` of every catalog and field with results, each under a heading."""
+    out = []
+    for cat in ("debian", "movies"):
+        for f in FIELDS[cat]:
+            t = table(cat, f)
+            if len(t) > 2:
+                out += [f"**{cat.capitalize()}, groups = `{f}`**", "", *t, ""]
+    return out
+
+
+def judged_table(catalog: str, field: str) -> list[str]:
+    def cells(r: dict, m: dict) -> list[str]:
+        g = m["largest_deficit"]["group"]
+        return [ci(m["expected_exposure"]["EE-L"]), extreme(r, "largest_deficit"),
+                f"{ratio(r, g, 'dtr')} / {ratio(r, g, 'dir')}", extreme(r, "largest_surplus")]
+
+    return system_table(catalog, "click", field, ["EE-L (groups)", "largest deficit, gap in points",
+                                                  "DTR / DIR of that group",
+                                                  "largest surplus, gap in points"], cells)
 
 
 def log_table(catalog: str, field: str) -> list[str]:
-    out = ["| system | queries | TVD [95 % CI] | AWRF | largest deficit, gap in points | its DP "
-           "| largest surplus, gap in points | its DP |", "|---|---|---|---|---|---|---|---|"]
-    for s in SYSTEMS:
-        r = load(catalog, "log", field, s)
-        if r is None:
-            continue
-        m = r["summary"]
+    def cells(r: dict, m: dict) -> list[str]:
         lo, hi = m["largest_deficit"]["group"], m["largest_surplus"]["group"]
-        out.append(f"| {NAMES[s]} | {m['n_queries_used']:,} | {ci(m['tvd'])} | {ci(m['awrf'])} | "
-                   f"{extreme(r, 'largest_deficit')} | {ratio(r, lo, 'dp')} | "
-                   f"{extreme(r, 'largest_surplus')} | {ratio(r, hi, 'dp')} |")
-    return out
+        return [extreme(r, "largest_deficit"), ratio(r, lo, "dp"), extreme(r, "largest_surplus"),
+                ratio(r, hi, "dp")]
+
+    return system_table(catalog, "log", field, ["largest deficit, gap in points", "its DP",
+                                                "largest surplus, gap in points", "its DP"], cells)
 
 
 def deficits(catalog: str, queries: str, field: str, n: int = 5) -> list[str]:
@@ -429,11 +445,7 @@ def section(bench_path: Path) -> str:
          "Each Click test query (`experiments/ctrlqgen/results/<catalog>/weaklabels/"
          "click_test.parquet`: 11,420 Debian, 2,257 movies queries, o_q = 1) is judged relevant to "
          "the one entity it was written for. Stores: top 100 of each system over those queries.", ""]
-    for cat in ("debian", "movies"):
-        for f in FIELDS[cat]:
-            t = judged_table(cat, f)
-            if len(t) > 2:
-                L += [f"**{cat.capitalize()}, groups = `{f}`**", "", *t, ""]
+    L += tables(judged_table)
     t = deficits("debian", "click", "section")
     if t:
         L += ["The five Debian sections with the largest deficit under BM25 on the Click test "
@@ -462,11 +474,7 @@ def section(bench_path: Path) -> str:
           "Every distinct log query (114,926, o_q = occurrences); Debian's stores are the demo "
           "audit's, movies' computed the same way. The target gives every catalog entry the same "
           "exposure: DP is the group's exposure per entry over the catalog's.", ""]
-    for cat in ("debian", "movies"):
-        for f in FIELDS[cat]:
-            t = log_table(cat, f)
-            if len(t) > 2:
-                L += [f"**{cat.capitalize()}, groups = `{f}`**", "", *t, ""]
+    L += tables(log_table)
     c = contributors("debian", "log", "section", "largest_surplus")
     if c:
         L += ["Under the size target a group's deficit is spread over every entry the log never "
