@@ -1,7 +1,8 @@
 """What several test files write into, or do with, a small audit: one home for each piece.
 
-- :func:`stages_off` / :data:`CORE_STAGES`: the ``[stages]`` table of a test audit's TOML;
-- :func:`tiny_adi_audit`: a BM25-only audit of adi, a store and a report in a few seconds;
+- :func:`stages_off` / :data:`CORE_OFF` / :data:`CORE_STAGES`: the ``[stages]`` table of a test audit's TOML;
+- :func:`tiny_adi_audit`: an audit of adi (BM25 under the shared log by default), a store and a
+  report in a few seconds;
 - :func:`audited`: a module fixture's audit, run once into a temporary folder.
 """
 
@@ -16,13 +17,31 @@ def stages_off(*stages: str) -> str:
 
 
 #: the optional stages a quick test audit leaves out (intervention and topics keep their default)
-CORE_STAGES = stages_off("eqi", "robustness", "ctrlqgen", "rerank", "compare")
+CORE_OFF = ("eqi", "robustness", "ctrlqgen", "rerank", "compare")
+CORE_STAGES = stages_off(*CORE_OFF)
 
 
-def tiny_adi_audit(name: str, off: tuple[str, ...]) -> str:
-    """The TOML of a BM25-only audit ``name`` of adi under the shared log (150 queries under
-    ``--quick``, depth 20), the optional stages ``off`` switched off: a store and a report in a
-    few seconds."""
+#: the TOML of one BM25 system (the default k1 and b)
+BM25 = """[[systems]]
+name = "bm25"
+kind = "bm25"
+"""
+
+#: the ``[queries]`` table (and what follows it) of :func:`tiny_adi_audit` by default: the
+#: shared log, 150 of its queries under ``--quick``
+SHARED_LOG = """source = "log"
+
+[quick]
+queries = 150
+"""
+
+
+def tiny_adi_audit(name: str, off: tuple[str, ...], *, queries: str = SHARED_LOG,
+                   systems: str = BM25) -> str:
+    """The TOML of an audit ``name`` of adi at depth 20 (by default of BM25 under the shared
+    log, 150 queries under ``--quick``), the optional stages ``off`` switched off: a store and a
+    report in a few seconds. ``queries``: the ``[queries]`` table's lines (and any table after
+    it); ``systems``: the ``[[systems]]`` tables."""
     return f"""
 [audit]
 name = "{name}"
@@ -35,15 +54,8 @@ shard_size = 64
 source = "adi"
 
 [queries]
-source = "log"
-
-[quick]
-queries = 150
-
-[[systems]]
-name = "bm25"
-kind = "bm25"
-
+{queries}
+{systems}
 """ + stages_off(*off)
 
 

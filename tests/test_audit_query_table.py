@@ -16,6 +16,7 @@ from pathlib import Path
 import _inproc
 import numpy as np
 import pytest
+from _audits import BM25, CORE_OFF, tiny_adi_audit
 
 from limelight.audit.config import parse_config
 from limelight.audit.runner import AuditRunner
@@ -38,37 +39,10 @@ def write_log(path: Path) -> Path:
 
 
 def config(log: Path, extra: str = "") -> str:
-    return f"""
-[audit]
-name = "adi-log-table"
-depth = 20
-cutoffs = [10, 20]
-seed = 0
-shard_size = 64
-
-[collection]
-source = "adi"
-
-[queries]
-source = "{log}"
-{extra}
-[[systems]]
-name = "bm25"
-kind = "bm25"
-
-[[systems]]
-name = "bm25b"
-kind = "bm25"
-k1 = 1.2
-b = 0.75
-
-[stages]
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-compare = false
-"""
+    """The audit of ``log`` (``extra``: more lines of its ``[queries]`` table) by two BM25
+    systems, the default and k1 1.2, b 0.75."""
+    return tiny_adi_audit("adi-log-table", CORE_OFF, queries=f'source = "{log}"\n{extra}',
+                          systems=BM25 + '\n[[systems]]\nname = "bm25b"\nkind = "bm25"\nk1 = 1.2\nb = 0.75\n')
 
 
 #: what the previous code (the log read into memory) gave on this audit: each store's manifest
