@@ -42,7 +42,9 @@ COSTLY_FIRST = (
     "test_engines_audit.py",      # the README's engines and run.sh walk-throughs
     "test_interrupts.py",         # real commands stopped by real signals
     "test_audit.py",              # the quick audit with every stage, a re-ranked audit
-    "test_ray_jobs.py",           # a loopback Ray cluster (its processes' CPU is not counted: wall)
+    "test_ray_jobs.py",           # the loopback Ray cluster's files, together (conftest: cluster;
+    "test_scale.py",              # its processes' CPU is not counted: wall)
+    "test_ray_cluster.py",
     "test_ctrlqgen_pipeline.py",
     "test_dense_fast.py",
     "test_bm25_isolation.py",
@@ -50,7 +52,6 @@ COSTLY_FIRST = (
     "test_scale_curve.py",
     "test_ctrlqgen_ablation.py",  # the ablation's tiny run, stopped twice and resumed
     "test_kind_http.py",
-    "test_scale.py",
     "test_eqi.py",
 )
 
@@ -128,22 +129,45 @@ def trec_eval_dir() -> Path:
     return DATA / "runs" / "trec_eval_test"
 
 
+_LOOPBACK: list = []  # this process's loopback Ray cluster (one per pytest-xdist worker), if started
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """The Ray tests' two-node loopback cluster (``tests/test_ray_*.py``): head + one worker
-    node, each its own raylet, stopped (process groups killed) at the end."""
+    """The Ray tests' two-node loopback cluster (``tests/test_ray_*.py``, ``tests/test_scale.py``):
+    head + one worker node, each its own raylet, one CPU and 150 MB of object store each. Started
+    once for the Ray test files a process runs one after the other (under ``--dist loadfile`` a
+    worker runs whole files: ``COSTLY_FIRST`` puts them together) and stopped, process groups
+    killed, once the next test does not use it (``pytest_runtest_teardown``): a start takes 10-20 s
+    of wall time, and its daemons' CPU is not counted. Each file starts with a live worker node (a
+    node killed by an earlier file is replaced) and ends with ``ray.shutdown()`` of its drivers."""
     import ray
 
     from limelight.scale.loopback import LoopbackCluster
 
-    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
+    if not _LOOPBACK:
+        c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=150)
+        try:
+            c.start()
+        except BaseException:
+            c.stop()
+            raise
+        _LOOPBACK.append(c)
+    c = _LOOPBACK[0]
+    if not c.workers():
+        c.add_node()
     try:
-        c.start()
         yield c
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        c.stop()
+
+
+@pytest.hookimpl(trylast=True)  # after the module's fixtures (a driver's ray.shutdown) ended
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the loopback Ray cluster (``cluster``) after the last test in a row that uses it."""
+    if _LOOPBACK and (nextitem is None or "cluster" not in nextitem.fixturenames):
+        _LOOPBACK.pop().stop(grace=1.0)  # the head takes ~32 s to end on SIGTERM: killed after 1 s
 
 
 # ---- the small real data sets several test files open (one load per test module, as before) ----

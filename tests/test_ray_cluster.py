@@ -1,8 +1,9 @@
 """A real two-node Ray cluster started with Ray's CLI on loopback (``ray start --head`` and a
-second raylet with ``ray start --address=...``, one CPU each, temporary directories, stopped by
-the test): the exposure job with one node SIGKILLed in the middle gives the single-process
-store byte for byte, and no shard that had been written before the kill is written again (same
-inode, same mtime); Ray Data embeddings on the two-node cluster equal the local encoder's."""
+second raylet with ``ray start --address=...``, one CPU each, temporary directories; the Ray test
+files' shared ``cluster``, tests/conftest.py): the exposure job with one node SIGKILLed in the
+middle gives the single-process store byte for byte, and no shard that had been written before the
+kill is written again (same inode, same mtime); Ray Data embeddings on the two-node cluster equal
+the local encoder's."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
     index = build_index(load_dataset("npl").collection, tmp_path / "idx-npl")
     r, fp, _ = open_fingerprinted(index)
     qs = load_query_log().head(12000)
+    node = cluster.workers()[-1]  # the live worker node (node 1, or its replacement: conftest)
     ref = compute_exposure(r, qs, tmp_path / "local", depth=100, shard_size=400, fingerprint=fp)
     out = tmp_path / "ray"
     before_kill: dict[str, tuple[int, int]] = {}
@@ -62,11 +64,11 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
 
     def killer():
         while not stop.is_set():
-            # mid-job: shards already written, and a shard task running on node 1
+            # mid-job: shards already written, and a shard task running on the worker node
             if (out.exists() and len(_stamps(out)) >= 2
-                    and cluster.runs_task(1, "exposure_shard")):
+                    and cluster.runs_task(node, "exposure_shard")):
                 before_kill.update(_stamps(out))
-                cluster.kill_node(1)
+                cluster.kill_node(node)
                 killed.set()
                 return
             time.sleep(0.01)
@@ -79,8 +81,8 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
     finally:
         stop.set()
         t.join()
-    assert killed.is_set(), "the job ended before a shard task ran on node 1 to be killed"
-    assert cluster.procs[1].poll() is not None
+    assert killed.is_set(), "the job ended before a shard task ran on the worker node to be killed"
+    assert cluster.procs[node].poll() is not None
     assert cluster.wait_alive(1) == 1  # declared dead
     # the single-process store, byte for byte
     assert st.n_shards == ref.n_shards == 30

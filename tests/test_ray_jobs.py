@@ -1,6 +1,7 @@
 """The index build and the replay of a live service on a real two-node Ray cluster on this
-machine (``LoopbackCluster``: ``ray start --head`` and a second raylet, one CPU each, stopped by
-the test), with node 1 SIGKILLed while it runs a task:
+machine (``LoopbackCluster``: ``ray start --head`` and a second raylet, one CPU each; the Ray
+test files' shared ``cluster``, tests/conftest.py), with the worker node SIGKILLed while it runs a
+task:
 
 - the streaming BM25 index build (``build_index_ray``: runs of documents analyzed as tasks,
   merged on the driver) writes the single-process ``build_index`` directory byte for byte; no
@@ -33,6 +34,7 @@ ray = pytest.importorskip("ray", reason="the ray engine needs the scale extra (i
 pytest.importorskip("pyterrier_pisa", reason="the replay test's engine is PISA (in dev)")
 
 from _file_stamps import stamps  # noqa: E402
+from _inproc import run_cli  # noqa: E402
 from _search_engine import running  # noqa: E402
 
 from limelight.data import load_catalog, load_dataset, load_query_log  # noqa: E402
@@ -50,7 +52,7 @@ class Killer:
 
     def __init__(self, cluster, task: str, ready, snapshot):
         self.cluster, self.task, self.ready, self.snapshot = cluster, task, ready, snapshot
-        alive = [i for i in range(1, len(cluster.procs)) if i not in cluster.killed]
+        alive = cluster.workers()
         self.node = alive[0] if alive else cluster.add_node()
         self.before = None
         self.killed = threading.Event()
@@ -97,7 +99,7 @@ def test_index_build_with_a_node_killed_equals_the_single_process_build(cluster,
                 lambda: stamps(run_files())) as k:
         out = build_index_ray(coll, tmp_path / "ray", address=cluster.address,
                               run_chars=chars // 16, runs_dir=runs, keep_runs=True)
-    assert k.killed.is_set(), "the build ended before a run task ran on node 1 to be killed"
+    assert k.killed.is_set(), "the build ended before a run task ran on the worker node to be killed"
     assert cluster.wait_alive(1) == 1  # declared dead
     assert _same_tree(ref, out) == []  # every file of the index directory, byte for byte
     after = stamps(run_files())
@@ -119,7 +121,6 @@ def test_cli_index_engine_ray(cluster, tmp_path):
     """``limelight index --engine ray --address`` writes ``limelight index``'s directory; bad
     engine options are one line and exit status 2."""
     cmd = [sys.executable, "-m", "limelight.cli", "index", "--collection", "npl"]
-    env = {**os.environ, "RAY_ADDRESS": ""}
     a, b = local_and_ray(cmd, tmp_path / "a", tmp_path / "b", cluster.address)
     assert a.stdout.replace(str(tmp_path / "a"), "X") == b.stdout.replace(str(tmp_path / "b"), "X")
     assert _same_tree(tmp_path / "a", tmp_path / "b") == []
@@ -127,8 +128,8 @@ def test_cli_index_engine_ray(cluster, tmp_path):
     for extra, message in ((["--engine", "spark"], "unknown engine 'spark'"),
                            (["--address", cluster.address], "--address goes with --engine ray"),
                            (["--engine", "ray", "--dense"], "--engine ray builds the BM25 index")):
-        bad = subprocess.run([*cmd, "--out", str(tmp_path / "bad"), *extra], capture_output=True,
-                             text=True, env=env)
+        # refused before any work: in this process (tests/_inproc.py), no interpreter started
+        bad = run_cli(*cmd[3:], "--out", tmp_path / "bad", *extra)
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
 
@@ -176,7 +177,7 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
     seen = len(_asked(count))
     assert sorted(_asked(count)) == sorted(texts)  # each query once
     # on the cluster: 20 queries/s per task (rate is a client setting: the same fingerprint), so
-    # that a shard takes about a second and a task is running when node 1 dies
+    # that a shard takes about a second and a task is running when the worker node dies
     spec = RetrieverSpec.of("http", url=url, preset="elasticsearch", rate=20, concurrency=2)
     replay = ShardedReplay(spec, coll.ids, tmp_path / "work-ray")
     out = tmp_path / "ray"
@@ -190,7 +191,7 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
     with Killer(cluster, "exposure_shard", lambda: len(shard_files()) >= 2, snapshot) as k:
         st = compute_exposure(replay, qs, out, depth=depth, shard_size=shard, engine="ray",
                               address=cluster.address)
-    assert k.killed.is_set(), "the replay ended before a shard task ran on node 1 to be killed"
+    assert k.killed.is_set(), "the replay ended before a shard task ran on the worker node to be killed"
     assert cluster.procs[k.node].poll() is not None
     assert cluster.wait_alive(1) == 1  # declared dead
     # the single-process store, byte for byte
@@ -212,7 +213,7 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
     assert len(committed) >= 2 * shard
     assert {t: asked[t] for t in committed} == dict.fromkeys(committed, 1)
     again = {t: n for t, n in asked.items() if n > 1}  # answers lost with the node, if any
-    assert len(again) <= 2 * shard  # at most the shards in flight on node 1
+    assert len(again) <= 2 * shard  # at most the shards in flight on the worker node
     [s] = replay.replay_summary()
     assert s["answered"] == len(texts) and s["failed"] == 0
     # the CLI: exposure compute --url ... --engine ray (journals beside the store, OUT.replay)

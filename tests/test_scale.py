@@ -1,6 +1,7 @@
-"""The Ray engine (limelight.scale) on a real two-node Ray cluster on loopback: a head node and
-one worker node, one CPU each, small object stores; the exposure stores it writes must equal the
-local engine's, byte for byte, also when a worker process is killed in the middle of a job."""
+"""The Ray engine (limelight.scale) on a real two-node Ray cluster on loopback (the Ray test
+files' ``cluster``, tests/conftest.py): a head node and one worker node, one CPU each, small
+object stores; the exposure stores it writes must equal the local engine's, byte for byte, also
+when a worker process is killed in the middle of a job."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _inproc import run_cli
 from _shared import local_and_ray
 
 # telemetry threads outlive ray.shutdown() and race later tests (CPython 3.11 ast.parse is not
@@ -33,24 +35,17 @@ from limelight.retrieval.bm25 import BM25, BM25Index  # noqa: E402
 from limelight.retrieval.index_dir import build_index, open_fingerprinted  # noqa: E402
 from limelight.scale import IndexRetriever, compute_shards  # noqa: E402
 
-STORE_MB = 150 * 1024 * 1024
-
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Head + one worker node on loopback, connected for the whole module, always shut down."""
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": STORE_MB,
-                                                      "include_dashboard": False})
+def cluster(cluster):
+    """The Ray test files' loopback cluster (tests/conftest.py: ``ray start`` head + one worker
+    node, one CPU and 150 MB of object store each), this process connected to it for the whole
+    module, disconnected at its end."""
+    ray.init(address=cluster.address, log_to_driver=False)
     try:
-        c.add_node(num_cpus=1, object_store_memory=STORE_MB)
-        c.wait_for_nodes()
-        ray.init(address=c.address, log_to_driver=False)
-        yield c
+        yield cluster
     finally:
         ray.shutdown()
-        c.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +88,7 @@ def same_store(a: Path, b: Path, n_shards: int) -> None:
 
 def test_ray_store_identical_to_local(cluster, local_store, cranfield_index, log, work):
     st, fp = local_store
-    assert len(ray.nodes()) == 2 and all(n["Alive"] for n in ray.nodes())
+    assert sum(n["Alive"] for n in ray.nodes()) == 2  # head + worker (a node killed before: dead)
     seen = []
     out = work / "ray"
     rs = compute_exposure(IndexRetriever(cranfield_index), log.head(4000), out, depth=100,
@@ -240,8 +235,7 @@ def test_cli_engine_ray_with_address(cluster, local_store, cranfield_index, work
                           "127.0.0.1:9"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.strip().startswith("error: cannot reach a Ray cluster")
     assert len(bad.stderr.strip().splitlines()) == 1
-    bad = subprocess.run([*cmd, "--out", str(work / "cli-bad"), "--engine", "spark"],
-                         capture_output=True, text=True, env=env)
+    bad = run_cli(*cmd[3:], "--out", work / "cli-bad", "--engine", "spark")  # in this process
     assert bad.returncode == 2 and "unknown engine 'spark'" in bad.stderr
 
 
