@@ -219,7 +219,7 @@ def test_reranked_system_resolves_first_and_checkpoint(tmp_path, tk_bytes):
     cfg = load_config(p)
     bm25, tk = cfg.systems
     assert tk.first is bm25 and not tk.uses_dense and not tk.needs_dense
-    assert tk.checkpoint_path == str((tmp_path / "tk.pt").resolve())  # against the config's folder
+    assert tk.checkpoint == str((tmp_path / "tk.pt").resolve())  # against the config's folder
     s = tk.settings()
     assert s["depth"] == 100 and s["first"] == "bm25" and s["first_settings"] == bm25.settings()
     assert s["checkpoint_sha256"] == hashlib.sha256(tk_bytes).hexdigest()

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from limelight.audit.cache import stable_hash
-from limelight.audit.config import SystemSpec
+from limelight.audit.config import parse_config
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
 from limelight.errors import LimelightError
 from limelight.retrieval.bm25 import BM25, BM25Index
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.index_dir import build_index, open_fingerprinted, open_retriever
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import RetrieverSpec, System
 from limelight.scale.exposure import IndexRetriever
 
 TEXTS = ["the quick brown fox", "a lazy dog sleeps", "quick dogs and foxes", "brown bread recipe",
@@ -70,7 +70,9 @@ def test_bad_specs_are_one_line_errors():
                                          ("dense", {"model": "m", "max_seq_length": 64}),
                                          ("hybrid", {"rrf_k": 10}), ("hybrid", {})])
 def test_settings_and_audit_key_as_the_audit_computes_them(kind, params):
-    system = SystemSpec("s", kind, dict(params))
+    system = parse_config(f'[collection]\nsource = "adi"\n[[systems]]\nname = "s"\nkind = "{kind}"\n'
+                          + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in params.items())).system("s")
+    assert system == System.of(kind, name="s", **params) and system.name == "s"
     spec = RetrieverSpec.from_settings(system.settings())
     assert spec.settings() == system.settings()
     deps = ["0123abcd", "4567ef01"]
@@ -78,10 +80,9 @@ def test_settings_and_audit_key_as_the_audit_computes_them(kind, params):
 
 
 def test_reranked_settings_as_the_audit_computes_them():
-    first = SystemSpec("bm25", "bm25", {"k1": 1.2})
-    system = SystemSpec("tk", "reranked", {"first": "bm25", "checkpoint": "tk.pt"}, first=first,
-                        checkpoint_path="/abs/tk.pt", checkpoint_sha256="f" * 64)
-    spec = RetrieverSpec.from_settings(system.settings(), checkpoint=system.checkpoint_path)
+    first = System.of("bm25", name="bm25", k1=1.2)
+    system = System("reranked", {"first": "bm25", "checkpoint": "tk.pt"}, first, "/abs/tk.pt", "f" * 64, "tk")
+    spec = RetrieverSpec.from_settings(system.settings(), checkpoint=system.checkpoint)
     assert spec.settings() == system.settings()
     assert spec.first == RetrieverSpec.of("bm25", k1=1.2) and spec.checkpoint == "/abs/tk.pt"
     assert spec.fingerprint(index_key=["k"]) == stable_hash("retriever", ["k"], system.settings())

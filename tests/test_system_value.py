@@ -5,6 +5,8 @@ the ones recorded before the change (values computed by the code of commit 5364d
 
 from __future__ import annotations
 
+import pickle
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,12 +14,15 @@ import pytest
 from _inproc import run_cli
 
 from limelight.audit.cache import stable_hash
-from limelight.audit.config import parse_config
-from limelight.audit.stages.exposure import exposure_stage, stable_key
+from limelight.audit.config import load_system_file, parse_config
+from limelight.audit.stages.exposure import exposure_stage
 from limelight.data.collection import Collection
 from limelight.data.ids import IdMap
+from limelight.errors import FormatError
 from limelight.exposure.store import ExposureStore
 from limelight.retrieval.index_dir import build_index
+from limelight.retrieval.spec import System
+from limelight.retrieval.systems import get_kind
 
 TEXTS = ["the quick brown fox", "a lazy dog sleeps", "quick dogs and foxes", "brown bread recipe",
          "the dog and the fox are friends", "recipe for a quick lunch"]
@@ -86,7 +91,9 @@ kind = "run"
 path = "r.run"
 """
 
-# stable_key(DEPS, system) and the exposure stage's cache key of each system of AUDIT
+# the audit's exposure fingerprint of each system of AUDIT (the formula of ``stable_key``,
+# stable_hash("retriever", DEPS, settings), before it became ``System.fingerprint(index_key=)``)
+# and its exposure stage's cache key
 AUDIT_KEYS = {"bm25": ("fe269950b974aeb45b8d44fa", "80b1057bf824182b7a2d6dae"),
               "b2": ("dfad9c02b262f5e5c3519e37", "1d65a41c9bd8b047ce6b6bf0"),
               "dense": ("de1a858575166c88c9bb1162", "5629bdb2492803b8e55b1981"),
@@ -105,5 +112,45 @@ def test_audit_stage_keys_are_the_recorded_ones(tmp_path):
     got = {}
     for s in cfg.systems:
         stage = exposure_stage(s, cfg.depth)
-        got[s.name] = (stable_key(DEPS, s), stable_hash(stage.name, *stage.key(audit)))
+        assert s.fingerprint(index_key=DEPS) == stable_hash("retriever", DEPS, s.settings())
+        got[s.name] = (s.fingerprint(index_key=DEPS), stable_hash(stage.name, *stage.key(audit)))
     assert got == AUDIT_KEYS
+
+
+def test_one_parser_for_the_audit_table_and_the_system_file(tmp_path):
+    """The CLI's ``--system`` file is read as an audit's ``[[systems]]`` table is: the same keys
+    (``name`` too), the same value, the same one-line errors at the file's line."""
+    (tmp_path / "r.run").write_text(RUN)
+    cfg = parse_config(AUDIT, tmp_path / "audit.toml")
+    f = tmp_path / "s.toml"
+    f.write_text('[system]\nname = "served"\nkind = "run"\npath = "r.run"\n')
+    assert load_system_file(f) == cfg.system("served")
+    f.write_text('[system]\nname = "b2"\nkind = "bm25"\nk1 = 1\n')
+    assert load_system_file(f) == cfg.system("b2") == System.of("bm25", k1=1, name="b2")
+    f.write_text('[system]\nkind = "bm25"\nk1 = 1.2\nb = 0.75\n')
+    assert load_system_file(f) == System.of("bm25", k1=1.2, b=0.75, name="bm25")
+    # the --model/--k1/--b flags: the same value, unnamed
+    assert System.from_model("bm25", 1.2, 0.75) == System.of("bm25", k1=1.2, b=0.75)
+    assert System.from_model("dense", 1.2, 0.75) == System.of("dense")
+    f.write_text('[system]\nkind = "bm25"\n\nk3 = 1\n')
+    with pytest.raises(FormatError, match=r"s\.toml:4: unknown key 'k3' in \[system\] \(allowed: b, k1\)"):
+        load_system_file(f)
+    f.write_text('[system]\nname = "a b"\nkind = "bm25"\n')
+    with pytest.raises(FormatError, match=r"s\.toml:2: system\.name 'a b' must be letters"):
+        load_system_file(f)
+
+
+def test_the_kind_is_resolved_once_and_recorded_settings_read_back(tmp_path):
+    """A system holds its registered kind (looked up when it is made, again after pickling); both
+    recorded forms of its settings (the audit's, a CLI store's) read back to it."""
+    (tmp_path / "r.run").write_text(RUN)
+    cfg = parse_config(AUDIT, tmp_path / "audit.toml")
+    for s in cfg.systems:
+        assert s.registered is get_kind(s.kind) and s.params == dict(s.params)
+        back = pickle.loads(pickle.dumps(s))
+        assert back == s and back.registered is s.registered and back.name == s.name
+        unnamed = replace(s, name=None)
+        assert System.from_recorded({"name": s.name, **s.settings()}) == unnamed
+        assert System.from_recorded(s.store_settings()) == unnamed
+    assert cfg.system("dense").uses_dense and cfg.system("hybrid").needs_dense
+    assert not cfg.system("served").uses_dense and cfg.system("b2").params["k1"] == 1

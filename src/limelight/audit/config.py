@@ -70,7 +70,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,8 @@ from limelight._io import file_sha256
 from limelight.audit.stage import StageOptions
 from limelight.audit.stages import STAGE_OPTIONS, registered_stages
 from limelight.errors import FormatError, LimelightError, with_article
-from limelight.retrieval.spec import RetrieverSpec
-from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
+from limelight.retrieval.spec import System
+from limelight.retrieval.systems import FIRST_STAGE, get_kind, kind_names
 
 OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention", "topics")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -95,56 +95,12 @@ _TOP_KEYS = {"audit", "collection", "queries", "quick", "systems", "stages", "ev
 
 
 @dataclass
-class SystemSpec:
-    """One audited system: a unique ``name`` (used in paths), a ``kind`` and its settings."""
-
-    name: str
-    kind: str
-    params: dict[str, Any] = field(default_factory=dict)
-    # reranked systems: the first-stage system, the checkpoint file (resolved) and its content hash
-    first: SystemSpec | None = field(default=None, repr=False)
-    checkpoint_path: str | None = None
-    checkpoint_sha256: str | None = None
-
-    @property
-    def retriever_spec(self) -> RetrieverSpec:
-        """This system as the :class:`~limelight.retrieval.spec.RetrieverSpec` that opens it
-        (made from the parsed fields: the configuration is parsed once)."""
-        return RetrieverSpec(self.kind, tuple(self.params.items()),
-                             None if self.first is None else self.first.retriever_spec,
-                             self.checkpoint_path, self.checkpoint_sha256)
-
-    def settings(self) -> dict[str, Any]:
-        """Kind and parameters with defaults filled in (what the stage hashes cover). A reranked
-        system's settings include its first system's settings and the checkpoint's content
-        hash, so a changed first stage or a retrained checkpoint reruns what depends on it."""
-        kind = get_kind(self.kind)
-        p = {**kind.defaults(), **self.params}
-        if "checkpoint" in kind.params:
-            p["checkpoint_sha256"] = self.checkpoint_sha256
-        if "first" in kind.params:
-            p["first_settings"] = self.first.settings() if self.first is not None else None
-        return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
-
-    @property
-    def uses_dense(self) -> bool:
-        """Whether the system itself encodes queries with the dense model (its kind has the
-        ``query_vectors`` capability: dense, hybrid)."""
-        return get_kind(self.kind).has(QUERY_VECTORS)
-
-    @property
-    def needs_dense(self) -> bool:
-        """Whether retrieval needs the dense index and query vectors (also through ``first``)."""
-        return self.uses_dense or (self.first is not None and self.first.needs_dense)
-
-
-@dataclass
 class AuditConfig:
     """A validated audit configuration."""
 
     name: str
     collection: str
-    systems: list[SystemSpec]
+    systems: list[System]
     collection_name: str | None = None  # [collection] name (default: load_dataset's name)
     query_source: str = "log"
     query_sample: int = 0
@@ -164,12 +120,12 @@ class AuditConfig:
     text: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, systems=[]))  # a system describes itself (its settings)
         d.pop("text")
         d["systems"] = [{"name": s.name, **s.settings()} for s in self.systems]
         return d
 
-    def system(self, name: str) -> SystemSpec:
+    def system(self, name: str) -> System:
         for s in self.systems:
             if s.name == name:
                 return s
@@ -258,40 +214,72 @@ def _check_queries(ck: _Checker, qs: dict, quick: dict, text: str) -> str:
     return qsrc
 
 
-def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None) -> list[SystemSpec]:
-    """The ``[[systems]]`` tables: kinds, unique names, settings; a system of a kind that stacks
-    over another (it declares a ``first`` parameter: ``reranked``) resolved
-    (:func:`_check_stacked`); dense and hybrid systems share one encoder."""
+def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None) -> list[System]:
+    """The ``[[systems]]`` tables (:func:`parse_systems`), at least one."""
     raw_systems = raw.get("systems")
     if not raw_systems:
         ck.fail("audit", "no systems: add at least one [[systems]] table (name, kind)")
     if not isinstance(raw_systems, list):
         ck.fail("systems", "systems must be an array of tables: [[systems]]")
-    systems: list[SystemSpec] = []
-    starts = [i + 1 for i, ln in enumerate(text.splitlines()) if re.match(r"^\s*\[\[\s*systems\s*\]\]", ln)]
-    ats: list[int] = []
-    for i, s in enumerate(raw_systems):
+    base = Path(p).resolve().parent if p else Path.cwd()
+    return parse_systems(raw_systems, text, p, base, depth)
+
+
+def parse_systems(tables: list, text: str, path: str | os.PathLike | None, base: Path,
+                  depth: int | None, table: str = "systems") -> list[System]:
+    """The one reader of systems: the audit's ``[[systems]]`` tables and the CLI's ``--system``
+    file (``table="system"``: one ``[system]`` table) become :class:`~limelight.retrieval.spec.System`
+    values, with the same keys (``name``, ``kind`` and the kind's parameters) and the same
+    one-line errors naming the file (``path``, whose TOML ``text`` held the tables) and line.
+
+    Kinds, unique names and parameter types are checked; a system of a kind that stacks over
+    another (it declares a ``first`` parameter: ``reranked``) is resolved against the others
+    (:func:`_check_stacked`; ``depth``: the audit's exposure depth its own must reach, ``None``:
+    not checked); each kind's ``resolve`` checks the files a system names (relative to ``base``)
+    and adds their content hash; dense and hybrid systems share one encoder."""
+    ck = _Checker(None if path is None else str(path), text)
+    header = r"^\s*\[\[\s*systems\s*\]\]" if table == "systems" else rf"^\s*\[\s*{table}\s*\]"
+    starts = [i + 1 for i, ln in enumerate(text.splitlines()) if re.match(header, ln)]
+    rows: list[tuple[str, str, dict[str, Any], int]] = []  # name, kind, parameters, line
+    for i, s in enumerate(tables):
         at = starts[i] if i < len(starts) else 0
-        ats.append(at)
+        where = f"{table}[{i}]" if table == "systems" else table
+        if not isinstance(s, dict):
+            ck.fail_at(at, f"{where} must be a table")
         kind = s.get("kind")
         if kind not in kind_names():
-            ck.fail("kind", f"systems[{i}].kind must be one of {', '.join(kind_names())}, not {kind!r}", at)
+            ck.fail("kind", f"{where}.kind must be one of {', '.join(kind_names())}, not {kind!r}", at)
         name = s.get("name", kind)
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            ck.fail("name", f"systems[{i}].name {name!r} must be letters, digits, '.', '_' or '-'", at)
-        if any(x.name == name for x in systems):
+            ck.fail("name", f"{where}.name {name!r} must be letters, digits, '.', '_' or '-'", at)
+        if any(r[0] == name for r in rows):
             ck.fail("name", f"duplicate system name {name!r}", at)
         params = {k: v for k, v in s.items() if k not in ("name", "kind")}
-        ck.table(params, f"systems.{name}", {k: v.type for k, v in get_kind(kind).params.items()}, at)
-        systems.append(SystemSpec(name, kind, params))
-    base = Path(p).resolve().parent if p else Path.cwd()
-    for spec, at in zip(systems, ats, strict=True):
-        if "first" in get_kind(spec.kind).params:  # stacked over another system of the config
-            _check_stacked(ck, spec, systems, depth, base, at)
+        ck.table(params, _where(table, name), {k: v.type for k, v in get_kind(kind).params.items()}, at)
+        rows.append((name, kind, params, at))
+    stacked: dict[str, tuple[str, str | None, str | None]] = {}  # name -> first, checkpoint, its sha256
+    resolved: dict[str, dict[str, Any]] = {}
+    for name, kind, params, at in rows:
+        where = _where(table, name)
+        if "first" in get_kind(kind).params:  # stacked over another system of the config
+            stacked[name] = _check_stacked(ck, where, kind, params, rows, depth, base, at)
         try:  # the kind's own checks of the files it names, and their content hash (run: sha256)
-            spec.params = get_kind(spec.kind).resolved(spec.params, base)
+            resolved[name] = get_kind(kind).resolved(params, base)
         except LimelightError as e:
-            ck.fail_at(at, f"systems.{spec.name}: {e}")
+            ck.fail_at(at, f"{where}: {e}")
+    built: dict[str, System] = {}
+    kinds = {name: kind for name, kind, _, _ in rows}
+
+    def build(name: str) -> System:  # a stacked system after its first stage
+        if name not in built:
+            if name in stacked:
+                first, checkpoint, sha = stacked[name]
+                built[name] = System(kinds[name], resolved[name], build(first), checkpoint, sha, name)
+            else:
+                built[name] = System(kinds[name], resolved[name], name=name)
+        return built[name]
+
+    systems = [build(name) for name, _, _, _ in rows]
     enc = {(s.params.get("model"), s.params.get("max_seq_length")) for s in systems if s.uses_dense}
     if len(enc) > 1:
         ck.fail("model", "dense and hybrid systems of one audit must share model and max_seq_length "
@@ -299,15 +287,49 @@ def _parse_systems(ck: _Checker, raw: dict, text: str, depth: int, p: str | None
     return systems
 
 
-def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfig:
-    """Parse and validate an audit configuration from TOML text."""
-    p = None if path is None else str(path)
+def _where(table: str, name: str) -> str:
+    """How messages name a system: ``systems.NAME`` (an audit's), ``system`` (a system file's)."""
+    return f"{table}.{name}" if table == "systems" else table
+
+
+def _read_text(p: Path) -> str:
+    """A configuration file's text; a one-line error when it is not UTF-8."""
     try:
-        raw = tomllib.loads(text)
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(str(p), None, f"not UTF-8 text ({e.reason})") from None
+
+
+def _toml(text: str, p: str | None) -> dict:
+    """The tables of a configuration's TOML ``text``; invalid TOML is one line at its line."""
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         raise FormatError(p or "<config>", int(m.group(1)) if m else None,
                           f"invalid TOML ({str(e).split(' (at')[0]})") from None
+
+
+def load_system_file(path: str | os.PathLike) -> System:
+    """The system of a ``--system FILE.toml`` (``limelight exposure compute``): one ``[system]``
+    table with the keys of an audit's ``[[systems]]`` table (``kind``, its parameters, an
+    optional ``name``), read by :func:`parse_systems` (relative paths against the file's
+    folder)."""
+    p = Path(path)
+    if not p.is_file():
+        raise LimelightError(f"{p}: no such system file")
+    text = _read_text(p)
+    raw = _toml(text, str(p))
+    if set(raw) != {"system"} or not isinstance(raw["system"], dict):
+        raise FormatError(str(p), None, "a system file holds one [system] table: kind = \"...\" and "
+                                        "the kind's parameters (limelight systems lists them)")
+    return parse_systems([raw["system"]], text, p, p.resolve().parent, None, table="system")[0]
+
+
+def parse_config(text: str, path: str | os.PathLike | None = None) -> AuditConfig:
+    """Parse and validate an audit configuration from TOML text."""
+    p = None if path is None else str(path)
+    raw = _toml(text, p)
     ck = _Checker(p, text)
     top = {*_TOP_KEYS, *STAGE_OPTIONS}  # the stages' tables, registered ones too
     switches = (*OPTIONAL_STAGES, *registered_stages())
@@ -390,41 +412,43 @@ def _check_stage_options(ck: _Checker, schema: StageOptions, opts: object, conte
         schema.check(opts, lambda key, msg: ck.fail_at(ck.key_line(key, at) or at, msg), context)
 
 
-def _check_stacked(ck: _Checker, spec: SystemSpec, systems: list[SystemSpec], depth: int,
-                   base: Path, at: int) -> None:
+def _check_stacked(ck: _Checker, where: str, kind: str, params: dict, rows: list, depth: int | None,
+                   base: Path, at: int) -> tuple[str, str | None, str | None]:
     """Resolve and validate a system stacked over another (its kind declares ``first``: a
     reranked system): its ``first`` system, its checkpoint when the kind declares one (a file
     that ``NeuralRanker.load`` reads; relative paths against the config file's folder) and its
-    depth when the kind declares one (≥ the audit's exposure depth)."""
-    where = f"systems.{spec.name}"
-    declared = get_kind(spec.kind).params
-    first = spec.params.get("first")
+    depth when the kind declares one (≥ the audit's exposure depth). Returns the first system's
+    name, the checkpoint file (resolved) and its content hash."""
+    declared = get_kind(kind).params
+    first = params.get("first")
     if first is None:
-        ck.fail_at(at, f"{where} (kind {spec.kind}) needs first = \"<name of the first-stage "
+        ck.fail_at(at, f"{where} (kind {kind}) needs first = \"<name of the first-stage "
                        "system it stacks on>\"")
-    names = [s.name for s in systems]
+    names = [r[0] for r in rows]
     if first not in names:
         ck.fail_at(ck.key_line("first", at), f"{where}.first {first!r} is not a system of this config "
                                              f"(systems: {', '.join(names)})")
-    base_spec = systems[names.index(first)]
-    if not get_kind(base_spec.kind).has(FIRST_STAGE):
-        able = [s.name for s in systems if get_kind(s.kind).has(FIRST_STAGE)]
+    first_kind = rows[names.index(first)][1]
+    if not get_kind(first_kind).has(FIRST_STAGE):
+        able = [r[0] for r in rows if get_kind(r[1]).has(FIRST_STAGE)]
         ck.fail_at(ck.key_line("first", at),
-                   f"{where}.first {first!r} is {with_article(base_spec.kind)} system, which cannot be a first "
+                   f"{where}.first {first!r} is {with_article(first_kind)} system, which cannot be a first "
                    f"stage (systems that can: {', '.join(able) or 'none'})")
-    spec.first = base_spec
+    checkpoint = sha = None
     if "checkpoint" in declared:
-        _check_checkpoint(ck, spec, where, base, at)
+        checkpoint, sha = _check_checkpoint(ck, where, kind, params, base, at)
     if "depth" in declared:
-        _check_stacked_depth(ck, spec, where, depth, at)
+        _check_stacked_depth(ck, where, kind, params, depth, at)
+    return first, checkpoint, sha
 
 
-def _check_checkpoint(ck: _Checker, spec: SystemSpec, where: str, base: Path, at: int) -> None:
-    """A stacked system's ``checkpoint``: a loadable TK/KNRM file (relative to ``base``),
-    recorded resolved with its content hash."""
-    raw = spec.params.get("checkpoint")
+def _check_checkpoint(ck: _Checker, where: str, kind: str, params: dict, base: Path,
+                      at: int) -> tuple[str, str]:
+    """A stacked system's ``checkpoint``: a loadable TK/KNRM file (relative to ``base``);
+    returns it resolved, with its content hash."""
+    raw = params.get("checkpoint")
     if raw is None:
-        ck.fail_at(at, f"{where} (kind {spec.kind}) needs checkpoint = \"<TK or KNRM checkpoint>\" "
+        ck.fail_at(at, f"{where} (kind {kind}) needs checkpoint = \"<TK or KNRM checkpoint>\" "
                        "(limelight rerank train ... --out FILE.pt)")
     path = Path(raw).expanduser()
     if not path.is_absolute():
@@ -432,7 +456,6 @@ def _check_checkpoint(ck: _Checker, spec: SystemSpec, where: str, base: Path, at
     path = path.resolve()
     if not path.is_file():
         ck.fail_at(ck.key_line("checkpoint", at), f"{where}.checkpoint {raw!r}: no such file ({path})")
-    from limelight.errors import LimelightError
     from limelight.rerank.ranker import NeuralRanker
 
     try:
@@ -442,16 +465,16 @@ def _check_checkpoint(ck: _Checker, spec: SystemSpec, where: str, base: Path, at
         msg = msg[len(str(path)) + 2:] if msg.startswith(f"{path}: ") else msg
         ck.fail_at(ck.key_line("checkpoint", at),
                    f"{where}.checkpoint {raw!r} is not a loadable TK/KNRM checkpoint ({msg})")
-    spec.checkpoint_path = str(path)
-    spec.checkpoint_sha256 = file_sha256(path)
+    return str(path), file_sha256(path)
 
 
-def _check_stacked_depth(ck: _Checker, spec: SystemSpec, where: str, depth: int, at: int) -> None:
+def _check_stacked_depth(ck: _Checker, where: str, kind: str, params: dict, depth: int | None,
+                         at: int) -> None:
     """A stacked system's ``depth`` (its first stage's candidates): ≥ 1 and ≥ the audit's."""
-    rdepth = spec.params.get("depth", get_kind(spec.kind).params["depth"].default)
+    rdepth = params.get("depth", get_kind(kind).params["depth"].default)
     if rdepth < 1:
         ck.fail_at(ck.key_line("depth", at), f"{where}.depth must be ≥ 1, got {rdepth}")
-    if depth > rdepth:
+    if depth is not None and depth > rdepth:
         line = ck.key_line("depth", at)
         if line is not None:
             ck.fail_at(line, f"{where}.depth ({rdepth}) must be ≥ audit.depth ({depth}): the exposure "
@@ -465,8 +488,4 @@ def load_config(path: str | os.PathLike) -> AuditConfig:
     p = Path(path)
     if not p.is_file():
         raise FormatError(str(p), None, "no such configuration file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise FormatError(str(p), None, f"not UTF-8 text ({e.reason})") from None
-    return parse_config(text, p)
+    return parse_config(_read_text(p), p)

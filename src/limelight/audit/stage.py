@@ -25,14 +25,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class SystemView(Protocol):
-    """What a stage reads of an audited system (``limelight.audit.config.SystemSpec``; the stages
-    do not import the configuration module, which reads their option schemas)."""
+    """What a stage reads of an audited system (a :class:`limelight.retrieval.spec.System`; the
+    stages do not import the configuration module, which reads their option schemas)."""
 
     name: str
     kind: str
-    params: dict[str, Any]
+    params: Mapping[str, Any]
 
     def settings(self) -> dict[str, Any]: ...
+
+    def fingerprint(self, index_dir: Any = None, *, index_key: Any = None) -> str: ...
 
 
 class ConfigView(Protocol):

@@ -109,11 +109,11 @@ def search(
     """Search one query and print the results."""
     from limelight.data.queries import Queries, check_query_text
     from limelight.retrieval.index_dir import index_size, load_docs
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
     text = check_query_text(text)
     k = check_k(k, "--k", index_size(index))
-    retriever = RetrieverSpec.from_model(model, k1, b).open(index)
+    retriever = System.from_model(model, k1, b).open(index)
     run = retriever.retrieve(Queries.from_lists(["q"], [text]), k)
     docs = load_docs(index)
     rows = []
@@ -145,12 +145,12 @@ def retrieve(
     from limelight.data.formats import write_trec_run
     from limelight.data.loaders import load_queries
     from limelight.retrieval.index_dir import index_size
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
     check_replaceable_file(out, overwrite)  # before the work
     k = check_k(k, "--k", index_size(index))
     qs = load_queries(queries)
-    retriever = RetrieverSpec.from_model(model, k1, b).open(index, threads=threads)
+    retriever = System.from_model(model, k1, b).open(index, threads=threads)
     run = retrieve_with_progress(retriever, qs, k)
     with atomic_output_file(out, overwrite) as tmp:
         write_trec_run(run, tmp, tag=tag or model, gzip=str(out).endswith(".gz"))

@@ -40,13 +40,11 @@ def _index_dir(store) -> Path:
 def _store_retriever(store):
     """The retriever a store was computed with, checked against the store's fingerprint."""
     from limelight.errors import IndexMismatchError
-    from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
     st = store.manifest.get("settings", {})
     _check_rescores(store, st.get("model", "bm25"))
-    spec = RetrieverSpec.from_model(st.get("model", "bm25"), k1=float(st.get("k1", DEFAULT_K1)),
-                                    b=float(st.get("b", DEFAULT_B)))
+    spec = System.from_recorded(st)
     retriever = spec.open(_index_dir(store))
     if spec.fingerprint(_index_dir(store)) != store.manifest.get("retriever"):
         raise IndexMismatchError(f"{store.path}: its index {_index_dir(store)} changed since the "

@@ -17,36 +17,6 @@ from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 app = typer.Typer(help="Exact exposure: every query's top-n, stored once.", no_args_is_help=True)
 
 
-def _read_system_file(path: Path) -> tuple[str, dict]:
-    """``--system FILE.toml``: the kind and parameters of its one ``[system]`` table, checked
-    against the registry (an unknown kind or parameter lists the registered ones)."""
-    import re
-    import tomllib
-
-    from limelight.errors import FormatError
-    from limelight.retrieval.systems import get_kind
-
-    if not path.is_file():
-        raise LimelightError(f"{path}: no such system file")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise FormatError(path, None, f"not UTF-8 text ({e.reason})") from None
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"line (\d+)", str(e))
-        raise FormatError(path, int(m.group(1)) if m else None,
-                          f"invalid TOML ({str(e).split(' (at')[0]})") from None
-    if set(raw) != {"system"} or not isinstance(raw["system"], dict):
-        raise FormatError(path, None, "a system file holds one [system] table: kind = \"...\" and "
-                                      "the kind's parameters (limelight systems lists them)")
-    params = dict(raw["system"])
-    kind = params.pop("kind", None)
-    if not isinstance(kind, str):
-        raise FormatError(path, None, "[system] needs kind = \"...\" (limelight systems lists the kinds)")
-    get_kind(kind).check(params, str(path))
-    return kind, params
-
-
 #: the parameters of kinds ``run`` and ``http`` that ``--run``/``--url`` take as options
 FLAG_PARAMS = {"match": "--match", "unknown_docs": "--unknown-docs", "queries": "--run-queries"}
 _SETTING = re.compile(r'\b(' + "|".join(FLAG_PARAMS) + r')\s*=\s*\\?"([^"\\]+)\\?"')
@@ -76,12 +46,13 @@ def _flag_words(on: bool):
 
 def _system(model: str | None, k1: float, b: float, system: Path | None, run: Path | None,
             url: str | None, preset: str | None, flags: dict | None = None):
-    """(``RetrieverSpec``, the folder its relative paths resolve against) of the options:
-    ``--model`` over ``--index`` (bm25 by default), or one of ``--system``, ``--run`` (kind
-    ``run``) and ``--url``/``--preset`` (kind ``http``), its files checked and hashed;
+    """(``System``, the folder its relative paths resolve against) of the options:
+    ``--model`` over ``--index`` (bm25 by default), or one of ``--system`` (a file read as an
+    audit's ``[[systems]]`` table is: :func:`limelight.audit.config.load_system_file`), ``--run``
+    (kind ``run``) and ``--url``/``--preset`` (kind ``http``), its files checked and hashed;
     ``flags``: the parameters given as options (``FLAG_PARAMS``: ``--match``,
     ``--unknown-docs``, ``--run-queries``), which go with ``--run`` or ``--url``."""
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
     from limelight.retrieval.systems import get_kind
 
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
@@ -94,22 +65,22 @@ def _system(model: str | None, k1: float, b: float, system: Path | None, run: Pa
         raise LimelightError(f"{FLAG_PARAMS[next(iter(flags))]} goes with --run or --url "
                              "(in a --system file it is a parameter of the [system] table)")
     if not given:
-        return RetrieverSpec.from_model(model or "bm25", k1, b), Path.cwd()
+        return System.from_model(model or "bm25", k1, b), Path.cwd()
     if model is not None:
         raise LimelightError(f"--model goes with --index, not with {given[0]} (which names the system)")
-    base = Path.cwd()
     if system is not None:
-        kind, params = _read_system_file(system)
-        base = system.resolve().parent
-    elif run is not None:
+        from limelight.audit.config import load_system_file
+
+        return load_system_file(system), system.resolve().parent
+    if run is not None:
         kind, params = "run", {"path": str(run), **flags}
     else:
         kind, params = "http", {"url": url, **({"preset": preset} if preset is not None else {}), **flags}
     unknown = [k for k in flags if k not in get_kind(kind).params]
     if unknown:
         raise LimelightError(f"{FLAG_PARAMS[unknown[0]]} goes with --run, not --url")
-    with _flag_words(system is None):
-        return RetrieverSpec.of(kind, **get_kind(kind).resolved(params, base)), base
+    with _flag_words(True):
+        return System.of(kind, **get_kind(kind).resolved(params, Path.cwd())), Path.cwd()
 
 
 def _documents(index: Path | None, collection: str | None, kind: str):

@@ -251,14 +251,14 @@ def suggest_cmd(
     from limelight.data.queries import check_query_text
     from limelight.querygen.suggest import suggest
     from limelight.retrieval.index_dir import index_size
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
     query = check_query_text(query)
     _backbone_needs_generator(backbone, generator)
     if n < 1:
         raise LimelightError(f"--n must be ≥ 1, got {n}")
     top_k = check_k(top_k, "--top-k", index_size(index))
-    retriever = RetrieverSpec.from_model("bm25").open(index)
+    retriever = System.of("bm25").open(index)
     coll, sch = _checked(catalog, schema)
     res = suggest(query, retriever, coll, sch, top_k=top_k, n=n, generator=generator,
                   backbone=backbone, seed=seed)

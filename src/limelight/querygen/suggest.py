@@ -5,10 +5,10 @@ Usage::
 
     from limelight.data import load_catalog
     from limelight.querygen.suggest import suggest
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
     cat = load_catalog("debian")
-    bm25 = RetrieverSpec.from_model("bm25").open("idx/debian")
+    bm25 = System.of("bm25").open("idx/debian")
     s = suggest("text editor", bm25, cat, "debian", top_k=5, n=3)   # generator=DIR: trained G
     s.suggestions   # [(suggestion, entity id it was generated for), ...], deduplicated
 

@@ -8,9 +8,11 @@
   formulas over ``Run`` objects: ``rrf``, ``combsum``, ``combmnz``, ``linear``, ``fuse``.
 - An index directory (``index_dir``): ``build_index`` writes one, ``load_docs`` reads its
   documents back, ``open_retriever`` opens a retriever over it.
-- ``RetrieverSpec`` (``spec``): a retriever as a value (kind, parameters, first stage,
-  checkpoint), opened (``open``) and fingerprinted (``fingerprint``) over an index directory;
-  the default settings (``DEFAULT_K1``, ``DEFAULT_B``, ...) are in ``defaults``.
+- ``System`` (``spec``; ``RetrieverSpec``, its former name): a system as a value (kind,
+  parameters, first stage, checkpoint, name) that the audit's ``[[systems]]``, the CLI's
+  ``--system`` file and Python build alike, opened (``open``) and fingerprinted
+  (``fingerprint``) over an index directory; the default settings (``DEFAULT_K1``,
+  ``DEFAULT_B``, ...) are in ``defaults``.
 - The registry of system kinds (``systems``): ``SystemKind`` (parameters as ``Param``,
   capabilities, opener), ``register_kind``, ``get_kind``, ``kind_names``; the shipped kinds
   ``bm25``, ``dense``, ``hybrid`` are the modules of ``kinds``.
@@ -56,7 +58,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         to_pyterrier,
     )
     from limelight.retrieval.runfusion import combmnz, combsum, fuse, linear, rrf
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import RetrieverSpec, System
     from limelight.retrieval.systems import (
         Param,
         SystemKind,

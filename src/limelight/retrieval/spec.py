@@ -1,13 +1,20 @@
-"""What a retriever is, as a value: ``RetrieverSpec`` (kind, parameters, first stage, checkpoint).
+"""What a system is, as a value: ``System`` (kind, parameters, first stage, checkpoint, name).
 
-A spec is frozen, hashable and picklable (it travels to Ray workers as is). Over an index
+One value for every door: the audit's ``[[systems]]`` tables and the CLI's ``--system`` file
+(both read by :func:`limelight.audit.config.parse_systems`, the same keys), the CLI's
+``--model``/``--k1``/``--b`` (:meth:`System.from_model`) and Python (:meth:`System.of`) build it.
+Its kind is looked up in the registry once, when it is made (:attr:`System.registered`).
+``RetrieverSpec`` is its former name, kept as an alias.
+
+A system is frozen, hashable and picklable (it travels to Ray workers as is). Over an index
 directory (``limelight index``; an audit's ``index/``):
 
 - ``spec.open(index_dir)`` builds the retriever;
 - ``spec.fingerprint(index_dir)`` identifies it: the index's metadata files and the settings,
   which an exposure store records, so that a store computed over another index, or with other
   settings, is recognised (``limelight exposure compute``); ``spec.fingerprint(index_key=KEY)``
-  is the same identity where the index is known by a key instead (the audit's stage key);
+  is the same identity where the index is known by a key instead (the audit's exposure stores:
+  the one formula of both);
 - ``spec.settings()`` describes it as JSON (the audit records and hashes it);
   ``spec.store_settings()`` is the shorter form a store computed by the CLI records.
 
@@ -21,12 +28,12 @@ Shipped kinds and their parameters (defaults from :mod:`limelight.retrieval.defa
               (the first stage's name) and ``checkpoint`` (as written) are labels recorded in
               the settings (the audit's)
 
->>> spec = RetrieverSpec.of("bm25", k1=1.2)              # doctest: +SKIP
+>>> spec = System.of("bm25", k1=1.2)                     # doctest: +SKIP
 >>> retriever = spec.open("idx/debian")                  # doctest: +SKIP
 >>> spec.fingerprint("idx/debian")                       # what `limelight exposure compute` records
 
 Kinds, their parameters, defaults, capabilities and openers come from the registry
-(:mod:`limelight.retrieval.systems`): a spec of any registered kind opens through it.
+(:mod:`limelight.retrieval.systems`): a system of any registered kind opens through it.
 """
 
 from __future__ import annotations
@@ -34,14 +41,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from limelight.errors import LimelightError, with_article
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1, FUSION_DEPTH, RRF_K
-from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, get_kind, kind_names
+from limelight.retrieval.systems import FIRST_STAGE, QUERY_VECTORS, SystemKind, get_kind, kind_names
 
 
 def models() -> list[str]:
@@ -50,56 +57,107 @@ def models() -> list[str]:
     return [k for k in kind_names() if get_kind(k).has(FIRST_STAGE)]
 
 
-@dataclass(frozen=True)
-class RetrieverSpec:
-    """One retriever over an index directory (see the module docstring).
+class Params(Mapping[str, Any]):
+    """A system's parameters: a frozen mapping, sorted by name, hashable when its values are
+    (``dict(params)``, ``params["k1"]`` and ``params.get("model")`` read it)."""
 
-    ``params`` is stored as a sorted tuple of ``(name, value)`` pairs (``dict(spec.params)``
-    reads it; a mapping is accepted when constructing), with the kind's defaults filled in;
-    values are kept as given (an ``int`` ``k1`` stays an ``int``, as the fingerprints hash it).
-    ``first`` is the first stage of a ``reranked`` spec; ``checkpoint`` its checkpoint file and
-    ``checkpoint_sha256`` that file's content hash (checked when opened).
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()):
+        self._items: tuple[tuple[str, Any], ...] = tuple(sorted(dict(items).items()))
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Params):
+            return self._items == other._items
+        return Mapping.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __repr__(self) -> str:
+        return f"Params({dict(self._items)!r})"
+
+    def __reduce__(self) -> tuple:
+        return Params, (self._items,)
+
+
+@dataclass(frozen=True)
+class System:
+    """One system (see the module docstring): what an audit's ``[[systems]]`` table, the CLI's
+    ``--system`` file or its ``--model`` flags describe.
+
+    ``params`` (:class:`Params`; a mapping or ``(name, value)`` pairs are accepted when
+    constructing) holds the kind's defaults filled in; values are kept as given (an ``int``
+    ``k1`` stays an ``int``, as the fingerprints hash it; ``None`` counts as not given).
+    ``first`` is the first stage of a stacked system (``reranked``); ``checkpoint`` its
+    checkpoint file (resolved) and ``checkpoint_sha256`` that file's content hash (checked when
+    opened). ``name`` names the system (an audit's systems: unique, used in paths; the CLI's:
+    optional); it is no part of the settings or fingerprints. ``registered`` is the kind's
+    :class:`~limelight.retrieval.systems.SystemKind`, looked up once, when the value is made.
     """
 
     kind: str = "bm25"
-    params: tuple[tuple[str, Any], ...] = ()
-    first: RetrieverSpec | None = None
+    params: Params = Params()
+    first: System | None = None
     checkpoint: str | None = None
     checkpoint_sha256: str | None = None
+    name: str | None = None
+    registered: SystemKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         kind = get_kind(self.kind)
+        object.__setattr__(self, "registered", kind)
         given = dict(self.params)
         unknown = sorted(set(given) - set(kind.params))
         if unknown:
             raise LimelightError(f"system kind {self.kind!r} has no parameter {unknown[0]!r} "
                                  f"(parameters: {', '.join(kind.params) or 'none'})")
         p = {**kind.defaults(), **{k: v for k, v in given.items() if v is not None}}
-        object.__setattr__(self, "params", tuple(sorted(p.items())))
+        object.__setattr__(self, "params", Params(p))
         if self.first is not None and "first" not in kind.params:
             raise LimelightError(f"{with_article(self.kind)} retriever has no first stage")
-        if self.first is not None and not get_kind(self.first.kind).has(FIRST_STAGE):
+        if self.first is not None and not self.first.registered.has(FIRST_STAGE):
             raise LimelightError(f"the first stage of {with_article(self.kind)} retriever is one of "
                                  f"{', '.join(models())}, not {self.first.kind}")
         if self.checkpoint is not None:
             object.__setattr__(self, "checkpoint", str(self.checkpoint))
 
+    def __getstate__(self) -> dict[str, Any]:  # the kind travels by its name (a worker looks it up)
+        return {k: v for k, v in vars(self).items() if k != "registered"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        object.__setattr__(self, "registered", get_kind(self.kind))
+
     # ---- construction ------------------------------------------------------------------------
     @classmethod
-    def of(cls, kind: str = "bm25", *, first: RetrieverSpec | None = None,
+    def of(cls, kind: str = "bm25", *, first: System | None = None,
            checkpoint: str | os.PathLike | None = None, checkpoint_sha256: str | None = None,
-           **params: Any) -> RetrieverSpec:
-        """``RetrieverSpec.of("hybrid", rrf_k=30)``: a kind and its parameters as keywords (a
-        reranked spec's labels ``first`` and ``checkpoint`` go through the constructor's
+           name: str | None = None, **params: Any) -> System:
+        """``System.of("hybrid", rrf_k=30)``: a kind and its parameters as keywords (a
+        reranked system's labels ``first`` and ``checkpoint`` go through the constructor's
         ``params``)."""
-        return cls(kind, tuple(params.items()), first,
-                   None if checkpoint is None else str(checkpoint), checkpoint_sha256)
+        return cls(kind, Params(params), first,
+                   None if checkpoint is None else str(checkpoint), checkpoint_sha256, name)
 
     @classmethod
     def from_model(cls, model: str = "bm25", k1: float = DEFAULT_K1, b: float = DEFAULT_B,
-                   dense_model: str | None = None) -> RetrieverSpec:
-        """The retriever of the CLI's ``--model`` (bm25, dense or hybrid) and ``--k1``/``--b``
-        (which apply to bm25 and hybrid); ``dense_model`` overrides the index's encoder."""
+                   dense_model: str | None = None) -> System:
+        """``System.of`` of the CLI's ``--model`` (a kind that can be a first stage: bm25, dense
+        or hybrid) and ``--k1``/``--b`` (set where the kind declares them: bm25 and hybrid);
+        ``dense_model`` overrides the index's encoder (where the kind declares ``model``)."""
         if model not in models():
             raise LimelightError(f"unknown model {model!r} ({', '.join(models())})")
         declared = get_kind(model).params
@@ -110,7 +168,7 @@ class RetrieverSpec:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any],
-                      checkpoint: str | os.PathLike | None = None) -> RetrieverSpec:
+                      checkpoint: str | os.PathLike | None = None) -> System:
         """The spec whose :meth:`settings` are ``settings`` (an audit system's settings);
         ``checkpoint``: a reranked spec's checkpoint file (the settings hold its hash only)."""
         p = dict(settings)
@@ -118,11 +176,11 @@ class RetrieverSpec:
         sha = p.pop("checkpoint_sha256", None)
         first = p.pop("first_settings", None)
         # the constructor, not ``of``: a reranked system's labels are named first and checkpoint
-        return cls(kind, tuple(p.items()), None if first is None else cls.from_settings(first),
+        return cls(kind, Params(p), None if first is None else cls.from_settings(first),
                    None if checkpoint is None else str(checkpoint), sha)
 
     @classmethod
-    def from_store_settings(cls, settings: Mapping[str, Any]) -> RetrieverSpec:
+    def from_store_settings(cls, settings: Mapping[str, Any]) -> System:
         """The spec of a store's recorded ``settings`` (:meth:`store_settings`; the keys it does
         not know, such as ``index`` or ``encoder``, are ignored)."""
         kind = settings.get("model", "bm25")
@@ -140,6 +198,18 @@ class RetrieverSpec:
             params["model"] = settings["dense_model"]
         return cls.of(kind, **params)
 
+    @classmethod
+    def from_recorded(cls, settings: Mapping[str, Any]) -> System:
+        """The system of settings as they were recorded, in either form: an audit's
+        (:meth:`settings`, which say ``kind``; keys that are no parameter, such as the
+        manifest's ``name``, are ignored) or a store's computed by ``limelight exposure
+        compute`` (:meth:`store_settings`, which say ``model``). What a service reads."""
+        if "kind" not in settings:
+            return cls.from_store_settings(settings)
+        declared = get_kind(settings["kind"]).params
+        return cls.from_settings({k: v for k, v in settings.items()
+                                  if k in declared or k in ("kind", "checkpoint_sha256", "first_settings")})
+
     # ---- description -------------------------------------------------------------------------
     def param(self, name: str, default: Any = None) -> Any:
         """The value of parameter ``name`` (``default`` when not set)."""
@@ -149,8 +219,23 @@ class RetrieverSpec:
     def needs_dense(self) -> bool:
         """Whether opening needs the dense index and an encoder (dense, hybrid; or the first
         stage of a reranked spec is one)."""
-        return (get_kind(self.kind).has(QUERY_VECTORS)
-                or (self.first is not None and self.first.needs_dense))
+        return self.uses_dense or (self.first is not None and self.first.needs_dense)
+
+    @property
+    def uses_dense(self) -> bool:
+        """Whether the system itself encodes queries with the dense model (its kind has the
+        ``query_vectors`` capability: dense, hybrid)."""
+        return self.registered.has(QUERY_VECTORS)
+
+    @property
+    def retriever_spec(self) -> System:
+        """This system (the name the audit's runner reads; a system is its own spec)."""
+        return self
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        """:attr:`checkpoint` (the name the audit's configuration gave the resolved file)."""
+        return self.checkpoint
 
     def index_holds(self, meta: Mapping[str, Any]) -> bool:
         """Whether an index directory whose ``meta.json`` is ``meta`` holds the parts this spec
@@ -159,10 +244,11 @@ class RetrieverSpec:
 
     def settings(self) -> dict[str, Any]:
         """Kind and parameters with defaults filled in; a reranked spec adds its checkpoint's
-        hash and its first stage's settings (``first_settings``). Equal to the audit's
-        ``SystemSpec.settings()`` of the same system."""
+        hash and its first stage's settings (``first_settings``): what the audit records and
+        its stage keys cover, so that a changed first stage or a retrained checkpoint reruns
+        what depends on it."""
         p = dict(self.params)
-        kind = get_kind(self.kind)
+        kind = self.registered
         if "checkpoint" in kind.params:
             p["checkpoint_sha256"] = self.checkpoint_sha256
         if "first" in kind.params:
@@ -176,12 +262,12 @@ class RetrieverSpec:
         the defaults; the opened dense ``retriever``'s encoder identity (``encoder``) when given.
         A kind that cannot be a first stage (``run``, a service) records all its parameters."""
         p = dict(self.params)
-        declared = get_kind(self.kind).params
+        declared = self.registered.params
         if "first" in declared:  # a re-ranker over a first stage
             return {"model": self.kind,
                     "first": self.first.store_settings() if self.first is not None else None,
                     "depth": p["depth"], "checkpoint_sha256": self.checkpoint_sha256}
-        if self.kind not in models():  # another kind (run, a service, a plugin's): its parameters
+        if not self.registered.has(FIRST_STAGE):  # another kind (run, a service, a plugin's): its parameters
             return {"model": self.kind, **{k: p[k] for k in sorted(p)}}
         out: dict[str, Any] = {"model": self.kind}
         out.update({k: p[k] for k in ("k1", "b") if k in declared})
@@ -236,7 +322,7 @@ class RetrieverSpec:
         index's files are memory-mapped where they can be. A kind that does not open over an
         index (``needs_index`` false) takes ``index_dir=None``.
         """
-        kind = get_kind(self.kind)
+        kind = self.registered
         root = None if index_dir is None else Path(index_dir)
         if kind.needs_index:
             from limelight.retrieval.index_meta import read_meta
@@ -249,4 +335,7 @@ class RetrieverSpec:
         return kind.open(self, root, name=name, threads=threads, encoder=encoder, **context)
 
 
-__all__ = ["RetrieverSpec", "models"]
+#: the former name of :class:`System`
+RetrieverSpec = System
+
+__all__ = ["Params", "RetrieverSpec", "System", "models"]

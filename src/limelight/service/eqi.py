@@ -78,18 +78,12 @@ def prepare(service, sysm) -> None:
 
 
 def system_spec(sysm):
-    """The :class:`~limelight.retrieval.spec.RetrieverSpec` of a served system, from its settings
-    (an audit's manifest records ``kind``; a store made by ``limelight exposure compute``,
-    ``model``)."""
-    from limelight.retrieval.spec import RetrieverSpec
-    from limelight.retrieval.systems import get_kind
+    """The :class:`~limelight.retrieval.spec.System` of a served system, from its recorded
+    settings (:meth:`~limelight.retrieval.spec.System.from_recorded`: an audit's manifest or a
+    store made by ``limelight exposure compute``)."""
+    from limelight.retrieval.spec import System
 
-    st = dict(sysm.settings)
-    if "kind" not in st:
-        return RetrieverSpec.from_store_settings(st)
-    params = get_kind(st["kind"]).params  # the manifest's entry also names the system
-    return RetrieverSpec.from_settings({k: v for k, v in st.items()
-                                        if k in params or k in ("kind", "checkpoint_sha256", "first_settings")})
+    return System.from_recorded(sysm.settings)
 
 
 def system_kind(sysm) -> str:
@@ -128,14 +122,14 @@ def _released(value):
 
 def _build_exact(service, sysm):
     from limelight.exposure.eqi import ExactReverse
-    from limelight.retrieval.spec import RetrieverSpec
-    from limelight.retrieval.systems import QUERY_VECTORS, get_kind
+    from limelight.retrieval.spec import System
+    from limelight.retrieval.systems import QUERY_VECTORS
 
     spec = system_spec(sysm)
-    if get_kind(spec.kind).has(QUERY_VECTORS):  # vectors: the audit's dense index and its encoder
+    if spec.registered.has(QUERY_VECTORS):  # vectors: the audit's dense index and its encoder
         retriever = service.retriever(spec.kind)
         return ExactReverse.build(sysm.store, retriever, query_embeddings=_stored_query_vectors(service, sysm))
-    same = spec.kind in service.search_models and spec == RetrieverSpec.of(spec.kind)
+    same = spec.kind in service.search_models and spec == System.of(spec.kind)
     # the search page's retriever when the settings are the defaults (one index in memory)
     retriever = service.retriever(spec.kind) if same else spec.open(service.audit.index_dir)
     return ExactReverse.build(sysm.store, retriever)

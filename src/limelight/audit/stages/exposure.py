@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from limelight.audit.cache import stable_hash
 from limelight.audit.stage import Audit, Progress, Stage, SystemView
 
 # ---- exposure and retrievability --------------------------------------------------------------
@@ -27,7 +26,7 @@ def exposure_stage(spec: SystemView, depth: int) -> Stage:
         st = compute_exposure(retr, audit.inputs.queries, audit.dir.store_dir(spec.name),
                               depth=cfg.depth, shard_size=cfg.shard_size,
                               pairs_in_memory=JOB_PAIRS_IN_MEMORY,
-                              fingerprint=stable_key(_exposure_deps(audit, spec), spec),
+                              fingerprint=spec.fingerprint(index_key=_exposure_deps(audit, spec)),
                               settings=spec.settings(), progress=bar.update)
         # counted from the store's index and manifest: neither the pairs nor the queries read
         out = {"n_pairs": st.n_pairs(), "n_queries": st.n_queries, "n_docs": len(st.doc_ids),
@@ -40,10 +39,6 @@ def exposure_stage(spec: SystemView, depth: int) -> Stage:
                  report=report_section, key=lambda a: (_exposure_deps(a, spec), spec.settings(), a.inputs.queries_fp,
                                 a.cfg.depth, a.cfg.shard_size),
                  inputs=("index",), outputs=lambda a: (a.dir.store_dir(spec.name),))
-
-
-def stable_key(deps: list, spec) -> str:
-    return stable_hash("retriever", deps, spec.settings())
 
 
 # ---- report ---------------------------------------------------------------------------------------
