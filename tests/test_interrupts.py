@@ -3,10 +3,13 @@ group stops it within 2 s with status 130 and a line saying how to resume, what 
 kept, and the rerun does only the rest.
 
 These tests need a process of their own per command (a signal to a process group; ``main``'s
-exit): each is as small as it can be, a few hundred log queries over adi (82 documents) cut
-into small shards so that the job is still running when the first progress line says a shard
-is done (``LIMELIGHT_PROGRESS_SECONDS=0``: a line per batch), which is when the signal is
-sent. The rerun runs in-process; its first progress line says how many queries it found done.
+exit): each is as small as it can be, 120 log queries over adi (82 documents) cut into
+shards of 5, so that the job is still running when the first progress line says a shard is
+done (``LIMELIGHT_PROGRESS_SECONDS=0``: a line per batch), which is when the signal is sent:
+23 more shards lie between that line and the end (the process ran 5-12 s more at load 12
+for the bm25, run, dense and hybrid kinds, against the milliseconds this process takes to send
+the signal). The rerun runs in-process; its first progress line says how many queries it found
+done.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ from limelight.exposure.store import ExposureStore
 from limelight.retrieval.encoders import cache_root
 
 runner = CliRunner()
-N_QUERIES, SHARD = 300, 5
+N_QUERIES, SHARD = 120, 5
+STEPS = 10  # generate train's steps
 DONE = re.compile(r": ([1-9]\d*)/(\d+) \(")  # a progress line with something done
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory, data_dir):
-    """An adi index (BM25 and dense), 300 log queries, and a TREC run of them (BM25)."""
+    """An adi index (BM25 and dense), N_QUERIES log queries, and a TREC run of them (BM25)."""
     d = tmp_path_factory.mktemp("interrupts")
     with gzip.open(data_dir / "querylogs" / "queries.tsv.gz", "rt", encoding="utf-8") as f:
         (d / "log.tsv").write_text("".join(next(f) for _ in range(N_QUERIES + 1)), encoding="utf-8")
@@ -164,7 +168,9 @@ def test_dense_stops_within_its_batch_when_started_in_the_background(work, tmp_p
 
 def adi_audit(tmp_path, work, name: str, depth: int, more: str = "") -> Path:
     """``tmp_path/audit.toml``: an audit ``name`` of adi under the work log with BM25 (and the
-    systems of ``more``), exposure depth ``depth``, the rerank, EQI and robustness stages off."""
+    systems of ``more``), exposure depth ``depth``, the optional stages that run after the
+    exposure (compare, topics, rerank, EQI, robustness) off: what is interrupted and resumed is
+    the exposure."""
     cfg = tmp_path / "audit.toml"
     cfg.write_text(f"""
 [audit]
@@ -187,6 +193,8 @@ kind = "bm25"
 rerank = false
 eqi = false
 robustness = false
+compare = false
+topics = false
 """)
     return cfg
 
@@ -243,23 +251,24 @@ def test_index_stops_and_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_generate_train_stops_and_resumes(tmp_path, monkeypatch):
-    """``generate train`` (a tiny real T5, CtrlQGen on the movies catalog, 30 steps): Ctrl-C
+    """``generate train`` (a tiny real T5, CtrlQGen on the movies catalog, 10 steps): Ctrl-C
     after a progress line stops it at its next step with a checkpoint, exit 130 and the line
-    saying to rerun with --resume; the resumed run starts at the step it stopped at.
+    saying to rerun with --resume; the resumed run starts at the step it stopped at. The
+    signal follows the first step's progress line; the 8 or more steps left are its margin.
 
     CPU: a real T5 trained in a real process, stopped by a real SIGINT, then resumed."""
     from _tiny_models import tiny_t5
 
     t5 = tiny_t5(tmp_path / "t5")
-    args = ["generate", "train", "--catalog", "movies", "--backbone", t5, "--steps", 30,
+    args = ["generate", "train", "--catalog", "movies", "--backbone", t5, "--steps", STEPS,
             "--batch-size", 2, "--n-queries", 8, "--train-layers", 1, "--out", tmp_path / "gen",
             "--checkpoint-dir", tmp_path / "ck"]
     err = interrupt(args, tmp_path, resume="rerun with --resume to continue")
-    stopped = int(re.search(r"stopped \(interrupted\) at step (\d+)/30", err).group(1))
-    assert 0 < stopped < 30 and (tmp_path / "ck" / "train_state.pt").exists()
+    stopped = int(re.search(rf"stopped \(interrupted\) at step (\d+)/{STEPS}", err).group(1))
+    assert 0 < stopped < STEPS and (tmp_path / "ck" / "train_state.pt").exists()
     res = invoke(*args, "--resume")
     info = json.loads(res.stdout.strip().splitlines()[-1])
-    assert info["resumed_from"] == stopped and info["steps"] == 30
+    assert info["resumed_from"] == stopped and info["steps"] == STEPS
 
 
 def test_evaluate_on_a_large_run_stops(trec_eval_dir, tmp_path):
