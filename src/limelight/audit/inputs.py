@@ -14,18 +14,24 @@ number of times it was generated (r(d) is unchanged: it is additive over queries
 the id, intent and entity of its first occurrence. ``queries.sample`` and ``--quick`` sample them
 as they sample the log; entities are drawn first, at most as many as queries are kept, so a quick
 audit of a large catalog does not generate for every entity.
+
+The collection is read once here, for its checks, its size and its fingerprint, and is not held:
+:class:`AuditDataset` reads it again where a stage needs its documents (see there).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from limelight.audit.cache import stable_hash
+from limelight.audit.collection import (
+    AuditDataset,
+    collection_fingerprint,
+    load_audit_dataset,
+)
 from limelight.audit.config import AuditConfig, _line_of
 from limelight.errors import FormatError, LimelightError
 
@@ -37,7 +43,7 @@ GENERATED_INTENTS = ("narrow", "broad")
 class AuditInputs:
     """What the stages work on (loaded once)."""
 
-    dataset: Any  # limelight.data.loaders.Dataset
+    dataset: AuditDataset
     queries: Any  # Queries (the exposure query set)
     collection_fp: str
     queries_fp: str
@@ -53,17 +59,10 @@ def load_inputs(cfg: AuditConfig, quick: bool = False, on_disk: str | os.PathLik
     a batch at a time as the exposure stage reads them, as ``limelight exposure compute`` keeps
     them: the same queries, in the same order, with the same fingerprint, in memory that does
     not grow with the log. A sample of the log is then drawn from the table (and held)."""
-    from limelight.data.loaders import load_dataset
-    from limelight.exposure.fingerprints import (
-        ids_fingerprint,
-        queries_fingerprint,
-        validate_queries,
-    )
+    from limelight.exposure.fingerprints import queries_fingerprint, validate_queries
 
     where = cfg.path or "<config>"
-    ds = load_dataset(cfg.collection)
-    if cfg.collection_name:  # [collection] name: the collection's name, not its file's
-        ds.name = ds.collection.name = cfg.collection_name
+    ds = load_audit_dataset(cfg.collection, cfg.collection_name)
     coll = ds.collection
     if cfg.depth >= len(coll):
         raise FormatError(where, _line_of(cfg.text, "depth") if cfg.text else None,
@@ -85,8 +84,9 @@ def load_inputs(cfg: AuditConfig, quick: bool = False, on_disk: str | os.PathLik
         eval_q = ds.queries
         if quick and cfg.quick_eval_queries:
             eval_q = eval_q.sample(cfg.quick_eval_queries, seed=cfg.seed)
-    text_h = stable_hash(ids_fingerprint(coll.ids), _text_digest(coll.texts))
-    return AuditInputs(ds, queries, text_h, queries_fingerprint(queries), eval_q)
+    text_h = collection_fingerprint(coll)
+    dataset = AuditDataset(ds, cfg.collection, cfg.collection_name, text_h, keep=(cfg.group_field,))
+    return AuditInputs(dataset, queries, text_h, queries_fingerprint(queries), eval_q)
 
 
 def check_ctrlqgen_generator(cfg: AuditConfig, ds) -> None:
@@ -185,10 +185,3 @@ def generated_queries(cfg: AuditConfig, ds, n: int = 0):
     first = first[order]
     return Queries(IdMap(ids[first].tolist(), kind="query"), norm[first], weight[order],
                    intents[first], {"entity_id": entity[first]}, name="generated")
-
-
-def _text_digest(texts: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for i in range(0, len(texts), 4096):
-        h.update("\x1e".join(map(str, texts[i:i + 4096].tolist())).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()[:32]

@@ -224,7 +224,12 @@ class AuditRunner:
             raise LimelightError(f"system {spec.name!r}: {with_article(spec.kind)} system needs a validated config "
                                  "(first system and checkpoint resolved by parse_config)")
         base = Path(self.cfg.path).resolve().parent if self.cfg.path else Path.cwd()
-        context: dict[str, Any] = {"collection": self._inputs.dataset.collection,
+        # a system over the index reads its documents there, as exposure compute opens it (the
+        # same texts): the collection is read for one that does not open over it (its results'
+        # ids are checked against it), or given when a stage has read it already
+        ds = self._inputs.dataset
+        coll = ds.collection if not get_kind(spec.kind).needs_index or ds.loaded else None
+        context: dict[str, Any] = {"collection": coll,
                                    "queries": self._inputs.queries, "base_dir": base,
                                    "work_dir": self.dir.system_dir(spec.name),
                                    "reranker": self._rerankers.get(spec.name)}
@@ -300,7 +305,7 @@ class AuditRunner:
             "command": self.command,
             "config": cfg.path,
             "collection": {"source": cfg.collection, "name": inp.dataset.name,
-                           "n_docs": len(inp.dataset.collection), "fingerprint": inp.collection_fp,
+                           "n_docs": inp.dataset.n_docs, "fingerprint": inp.collection_fp,
                            "group_field": cfg.group_field},
             "queries": {"source": cfg.query_source, "n_queries": len(inp.queries),
                         "total_weight": float(np.sum(inp.queries.weights)),
@@ -341,7 +346,7 @@ class AuditRunner:
             "audit": cfg.name,
             "quick": self.quick,
             "collection": {"source": cfg.collection, "name": inp.dataset.name,
-                           "n_docs": len(inp.dataset.collection)},
+                           "n_docs": inp.dataset.n_docs},
             "queries": {"source": cfg.query_source, "n_queries": len(inp.queries),
                         "total_weight": float(np.sum(inp.queries.weights))},
             "depth": cfg.depth,

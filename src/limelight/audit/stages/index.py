@@ -1,11 +1,23 @@
 """Stage ``index``: a ``limelight index`` directory of the collection (BM25, and dense when a
-system needs it), the catalog encoded in chunks through the embedding cache."""
+system needs it), the catalog encoded in chunks through the embedding cache.
+
+The BM25 index is built by a process of its own (``limelight.audit.collection.build_bm25``),
+which reads the collection itself: what a build holds (the collection, the analysis of its
+texts, the vocabulary and the postings as they are laid out) goes back to the system when it
+exits, instead of staying resident in the audit's process for the stages that follow (Debian:
+~240 MB of collection and ~360 MB left by the build, docs/scale.md). The dense index is encoded
+in the audit's process, which reads the collection for it (``AuditDataset.collection``) and
+holds its encoder.
+"""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
 from limelight._io import atomic_path
+from limelight.audit.collection import build_bm25
 from limelight.audit.stage import Audit, Progress, Stage
 from limelight.audit.stages.common import (
     dense_settings,
@@ -14,17 +26,13 @@ from limelight.audit.stages.common import (
 
 # ---- indexing ---------------------------------------------------------------------------------
 def _index(audit: Audit, bar: Progress) -> dict:
-    """A ``limelight index`` directory: BM25, plus the dense (FAISS) index when a system needs it;
-    document embeddings go through the shared embedding cache."""
-    import json
-
-    from limelight.retrieval.index_dir import build_index
-
-    coll = audit.inputs.dataset.collection
-    build_index(coll, audit.dir.index_dir)
-    out = {"n_docs": len(coll), "built": ["bm25"]}
+    """A ``limelight index`` directory: BM25 (``build_bm25``), plus the dense (FAISS) index
+    when a system needs it; document embeddings go through the shared embedding cache."""
+    ds = audit.inputs.dataset
+    build_bm25(ds, audit.dir.index_dir)
+    out = {"n_docs": ds.n_docs, "built": ["bm25"]}
     if dense_settings(audit.cfg):
-        di = _dense_index(audit, coll, bar)
+        di = _dense_index(audit, ds.collection, bar)
         di.save(audit.dir.index_dir / "dense")
         meta_p = audit.dir.index_dir / "meta.json"
         meta = json.loads(meta_p.read_text())

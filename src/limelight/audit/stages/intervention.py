@@ -152,7 +152,7 @@ def _policy_relevance(run, inp: Any, t: float, samples: int, seed: int,
     from limelight.evaluation.expected_exposure import evaluate_exposure, expected_ndcg
     from limelight.exposure.stochastic import policy_expectations
 
-    n_docs = len(inp.dataset.collection)
+    n_docs = inp.dataset.n_docs
     pol = policy_expectations(run, t, k=int(run.depths().max()) if len(run) else 1, gamma=gamma,
                               n_samples=max(samples, 32), seed=seed)
     _, ndcg = expected_ndcg(pol.dcg, inp.dataset.qrels, 10, n_docs=n_docs)

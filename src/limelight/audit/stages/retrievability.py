@@ -23,7 +23,7 @@ def retrievability_stage(spec: SystemView) -> Stage:
     def body(audit: Audit, bar: Progress) -> dict:
         from limelight.exposure.retrievability import gini, group_retrievability
 
-        cfg, coll = audit.cfg, audit.inputs.dataset.collection
+        cfg, ds = audit.cfg, audit.inputs.dataset
         st = audit.dir.store(spec.name)
         cols: dict[str, Any] = {"doc_id": st.doc_ids.strings.astype(str)}
         cutoffs = {}
@@ -36,7 +36,7 @@ def retrievability_stage(spec: SystemView) -> Stage:
         cols["n_exposing"] = n_exp
         g = cfg.group_field
         if g:
-            cols[g] = [str(v) for v in coll.fields[g].tolist()]
+            cols[g] = [str(v) for v in ds.field(g).tolist()]
         df = pd.DataFrame(cols)
         with atomic_path(audit.dir.retrievability_path(spec.name)) as tmp:
             df.to_parquet(tmp, index=False)
@@ -45,11 +45,11 @@ def retrievability_stage(spec: SystemView) -> Stage:
         out: dict[str, Any] = {"cutoffs": cutoffs, "c_main": c_main,
                                "mean_exposing_queries": float(n_exp.mean())}
         if g:
-            grp = group_retrievability(r, coll.fields[g])
+            grp = group_retrievability(r, ds.field(g))
             # Gini within each group (documents counted in each of their groups)
             from limelight.exposure.retrievability import as_labels
 
-            labels = [as_labels(v) for v in coll.fields[g].tolist()]
+            labels = [as_labels(v) for v in ds.field(g).tolist()]
             lens = np.fromiter((len(x) for x in labels), dtype=np.int64, count=len(labels))
             doc = np.repeat(np.arange(len(r)), lens)
             flat = pd.DataFrame({"group": [x for lab in labels for x in lab], "r": r[doc]})
