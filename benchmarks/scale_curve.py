@@ -57,7 +57,8 @@ def load() -> list[float]:
 
 
 class Data:
-    """Generated corpora and logs in ``work`` (``scale_data``'s model fitted once, when needed)."""
+    """Generated corpora and logs in ``work`` (``scale_data``'s model, when needed: fitted once
+    and kept in limelight's cache, ``scale_data.fitted``)."""
 
     def __init__(self, work: Path):
         self.work, self._model = work, None
@@ -67,7 +68,7 @@ class Data:
             sys.path.insert(0, str(HERE))
             import scale_data
 
-            self._sd, self._model = scale_data, scale_data.fit(0)
+            self._sd, self._model = scale_data, scale_data.fitted(0)
         return self._model
 
     def log(self, n: int) -> Path:

@@ -6,7 +6,8 @@ statistics of the shared data (issue 44, item 1). Seeded: the same arguments wri
 writes ``DIR/docs.jsonl`` (``{"id": "g00000000", "text": "..."}`` per line; ``limelight index
 --collection DIR/docs.jsonl``) and ``DIR/queries.tsv.gz`` (the shared log's format: header
 ``source qid query``; ``load_query_log(path)``), and prints the generated statistics beside
-those of the shared data. The model, fitted to the shared data at run time (``fit``):
+those of the shared data. The model, fitted to the shared data at run time (``fit``; kept in
+limelight's cache once fitted, ``fitted``):
 
 * **document length** (tokens of the default pattern ``\\w\\w+``, stopwords included): drawn
   from the Debian catalog's lengths (its empirical distribution: median 58, mean 68, a long tail);
@@ -35,7 +36,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import io
+import json
+import os
 import re
 import time
 from collections import Counter
@@ -103,6 +107,66 @@ def fit(seed: int = 0) -> Model:
     return m
 
 
+def fitted(seed: int = 0) -> Model:
+    """``fit(seed)``, fitted once and kept: ``<cache>/scale-data/model-KEY.npz`` (``<cache>``:
+    limelight's cache root, ``$LIMELIGHT_CACHE`` or ``./.cache``), KEY a hash of what the fit
+    reads (this file's source, the seed, the Debian catalog's and the query log's files by
+    size and time of change, the catalog's text fields, the analyzer's stopwords, numpy's
+    version). The fit takes ~15 CPU s; scale_curve.py, a rerun and the tests read it back in
+    well under a second. A second process asking for the same fit waits for the first's (a
+    file lock) instead of fitting it again."""
+    import fcntl
+
+    from limelight._io import cache_root
+
+    folder = cache_root() / "scale-data"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"model-{_fit_key(seed)}.npz"
+    with open(folder / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return load_model(path)
+        m = fit(seed)
+        save_model(m, path)
+        return m
+
+
+def _fit_key(seed: int) -> str:
+    from limelight.analysis import Analyzer
+    from limelight.data.loaders import CATALOG_SCHEMAS, _catalog_path
+
+    files = [_catalog_path("debian"), Path(_data_root()) / "querylogs" / "queries.tsv.gz"]
+    parts = [hashlib.sha256(Path(__file__).read_bytes()).hexdigest(), seed, np.__version__,
+             [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files],
+             list(CATALOG_SCHEMAS["debian"]["text"]), sorted(Analyzer()._stop)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]
+
+
+_ARRAYS = ("doc_lens", "doc_cum", "query_lens", "query_cum", "stop")
+_SCALARS = ("p_new_query", "zipf_tail", "p_new", "copy", "target_tf", "target_vocab")
+
+
+def save_model(m: Model, path: Path) -> None:
+    """``m`` as one ``.npz`` file (arrays; the words and the scalars as UTF-8 bytes, no pickle),
+    written atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{k: getattr(m, k) for k in _ARRAYS},
+                 words=np.frombuffer("\n".join(m.words).encode(), dtype=np.uint8),
+                 scalars=np.frombuffer(json.dumps({k: getattr(m, k) for k in _SCALARS}).encode(),
+                                       dtype=np.uint8))
+    tmp.replace(path)
+
+
+def load_model(path: Path) -> Model:
+    """The model :func:`save_model` wrote."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in _ARRAYS}
+        words = z["words"].tobytes().decode().split("\n")
+        scalars = json.loads(z["scalars"].tobytes().decode())
+    return Model(words=words, **arrays, **scalars)
+
+
 def _data_root() -> str:
     from limelight.data.loaders import data_root
 
@@ -126,19 +190,23 @@ def heaps_exponent(docs: list[list[str]], seed: int = 0) -> float:
 
 def _fit_free(m: Model, n_docs: int, seed: int) -> None:
     """``copy`` (bisection on the mean tf of the analyzed postings of 5,000 documents) then
-    ``p_new`` (bisection on the vocabulary of ``n_docs`` documents)."""
+    ``p_new`` (bisection on the vocabulary of ``n_docs`` documents). Each step of a bisection
+    draws from the same seed, so its catalog words (``_fresh``) are the same: looked up once
+    (``memo``), the other draws made anew."""
     lo, hi = 0.0, 0.9
+    memo: dict = {}
     for _ in range(12):
         m.copy = (lo + hi) / 2
-        ids, ptr = _draw_docs(m, 5000, np.random.default_rng(seed + 1))
+        ids, ptr = _draw_docs(m, 5000, np.random.default_rng(seed + 1), memo)
         doc = np.repeat(np.arange(5000), np.diff(ptr))
         keep = (ids < 0) | ~m.stop[np.maximum(ids, 0)]
         n_post = _n_distinct(doc[keep], ids[keep])
         lo, hi = (lo, m.copy) if keep.sum() / n_post > m.target_tf else (m.copy, hi)
     lo, hi = 0.0, 0.1
+    memo = {}
     for _ in range(10):
         m.p_new = (lo + hi) / 2
-        ids, _ = _draw_docs(m, n_docs, np.random.default_rng(seed + 2))
+        ids, _ = _draw_docs(m, n_docs, np.random.default_rng(seed + 2), memo)
         vocab = _n_distinct_words(ids, len(m.words))
         lo, hi = (lo, m.p_new) if vocab > m.target_vocab else (m.p_new, hi)
 
@@ -174,11 +242,19 @@ def _burst(fresh, ptr, u, v, copy):
     return out
 
 
-def _fresh(m: Model, cum: np.ndarray, p_new: float, n: int, rng: np.random.Generator) -> np.ndarray:
+def _fresh(m: Model, cum: np.ndarray, p_new: float, n: int, rng: np.random.Generator,
+           memo: dict | None = None) -> np.ndarray:
     """``n`` fresh words: real words ``0 .. len(words) - 1`` by ``cum``, tail words as
-    ``-rank`` (rank ≥ 1)."""
-    ids = np.searchsorted(cum, rng.random(n), side="right").astype(np.int64)
-    np.minimum(ids, len(cum) - 1, out=ids)
+    ``-rank`` (rank ≥ 1). ``memo``: the real words of a draw whose random numbers are those of
+    the draw that filled it (the same seed and sizes), kept there by the first."""
+    u = rng.random(n)
+    if memo is not None and "ids" in memo:
+        ids = memo["ids"].copy()
+    else:
+        ids = np.searchsorted(cum, u, side="right").astype(np.int64)
+        np.minimum(ids, len(cum) - 1, out=ids)
+        if memo is not None:
+            memo["ids"] = ids.copy()
     tail = rng.random(n) < p_new
     # Pareto ranks r ≥ V with density ∝ r^-a: the catalog's curve past its last word
     u = rng.random(int(tail.sum()))
@@ -187,13 +263,15 @@ def _fresh(m: Model, cum: np.ndarray, p_new: float, n: int, rng: np.random.Gener
     return ids
 
 
-def _draw_docs(m: Model, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` documents as ``(word ids, offsets)``; tail words are negative (``-rank``)."""
+def _draw_docs(m: Model, n: int, rng: np.random.Generator,
+               memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` documents as ``(word ids, offsets)``; tail words are negative (``-rank``);
+    ``memo``: see ``_fresh``."""
     lens = m.doc_lens[rng.integers(0, len(m.doc_lens), n)]
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
     total = int(ptr[-1])
-    fresh = _fresh(m, m.doc_cum, m.p_new, total, rng)
+    fresh = _fresh(m, m.doc_cum, m.p_new, total, rng, memo)
     return _burst(fresh, ptr, rng.random(total), rng.random(total), m.copy), ptr
 
 
@@ -298,8 +376,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    m = fit(a.seed)
-    print(f"fitted in {time.perf_counter() - t:.1f} s: copy {m.copy:.3f}, tail exponent "
+    m = fitted(a.seed)
+    print(f"model in {time.perf_counter() - t:.1f} s (fitted once, then read back): copy {m.copy:.3f}, tail exponent "
           f"{m.zipf_tail:.3f}, p_new {m.p_new:.4f} (catalog) / {m.p_new_query:.4f} (log)")
     if a.docs:
         t = time.perf_counter()

@@ -24,9 +24,11 @@ def test_fit_is_the_log_log_slope():
 
 
 def test_quick_curve_writes_every_point_and_the_exponents(tmp_path):
-    """CPU: the benchmark's --quick curve runs every point in its own process, as make bench does,
-    after fitting the data generator's model (scale_data.fit) on the whole Debian catalog and
-    query log, ~14 s of it."""
+    """CPU: the benchmark's --quick curve runs every point in its own process, as make bench does
+    (~30 s: 4 index builds, 6 exposure jobs, 3 index openings, a server for the latency); the
+    data generator's model is fitted on the whole Debian catalog and query log once in the suite
+    (~15 s more in this test or in tests/test_scale_data.py, whichever comes first) and kept in
+    limelight's cache (scale_data.fitted)."""
     summary = tmp_path / "summary.jsonl"
     env = {**os.environ, "LIMELIGHT_BENCH_SUMMARY": str(summary), "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, str(ROOT / "benchmarks" / "scale_curve.py"), "--quick", "--work", str(tmp_path)]
