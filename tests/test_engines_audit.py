@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _audits import stages_off
 from _inproc import run_cli  # tests/_inproc.py
 from _shared import stop_process
 
@@ -96,7 +97,7 @@ def served(tmp_path_factory):
     cfg.write_text('[audit]\nname = "served"\n[collection]\nsource = "debian"\n'
                    '[queries]\nsource = "log"\nsample = 20\n'
                    '[[systems]]\nname = "bm25"\nkind = "bm25"\n'
-                   '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
+                   + stages_off("eqi", "ctrlqgen", "intervention", "topics"))  # what serve needs
     r = run_cli("audit", str(cfg), "--out", str(folder / "served"))  # in-process: the server is the process
     assert r.returncode == 0, r.stderr[-3000:]
     server = Served(["--audit", str(folder / "served"), "--port", "0"], folder / "serve.log")
@@ -107,9 +108,10 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory, served):
+def readme(tmp_path_factory, served):
     """The README's working folder: ``../shared`` beside it is the shared data (a link), and
-    its ``engines.sh`` commands run there as written (``--port 8001`` made any free port).
+    its ``engines.sh`` commands run there as written (``--port 8001`` made any free port); its
+    last, ``limelight serve``, is left running for the file's tests: ``(folder, server)``.
 
     CPU: the README's engines audit of Debian as a reader runs it (limelight's BM25 index, PISA's
     through PyTerrier, the README's sample of the log replayed over HTTP from a served audit),
@@ -121,19 +123,22 @@ def work(tmp_path_factory, served):
     text = readme_config()
     assert README_URL in text
     (folder / "engines.toml").write_text(text.replace(README_URL, served.url))
-    for args in readme_commands("engines.sh"):
-        if args[0] == "serve":
-            assert args[-2:] == ["--port", "8001"], args
-            app = Served(args[1:-1] + ["0"], base / "app.log", cwd=folder)
-            try:
-                assert [s["name"] if isinstance(s, dict) else s
-                        for s in app.get("/api/info")["systems"]] == ["bm25", "pisa", "served"]
-            finally:
-                app.stop()
-        else:
-            r = cli(*args, cwd=folder)
-            assert r.returncode == 0, (args, r.stderr[-3000:])
-    return folder
+    commands = readme_commands("engines.sh")
+    assert commands[-1][0] == "serve" and commands[-1][-2:] == ["--port", "8001"], commands
+    for args in commands[:-1]:
+        # the audit in a process of its own (PISA's engine with it); the diff in-process
+        r = cli(*args, cwd=folder) if args[0] == "audit" else run_cli(*args, cwd=folder)
+        assert r.returncode == 0, (args, r.stderr[-3000:])
+    app = Served(commands[-1][1:-1] + ["0"], base / "app.log", cwd=folder)
+    try:
+        yield folder, app
+    finally:
+        app.stop()
+
+
+@pytest.fixture(scope="module")
+def work(readme):
+    return readme[0]
 
 
 @pytest.fixture(scope="module")
@@ -162,18 +167,16 @@ def test_three_engines_one_report(engines):
         assert f"exposure diff audit-engines/systems/bm25/exposure audit-engines/systems/{name}/exposure" in page
 
 
-def test_the_web_app_shows_all_three(engines, tmp_path):
-    server = Served(["--audit", str(engines), "--port", "0"], tmp_path / "app.log")
-    try:
-        info = server.get("/api/info")
-        names = [s["name"] if isinstance(s, dict) else s for s in info["systems"]]
-        assert names == ["bm25", "pisa", "served"]
-        top = ExposureStore.open(engines / "systems" / "pisa" / "exposure").n_exposing().argmax()
-        docid = ExposureStore.open(engines / "systems" / "pisa" / "exposure").doc_ids.strings[top]
-        doc = server.get(f"/api/documents/{docid}?system=pisa")
-        assert doc["docid"] == docid
-    finally:
-        server.stop()
+def test_the_web_app_shows_all_three(readme, engines):
+    """The README's ``limelight serve --audit audit-engines`` (its last command, still running)."""
+    server = readme[1]
+    info = server.get("/api/info")
+    names = [s["name"] if isinstance(s, dict) else s for s in info["systems"]]
+    assert names == ["bm25", "pisa", "served"]
+    top = ExposureStore.open(engines / "systems" / "pisa" / "exposure").n_exposing().argmax()
+    docid = ExposureStore.open(engines / "systems" / "pisa" / "exposure").doc_ids.strings[top]
+    doc = server.get(f"/api/documents/{docid}?system=pisa")
+    assert doc["docid"] == docid
 
 
 def test_results_you_already_have(work, served, engines):
@@ -183,10 +186,10 @@ def test_results_you_already_have(work, served, engines):
     first 200 lines), the engines audit's own BM25 (the queries its sample shares with the run)
     and the ``run`` system in an audit expose the same pairs.
 
-    CPU: ~30 s, near the line: the run system's audit indexes Debian again (an audit builds its
-    own index), and the served audit's server stops after this test, so the CPU it spent
-    answering the file's HTTP replays (the engines audit's sample and run.sh's 200 lines, ~17 ms
-    a query) is counted here."""
+    CPU: ~35 s: the run system's audit indexes Debian again (an audit builds its own index),
+    and the served audit's server stops after this test, so the CPU it spent answering the
+    file's HTTP replays (the engines audit's sample and run.sh's 200 lines; the limelight preset
+    asks no snippets) is counted here."""
     block = readme_block("run.sh", "bash")
     assert README_URL in block
     env = {**os.environ, "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -216,7 +219,7 @@ def test_results_you_already_have(work, served, engines):
     cfg = ('[audit]\nname = "prod"\n[collection]\nsource = "debian"\n'
            '[queries]\nsource = "first2000.tsv"\n'
            + readme_block("run.toml", "toml")
-           + '[stages]\neqi = false\nctrlqgen = false\nintervention = false\n')
+           + stages_off("eqi", "ctrlqgen", "intervention", "topics"))
     (work / "prod.toml").write_text(cfg)
     r = run_cli("audit", "prod.toml", "--out", "audit-prod", cwd=work)
     assert r.returncode == 0, r.stderr[-3000:]

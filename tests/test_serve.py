@@ -53,6 +53,22 @@ def test_search_matches_bm25_and_highlights_terms(client, service):
     assert [r["rank"] for r in p2["results"]] == [4, 5, 6]
 
 
+def test_search_without_snippets_gives_the_same_results(client):
+    """``snippets=false`` (what an ``http`` system's ``limelight`` preset asks: a replay reads
+    ids and scores): the same results, rank for rank, with no snippet built."""
+    from limelight.retrieval.kinds.http import PRESETS
+
+    assert PRESETS["limelight"]["params"]["snippets"] == "false"
+    params = {"q": "star wars", "limit": 20}
+    full = client.get("/api/search", params=params).json()
+    bare = client.get("/api/search", params={**params, "snippets": "false"}).json()
+    keys = ("rank", "docid", "title", "score")
+    assert [[r[k] for k in keys] for r in bare["results"]] == [[r[k] for k in keys] for r in full["results"]]
+    assert len(full["results"]) == 20 and all(r["snippet"] and r["highlights"] for r in full["results"])
+    assert all(r["snippet"] is None and r["highlights"] is None for r in bare["results"])
+    assert bare["total"] == full["total"]
+
+
 @pytest.mark.parametrize("browsing", ["rbp:0.8", "dcg", "cutoff:10", "exhaustive"])
 def test_document_exposing_queries_and_exposure(client, service, browsing):
     docid = _busy_doc(service)

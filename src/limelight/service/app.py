@@ -335,10 +335,12 @@ def _add_api(app: FastAPI, service: AuditService) -> None:
                    model: Annotated[Model, Query(description="retrieval model")] = "bm25",
                    limit: Annotated[int, Query(ge=1, le=100)] = 10, offset: Annotated[int, Query(ge=0, le=900)] = 0,
                    rerank: Annotated[bool, Query(include_in_schema=has_reranker,
-                                                 description="re-rank the top 50 with the loaded re-ranker")] = False
+                                                 description="re-rank the top 50 with the loaded re-ranker")] = False,
+                   snippets: Annotated[bool, Query(description="each result's snippet and highlights "
+                                                   "(false: null, for clients that read ids and scores)")] = True
                    ) -> dict:
         """Search the audited collection; results with snippets and highlighted query terms."""
-        return service.search(q, model, limit, offset, rerank)
+        return service.search(q, model, limit, offset, rerank, snippets)
 
     @app.get("/api/documents/{docid:path}", response_model=S.Document, responses=VIEW_ERRORS, tags=["exposure"])
     def api_document(docid: Annotated[str, PathParam(max_length=1000)], system: SystemQ = None,

@@ -70,8 +70,10 @@ class SearchHit(BaseModel):
     docid: str
     title: str
     score: float
-    snippet: str
-    highlights: list[list[int]] = Field(description="[start, end) character offsets of query terms in snippet")
+    snippet: str | None = Field(None, description="the passage with the most query terms "
+                                "(null when asked with snippets=false)")
+    highlights: list[list[int]] | None = Field(None, description="[start, end) character offsets of query "
+                                               "terms in snippet (null when asked with snippets=false)")
 
 
 class SearchResults(BaseModel):

@@ -18,8 +18,9 @@ the service's base: the preset adds its path; what the configuration sets wins):
                                 hits /response/docs, id /id, score /score
                                 (URL: http://HOST:8983/solr/CORE; set params.qf for the fields)
     limelight                   GET URL/api/search?q={query}&limit={k}&offset={offset}&model=bm25
-                                (``limelight serve``), 100 hits per request, deeper top-n page by
-                                page; hits /results, id /docid, score /score
+                                &snippets=false (``limelight serve``; no snippets, which a replay
+                                does not read), 100 hits per request, deeper top-n page by page;
+                                hits /results, id /docid, score /score
 
 Credentials come from environment variables only: a header or query parameter value
 ``"env:NAME"`` (or ``"Bearer env:NAME"``, any word then a space) is read from ``NAME`` when the
@@ -84,7 +85,8 @@ PRESETS: dict[str, dict[str, Any]] = {
              "params": {"q": "{query}", "defType": "dismax", "rows": "{k}", "fl": "id,score", "wt": "json"},
              "hits": "/response/docs", "id": "/id", "score": "/score"},
     "limelight": {"method": "GET", "path": "/api/search",
-                  "params": {"q": "{query}", "limit": "{k}", "offset": "{offset}", "model": "bm25"},
+                  "params": {"q": "{query}", "limit": "{k}", "offset": "{offset}", "model": "bm25",
+                             "snippets": "false"},
                   "hits": "/results", "id": "/docid", "score": "/score", "max_page": 100},
 }
 
