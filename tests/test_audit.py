@@ -19,11 +19,12 @@ from limelight.report import run_audit
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "configs" / "quick.toml"
-# the shipped quick audit, its TK trained for 10 optimizer steps instead of 30 (validated at steps
-# 0 and 10): what the tests check of the stage (it ran, its table, the test half's judgments) does
+# the shipped quick audit, its TK trained for 4 optimizer steps instead of 30 (validated at steps
+# 0 and 4): what the tests check of the stage (it ran, its table, the test half's judgments) does
 # not depend on the number of steps; test_rerank_stage_* check the step budget itself
-QUICK_TEXT = QUICK.read_text().replace("max_steps = 30", "max_steps = 10")
-assert "max_steps = 10" in QUICK_TEXT
+QUICK_TEXT = (QUICK.read_text().replace("max_steps = 30", "max_steps = 4")
+              .replace("eval_every = 10", "eval_every = 4"))
+assert "max_steps = 4" in QUICK_TEXT and "eval_every = 4" in QUICK_TEXT
 
 
 def quick_cfg(text: str = QUICK_TEXT):
@@ -396,6 +397,7 @@ depth = 50
 
 [stages]
 rerank = false
+topics = false                  # not what these tests check (the quick audit's fixture runs it)
 
 [robustness]
 methods = "RmvStopWords"
@@ -505,6 +507,7 @@ compare = false
 eqi = false
 robustness = false
 ctrlqgen = false
+topics = false
 """
 
 
