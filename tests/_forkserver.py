@@ -15,6 +15,15 @@ launcher (the page's process group ended at the end of a page) is passed on to t
 The children are the server's own, waited for by it, and the server is the test's child: their
 CPU time is counted in the test that ran the page when the server ends (``SIGTERM``: it ends the
 children still running, e.g. a ``limelight serve ... &``, waits for them and exits).
+
+``python tests/_forkserver.py --zygote ADDRESS [MODULE ...]`` imports the modules once for all the
+pages of a test module and loads numba's compiler registries (``warm``: what every command's first
+numba kernel otherwise loads, about a third of a second), then hands out page servers: a request
+``{"address", "cwd", "env"}`` on ``ADDRESS`` gets a server forked from it, already listening on
+``address``, in the page's folder and environment, and its pid. It is forked twice (``spawn``) so
+that it is the child of the process that asked, which must be a child subreaper
+(``prctl(PR_SET_CHILD_SUBREAPER)``) while it asks: the page's test waits for its server and so
+counts the server's CPU time, as it did for a server it started itself.
 """
 
 from __future__ import annotations
@@ -115,11 +124,19 @@ def _child(conn: socket.socket, fds: list[int], req: dict) -> None:
     os._exit(code & 0xFF)
 
 
-def serve(address: str) -> None:
-    """Accept launchers on ``address`` until ``SIGTERM``; fork a child for each."""
+def listen(address: str) -> socket.socket:
+    """A socket listening on the abstract Unix address ``address``."""
     lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     lsock.bind("\0" + address)
     lsock.listen(64)
+    return lsock
+
+
+def serve(address: str | socket.socket) -> None:
+    """Accept launchers on ``address`` (or a socket already listening) until ``SIGTERM``; fork a
+    child for each."""
+    lsock = listen(address) if isinstance(address, str) else address
+    announce = isinstance(address, str)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -127,7 +144,8 @@ def serve(address: str) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     children: dict[int, socket.socket] = {}
-    print("ready", flush=True)
+    if announce:
+        print("ready", flush=True)
 
     def reap(block: bool) -> None:
         while children:
@@ -187,12 +205,77 @@ def serve(address: str) -> None:
             time.sleep(0.1)
 
 
+def warm() -> None:
+    """Load numba's typing and target registries (cffi, pycparser and numba's own), which the
+    first numba kernel a process calls loads otherwise, cached or not."""
+    try:
+        from numba.core.registry import cpu_target
+    except ImportError:
+        return
+    cpu_target.typing_context.refresh()
+    cpu_target.target_context.refresh()
+
+
+def spawn(req: dict, inherited: tuple[socket.socket, ...] = ()) -> int:
+    """Fork a page server for ``req`` (``address``, ``cwd``, ``env``) twice over, so that the
+    intermediate process exits at once and the server is handed to the nearest child subreaper
+    (the process that asked); its pid. ``inherited``: the zygote's sockets, closed in the server."""
+    lsock = listen(req["address"])
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        try:
+            os.close(r)
+            pid = os.fork()
+            if pid == 0:
+                os.close(w)
+                code = 1
+                try:
+                    for sock in inherited:
+                        os.close(sock.detach())
+                    os.chdir(req["cwd"])
+                    os.environ.clear()
+                    os.environ.update(req["env"])
+                    serve(lsock)
+                    code = 0
+                finally:
+                    if code:
+                        traceback.print_exc()
+                    os._exit(code)
+            os.write(w, f"{pid}\n".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    lsock.close()
+    with os.fdopen(r) as f:
+        pid = int(f.readline())
+    os.waitpid(middle, 0)
+    return pid
+
+
+def zygote(address: str) -> None:
+    """Hand out page servers (``spawn``) on ``address`` until ended (``SIGTERM``)."""
+    lsock = listen(address)
+    print("ready", flush=True)
+    while True:
+        conn, _ = lsock.accept()
+        with conn, conn.makefile("rw") as f:
+            f.write(f"{spawn(json.loads(f.readline()), (lsock, conn))}\n")
+            f.flush()
+
+
 if __name__ == "__main__":
     # a console script's first path entry is its own folder (the venv's bin), not tests/
     sys.path[0] = os.path.dirname(sys.executable)
-    for name in sys.argv[2:]:
+    as_zygote = sys.argv[1] == "--zygote"
+    args = sys.argv[2:] if as_zygote else sys.argv[1:]
+    for name in args[1:]:
         try:
             importlib.import_module(name)
         except ImportError:  # an extra this install lacks: its commands import what they need
             pass
-    serve(sys.argv[1])
+    if as_zygote:
+        warm()
+        zygote(args[0])
+    else:
+        serve(args[0])

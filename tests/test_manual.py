@@ -21,15 +21,22 @@ group when the page is done. The generated reference pages hold no runnable bloc
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _shared import stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -76,13 +83,22 @@ def test_every_block_says_what_it_is():
     assert sum(b["lang"] in RUN for p in PAGES for b in blocks(p)) >= 30
 
 
-# the libraries a fork server imports before a page's first command (what most commands load);
-# torch too where the page re-ranks or generates (tests/_forkserver.py)
+# the libraries the module's fork-server zygote imports once, before any page's first command: what
+# the pages' commands load (tests/_forkserver.py). Not torch: a command forked from a process that
+# imported torch ran its model about 5 times slower (the rerank page's `rerank budget`: 45-49 CPU s
+# against 8.5-9 with torch imported in the command itself, 2026-11-29), so the re-ranking commands
+# import it themselves, as a new process does
 PRELOAD = ["limelight.cli.root", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "pyarrow.compute",
            "scipy.sparse", "scipy.stats", "numba", "pydantic", "rich", "tqdm", "bm25s", "asyncio",
            "multiprocessing", "limelight.data.loaders", "limelight.retrieval.bm25",
-           "limelight.exposure.store", "limelight.exposure.retrievability", "limelight.evaluation"]
-PRELOAD_TORCH = ["torch", "limelight.rerank.models", "limelight.rerank.train", "limelight.rerank.ranker"]
+           "limelight.exposure.store", "limelight.exposure.retrievability", "limelight.evaluation",
+           "limelight.retrieval.systems", "limelight.retrieval.index_dir", "limelight.evaluation.measures",
+           "limelight.data.searcherlog", "limelight.exposure.compute", "limelight.exposure.topics",
+           "limelight.exposure.fairness", "limelight.exposure.diff", "limelight.exposure.eqi",
+           "limelight.audit.runner", "limelight.report.runner", "limelight.service.accounts",
+           "limelight.service.app", "uvicorn", "matplotlib", "limelight.querygen.generator",
+           *(f"limelight.cli.{m}" for m in ("core", "exposure", "audit", "eqi", "evaluate", "fairness",
+                                            "generate", "rerank", "serve", "topics", "users", "variations"))]
 COMMAND = re.compile(r"(?:^|[;&|(]|&&|\|\|)\s*(?:[A-Z_]+=\S+\s+)*limelight\s", re.M)
 
 
@@ -91,6 +107,109 @@ def processes(page_blocks: list[dict]) -> int:
     whether a fork server is worth its start)."""
     return sum(b["lang"] == "python" or len(COMMAND.findall(b["body"]))
                for b in page_blocks if b["lang"] in RUN and not b["title"])
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _children() -> set[int]:
+    """The pids of this process's children (``/proc/self/task/*/children``)."""
+    kids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            kids.update(int(pid) for pid in (task / "children").read_text().split())
+    return kids
+
+
+def _end(pid: int, timeout: float = 30.0) -> None:
+    """Send ``SIGTERM`` to this process's child ``pid``, wait for it (``SIGKILL`` after
+    ``timeout`` s): its CPU time counts in the test's."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    try:
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.05)
+    except ChildProcessError:
+        pass
+
+
+@contextlib.contextmanager
+def subreaper() -> Iterator[None]:
+    """This process as a child subreaper while a page runs: the page server the zygote forks for
+    it, and any process of the page whose parent ends before it (a launcher left in the
+    background), become its children; at the end, those still here are ended and waited for, so
+    that their CPU time counts in the page's test and none is left running."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = _children()
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        for pid in _children() - before:
+            _end(pid, timeout=10.0)
+
+
+class Zygote:
+    """The module's fork-server zygote (``tests/_forkserver.py --zygote``), started on first use:
+    the libraries imported once for every page, a page server forked from it per page."""
+
+    def __init__(self, folder: Path, env: dict[str, str], modules: list[str]):
+        self.folder, self.env, self.modules = folder, env, modules
+        self.address = f"limelight-manual-zygote-{os.getpid()}-{uuid.uuid4().hex}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        if self.proc is not None:
+            return
+        log = self.folder / "zygote.log"
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_forkserver.py")),
+                                      "--zygote", self.address, *self.modules], cwd=self.folder,
+                                     env=self.env, stdout=subprocess.PIPE, stderr=log.open("w"),
+                                     stdin=subprocess.DEVNULL, text=True)
+        ready = self.proc.stdout.readline()
+        assert ready == "ready\n", log.read_text()[-3000:]
+
+    def spawn(self, address: str, cwd: Path, env: dict[str, str]) -> int:
+        """A page server listening on ``address``, in ``cwd`` with ``env``: a child of this
+        process, which must be a child subreaper (``subreaper``); its pid."""
+        self.start()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect("\0" + self.address)
+            s.sendall((json.dumps({"address": address, "cwd": str(cwd), "env": env}) + "\n").encode())
+            with s.makefile("r") as f:
+                line = f.readline()
+        assert line.strip().isdigit(), (self.folder / "zygote.log").read_text()[-3000:]
+        return int(line)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, 30)
+
+
+def page_env() -> dict[str, str]:
+    """The environment of a page's blocks (before a fork server's launchers go first on ``PATH``)."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1", "LIMELIGHT_DATA": str(SHARED / "data"), "NO_COLOR": "1",
+            "COLUMNS": "120"}
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory) -> Iterator[Zygote]:
+    """The fork-server zygote the pages of this module share (``Zygote``): started by the first
+    page that runs three or more commands, ended with the module (its own CPU time, the imports,
+    about 3 s, counts in the module's last test, where it is waited for)."""
+    z = Zygote(tmp_path_factory.mktemp("zygote"), page_env(), PRELOAD)
+    try:
+        yield z
+    finally:
+        z.stop()
 
 
 def test_fork_server_runs_commands_as_a_process_would(tmp_path: Path):
@@ -133,8 +252,43 @@ def test_fork_server_runs_commands_as_a_process_would(tmp_path: Path):
         assert server.wait(timeout=30) == 0
 
 
+def test_zygote_hands_page_servers_to_the_test(tmp_path: Path):
+    """The zygote the pages share forks each page's server as a child of the test that asked
+    (so that the test waits for it and counts its CPU time), in the page's folder, where a command
+    answers as a process would; a process of the page left running in the background after its
+    parent ended is ended and waited for when the page is done."""
+    from _forkserver import launcher_script
+
+    from limelight import __version__
+
+    z = Zygote(tmp_path, page_env(), ["limelight.cli.root"])
+    z.start()
+    try:
+        with subreaper():
+            address = f"limelight-manual-test-{os.getpid()}-{uuid.uuid4().hex}"
+            (tmp_path / "limelight").write_text(launcher_script(address, "limelight"), encoding="utf-8")
+            (tmp_path / "limelight").chmod(0o755)
+            work = tmp_path / "work"
+            work.mkdir()
+            pid = z.spawn(address, work, page_env())
+            assert pid in _children()
+            ok = subprocess.run([str(tmp_path / "limelight"), "--version"], cwd=work, capture_output=True,
+                                text=True, timeout=60)
+            assert (ok.returncode, __version__ in ok.stdout) == (0, True), ok
+            left = subprocess.run(["bash", "-c", "sleep 600 > /dev/null 2>&1 & echo $!"], capture_output=True,
+                                  text=True, timeout=60)
+            orphan = int(left.stdout)
+            assert orphan in _children()  # handed to this process when its bash ended
+            os.kill(pid, signal.SIGTERM)
+            assert os.waitpid(pid, 0)[1] == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(orphan, 0)
+    finally:
+        z.stop()
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
-def test_manual_page_runs(page: Path, tmp_path: Path):
+def test_manual_page_runs(page: Path, tmp_path: Path, zygote: Zygote):
     """CPU: each page's blocks run as written (the rerank page trains TK and re-ranks cranfield); a page is what a reader runs, so its cost is the page's.
 
     A page that runs three or more ``limelight`` commands and Python blocks runs them through a
@@ -142,22 +296,32 @@ def test_manual_page_runs(page: Path, tmp_path: Path):
     launcher that has the command forked from an interpreter that already imported limelight and
     its libraries, the console script's entry point run there with the command's arguments,
     folder, environment, standard streams and exit status, without the second or so a new
-    interpreter spends importing numpy, pandas, pyarrow, numba (or torch) per command. The other
-    pages (``index.md`` among them: ``limelight --version`` is the reader's check of the installed
-    console script) run the console script itself."""
+    interpreter spends importing numpy, pandas, pyarrow, numba per command. The page's
+    server is forked from the module's zygote (``zygote``), which imported those libraries once for
+    all the pages, and is this test's child (``subreaper``): the page's commands count in its CPU
+    time. The other pages (``index.md`` among them: ``limelight --version`` is the reader's check
+    of the installed console script) run the console script itself."""
     if not SHARED.is_dir():
         pytest.fail(f"the shared data folder {SHARED} is missing")
     work = tmp_path / "work"
     work.mkdir()
     (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "HF_HUB_OFFLINE": "1", "LIMELIGHT_DATA": str(SHARED / "data"), "NO_COLOR": "1",
-           "COLUMNS": "120"}
+    env = page_env()
     page_blocks = blocks(page)
+    forked = processes(page_blocks) >= 3
+    if forked:
+        zygote.start()  # before subreaper(): the zygote outlives the page
+    with subreaper():
+        run_page(page, page_blocks, tmp_path, work, env, zygote if forked else None)
+
+
+def run_page(page: Path, page_blocks: list[dict], tmp_path: Path, work: Path, env: dict[str, str],
+             zygote: Zygote | None) -> None:
+    """Run ``page``'s blocks in ``work``, through a page server forked by ``zygote`` if given."""
     groups: list[int] = []
     server = None
     python = [sys.executable]
-    if processes(page_blocks) >= 3:
+    if zygote is not None:
         from _forkserver import launcher_script
 
         address = f"limelight-manual-{os.getpid()}-{uuid.uuid4().hex}"
@@ -166,14 +330,8 @@ def test_manual_page_runs(page: Path, tmp_path: Path):
         for name, mode in (("limelight", "limelight"), ("python-forked", "python")):
             (launchers / name).write_text(launcher_script(address, mode), encoding="utf-8")
             (launchers / name).chmod(0o755)
-        preload = PRELOAD + (PRELOAD_TORCH if "limelight rerank" in page.read_text(encoding="utf-8") else [])
-        server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_forkserver.py")), address,
-                                   *preload], cwd=work, env=env, stdout=subprocess.PIPE,
-                                  stderr=(tmp_path / "forkserver.log").open("w"), stdin=subprocess.DEVNULL,
-                                  text=True)
-        ready = server.stdout.readline()
-        assert ready == "ready\n", (tmp_path / "forkserver.log").read_text()[-3000:]
-        env["PATH"] = f"{launchers}{os.pathsep}{env['PATH']}"
+        server = zygote.spawn(address, work, env)
+        env = {**env, "PATH": f"{launchers}{os.pathsep}{env['PATH']}"}
         python = [str(launchers / "python-forked")]
     try:
         for i, b in enumerate(page_blocks):
@@ -209,12 +367,7 @@ def test_manual_page_runs(page: Path, tmp_path: Path):
             except ProcessLookupError:
                 pass
         if server is not None:  # it ends what still runs (a server a block started) and waits for it
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _end(server)
 
 
 def test_manual_builds_without_warnings(tmp_path: Path):
