@@ -31,7 +31,7 @@ from limelight.audit.layout import FORMAT, AuditDir
 from limelight.audit.stage import Stage, StageSkipped, StageStatus
 from limelight.audit.stages import audit_stages, summary_stages
 from limelight.errors import LimelightError, with_article
-from limelight.retrieval.systems import EXACT_REVERSE, QUERY_VECTORS, get_kind
+from limelight.retrieval.systems import EXACT_REVERSE, QUERY_VECTORS
 
 __all__ = ["AuditInputs", "AuditRunner", "LookupEncoder", "StageSkipped", "StageStatus"]
 
@@ -215,12 +215,12 @@ class AuditRunner:
 
     def retriever(self, spec, query_vectors: bool = True):
         """The retriever of a system over the audit's index: the system's
-        :class:`~limelight.retrieval.spec.RetrieverSpec` (made from its settings) opened under
+        :class:`~limelight.retrieval.spec.System` (its kind looked up when it was parsed) opened under
         its name, dense query vectors looked up from the shared query encoding when
         ``query_vectors``. A reranked system is its first system's retriever followed by its
         checkpoint's ranker (:func:`limelight.rerank.ranker.open_reranked`, loaded once)."""
 
-        if spec.first is None and "first" in get_kind(spec.kind).params:
+        if spec.first is None and "first" in spec.registered.params:
             raise LimelightError(f"system {spec.name!r}: {with_article(spec.kind)} system needs a validated config "
                                  "(first system and checkpoint resolved by parse_config)")
         base = Path(self.cfg.path).resolve().parent if self.cfg.path else Path.cwd()
@@ -228,19 +228,18 @@ class AuditRunner:
         # same texts): the collection is read for one that does not open over it (its results'
         # ids are checked against it), or given when a stage has read it already
         ds = self._inputs.dataset
-        coll = ds.collection if not get_kind(spec.kind).needs_index or ds.loaded else None
+        coll = ds.collection if not spec.registered.needs_index or ds.loaded else None
         context: dict[str, Any] = {"collection": coll,
                                    "queries": self._inputs.queries, "base_dir": base,
                                    "work_dir": self.dir.system_dir(spec.name),
                                    "reranker": self._rerankers.get(spec.name)}
-        rspec = spec.retriever_spec
         encoder = None
-        if rspec.needs_dense:
+        if spec.needs_dense:
             encoder = self.encoder()
             if query_vectors and self.dir.query_vectors.exists():
                 encoder = LookupEncoder(encoder, self._inputs.queries.texts,
                                         np.load(self.dir.query_vectors))
-        retriever = rspec.open(self.dir.index_dir, name=spec.name, encoder=encoder, **context)
+        retriever = spec.open(self.dir.index_dir, name=spec.name, encoder=encoder, **context)
         if query_vectors:
             self._reuse_dense_lists(retriever)
         if getattr(retriever, "reranker", None) is not None:  # loaded once per audit
@@ -258,7 +257,7 @@ class AuditRunner:
             return
         for s in self.cfg.systems:
             st = self.status(f"exposure-{s.name}")
-            kind = get_kind(s.kind)  # lists from the query vectors alone: a plain dense system
+            kind = s.registered  # lists from the query vectors alone: a plain dense system
             if kind.has(QUERY_VECTORS) and kind.has(EXACT_REVERSE) and st is not None and st.present:
                 store = self.dir.store(s.name)
                 if store.doc_ids == retriever.dense.doc_ids:

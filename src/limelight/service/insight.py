@@ -31,16 +31,15 @@ def system_retriever(service, sysm) -> Any | None:
     """The opened retriever of a served system over the audit's index (``None`` for a kind that
     does not rank over limelight's index: a run file, a live service); opened once."""
     import limelight.service.eqi as _eqi
-    from limelight.retrieval.spec import RetrieverSpec
-    from limelight.retrieval.systems import get_kind
+    from limelight.retrieval.spec import System
 
     spec = _eqi.system_spec(sysm)
-    kind = get_kind(spec.kind)
+    kind = spec.registered
     if not kind.needs_index:
         return None
 
     def open_it():
-        if spec.kind in service.search_models and spec == RetrieverSpec.of(spec.kind):
+        if spec.kind in service.search_models and spec == System.of(spec.kind):
             return service.retriever(spec.kind)  # the search page's, when the settings agree
         return spec.open(service.audit.index_dir, threads=service.threads)
 
@@ -55,7 +54,6 @@ def explanation(service, docid: str, qid: str, system: str | None = None) -> dic
     the query does not put it in its top n)."""
     import limelight.service.eqi as _eqi
     from limelight.retrieval.explain import explain
-    from limelight.retrieval.systems import get_kind
 
     row = service.doc_row(docid)  # who may see what is asked first, on every request
     sysm = service.system(system)
@@ -65,7 +63,7 @@ def explanation(service, docid: str, qid: str, system: str | None = None) -> dic
         st = sysm.store
         query = str(st.queries.texts[q])
         text = str(service.docs.texts[row])
-        kind = get_kind(_eqi.system_spec(sysm).kind)
+        kind = _eqi.system_spec(sysm).registered
         rank = score = None
         qq, rk, sc = st.document_pairs(int(sysm.store_d[row]))
         hit = np.flatnonzero(np.asarray(qq) == q)
