@@ -16,8 +16,8 @@ $(BIN)/python:
 # today's exact versions of every extra (requirements/dev-py311.lock, written by `make lock`);
 # torch first, from the pinned CPU wheel, so nothing that depends on it pulls a CUDA build.
 # Installed with uv (pinned in the lock, below), from the same wheels and indexes as pip: the same
-# packages at the same versions as `pip install`, 84.6 s instead of 403.7 s side by side
-# (2026-11-29, cold caches, load 9-13; issue 53)
+# packages at the same versions as `pip install`, 22.9 s instead of 120.1 s side by side
+# (2026-11-29 13:25-13:28, cold caches, nothing else running, load 2.1 at the start; issue 53)
 LOCK := requirements/dev-py311.lock
 UV_PIP = $(UV) pip install --quiet --python $(BIN)/python $(UV_INDEXES)
 $(STAMP): pyproject.toml $(LOCK) $(UV) | $(BIN)/python
