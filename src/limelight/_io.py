@@ -201,15 +201,49 @@ def atomic_output_file(path: str | os.PathLike, overwrite: bool = False,
 def check_resumable_dir(path: str | os.PathLike, marker: str, what: str) -> None:
     """Refuse (``OutputRefusedError``, one line) a folder that a resumable job (an audit, an
     exposure store) may not write into: a file, or a non-empty folder without the job's
-    ``marker`` file (its manifest), which is someone else's."""
+    ``marker`` file (its manifest), which is someone else's (a job's ``scratch_dir`` alone does
+    not count: a job killed before its manifest leaves only that)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputRefusedError(f"{path}: exists and is a file, not {_a(what)}; give a new folder")
     if not path.exists():
         _check_parents(path)
-    if path.is_dir() and not (path / marker).is_file() and any(path.iterdir()):
+    if path.is_dir() and not (path / marker).is_file() and any(
+            not p.name.startswith(SCRATCH_PREFIX) for p in path.iterdir()):
         raise OutputRefusedError(f"{path}: exists and is not {_a(what)} (no {marker} inside); give a "
                                  "new or empty folder")
+
+
+SCRATCH_PREFIX = ".limelight-scratch-"
+"""The name of a resumable job's scratch folder inside its output folder (``scratch_dir``)."""
+
+
+@contextlib.contextmanager
+def scratch_dir(out: str | os.PathLike, name: str) -> Iterator[Path]:
+    """A resumable job's scratch folder ``OUT/.limelight-scratch-NAME`` (``out``: the job's output
+    folder, made if missing), removed when the block ends, ``out`` too when this made it and
+    it is left empty. Not in the system's temporary folder, where a killed job's scratch would
+    stay: a killed job's is left in its own output, and the rerun that resumes the job removes
+    it first (only a folder this made: it carries ``OWNER_FILE`` of kind ``scratch``)."""
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{SCRATCH_PREFIX}{name}"
+    if path.exists() or path.is_symlink():
+        if path.is_symlink() or (read_owner(path) or {}).get("kind") != "scratch":
+            raise OutputRefusedError(f"{path}: exists and was not made by limelight; move it away")
+        shutil.rmtree(path)  # a killed run's
+    path.mkdir()
+    (path / OWNER_FILE).write_text(json.dumps({"kind": "scratch", "files": []}), encoding="utf-8")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        for p in made:  # (innermost first) the folders this made, when nothing else is in them
+            try:
+                p.rmdir()
+            except OSError:
+                break
 
 
 @contextlib.contextmanager

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from limelight._io import atomic_path
+from limelight._io import atomic_path, scratch_dir
 from limelight.audit.cache import StageCache, _jsonable, stable_hash
 from limelight.audit.config import AuditConfig
 from limelight.audit.inputs import AuditInputs, load_inputs
@@ -272,9 +271,9 @@ class AuditRunner:
         self.dir.check_writable()
         self.log(f"audit {self.cfg.name}: loading {self.cfg.collection} and the queries")
         # a query log's distinct queries stay on disk while the stages read them (a query table
-        # in a temporary folder, removed when the audit ends, as exposure compute keeps them)
-        with tempfile.TemporaryDirectory(prefix="limelight-queries-") as tmp:
-            return self._run(tmp)
+        # in a scratch folder of the audit's, removed when the audit ends, as exposure compute keeps them)
+        with scratch_dir(self.dir.path, "queries") as tmp:
+            return self._run(str(tmp))
 
     def _run(self, on_disk: str) -> dict[str, Any]:
         cfg = self.cfg
