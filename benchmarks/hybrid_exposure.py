@@ -29,7 +29,7 @@ from limelight.exposure.compute import compute_exposure  # noqa: E402
 from limelight.exposure.retrievability import gini  # noqa: E402
 from limelight.exposure.stored import StoredTopK  # noqa: E402
 from limelight.retrieval.dense import Encoder  # noqa: E402
-from limelight.retrieval.spec import RetrieverSpec  # noqa: E402
+from limelight.retrieval.spec import System  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ def main() -> int:
     print(f"load average {os.getloadavg()}; {len(queries):,} queries, {len(dense.doc_ids):,} docs",
           flush=True)
     enc = LookupEncoder(Encoder(), queries.texts, np.load(audit.query_vectors))
-    spec = RetrieverSpec.of("hybrid", k1=0.9, b=0.4, rrf_k=60, fusion_depth=100)
+    spec = System.of("hybrid", k1=0.9, b=0.4, rrf_k=60, fusion_depth=100)
     times, stores = {}, {}
     with tempfile.TemporaryDirectory(prefix="hybrid-bench-") as tmp:
         for way in ("live dense search (before)", "dense lists from the dense store"):

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from limelight.data import load_catalog, load_query_log
     from limelight.retrieval.bm25 import BM25, BM25Index
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
     coll, qs = load_catalog("debian"), load_query_log()
     texts = qs.texts.tolist()
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     bm25 = BM25(BM25Index.build(coll), threads=1)
     build_l = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="pyterrier_kind_") as work:
-        spec = RetrieverSpec.of("pyterrier", factory=PISA, batch_size=args.batch_size)
+        spec = System.of("pyterrier", factory=PISA, batch_size=args.batch_size)
         t0 = time.perf_counter()
         kind = spec.open(None, name="pisa", collection=coll, queries=qs, work_dir=Path(work))
         build_p = time.perf_counter() - t0

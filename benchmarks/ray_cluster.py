@@ -166,7 +166,7 @@ def job_http(args, work: Path) -> bool:
     from limelight.data import load_catalog, load_query_log
     from limelight.exposure import compute_exposure
     from limelight.exposure.shards import shard_path
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
     from limelight.scale import ShardedReplay
 
     with contextlib.ExitStack() as stack:
@@ -177,7 +177,7 @@ def job_http(args, work: Path) -> bool:
         coll = load_catalog("movies")
         qs = load_query_log().head(args.http_queries)
         texts = qs.texts.tolist()
-        spec = RetrieverSpec.of("http", url=url, preset="elasticsearch")
+        spec = System.of("http", url=url, preset="elasticsearch")
         t = time.perf_counter()
         ref = compute_exposure(spec.open(None, collection=coll, work_dir=work / "work-local"), qs,
                                work / "local-http", depth=20, shard_size=args.http_shard_size)

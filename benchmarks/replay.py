@@ -130,9 +130,9 @@ def minimal_client(url: str, texts: list[str], k: int, concurrency: int) -> tupl
 
 
 def http_system(base: str, coll, work: Path | None, **params):
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
 
-    return RetrieverSpec.of("http", url=f"{base}/search", params={"q": "{query}", "k": "{k}"},
+    return System.of("http", url=f"{base}/search", params={"q": "{query}", "k": "{k}"},
                             hits="/hits", id="/id", score="/score", **params).open(
         None, collection=coll, work_dir=work)
 

@@ -71,13 +71,13 @@ def time_run_kind(path: Path, coll, qs, depth: int, store: Path) -> tuple[float,
     """Seconds from the ``run`` system's parameters to a complete store, and its coverage."""
     import limelight.retrieval.kinds.run as run_kind
     from limelight.exposure.compute import compute_exposure
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
     from limelight.retrieval.systems import get_kind
 
     run_kind._HASHES.clear()  # the file is hashed every time, as a fresh process does
     shutil.rmtree(store, ignore_errors=True)
     t0 = time.perf_counter()
-    spec = RetrieverSpec.of("run", **get_kind("run").resolved({"path": str(path)}))
+    spec = System.of("run", **get_kind("run").resolved({"path": str(path)}))
     retriever = spec.open(None, collection=coll, queries=qs)
     st = compute_exposure(retriever, qs, store, depth=depth,
                           fingerprint=spec.fingerprint(index_key="debian"), settings=spec.settings())

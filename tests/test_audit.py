@@ -422,14 +422,14 @@ def test_reranked_system_exposure_is_the_kernel_rerankers_order(reranked_audit):
 
     a, res, runner, cfg_path = reranked_audit
     spec = runner.cfg.system("bm25_tk")
-    assert spec.checkpoint_path == str((cfg_path.parent / "models" / "tk.pt").resolve())
+    assert spec.checkpoint == str((cfg_path.parent / "models" / "tk.pt").resolve())
     assert isinstance(runner.retriever(spec), RerankedRetriever)
     st, base = a.store("bm25_tk"), a.store("bm25")
     assert st.manifest["settings"]["kind"] == "reranked"
     assert st.manifest["settings"]["first_settings"] == runner.cfg.system("bm25").settings()
     ds = load_dataset("adi")
     first = BM25(BM25Index.build(ds.collection), k1=0.9, b=0.4)
-    stage = KernelReranker(NeuralRanker.load(spec.checkpoint_path), ds.collection)
+    stage = KernelReranker(NeuralRanker.load(spec.checkpoint), ds.collection)
     sample = st.queries.take(np.arange(0, len(st.queries), 37))
     expected = stage.transform(sample, first.retrieve(sample, 50)).topk(50)
     q, d, rank, _ = st.pair_arrays()

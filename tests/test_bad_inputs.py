@@ -349,7 +349,7 @@ def test_own_outputs_are_replaced_and_edited_ones_refused(built, tmp_path):
 # ---- interrupts: Ctrl-C in the middle of a command -------------------------------------------------
 INTERRUPT_CASES = [
     ("retrieve", "limelight.data.formats.write_trec_run"),
-    ("retrieve", "limelight.retrieval.spec.RetrieverSpec.open"),
+    ("retrieve", "limelight.retrieval.spec.System.open"),
     ("index", "limelight.retrieval.index_dir.build_index_from"),
     ("evaluate", "limelight.evaluation.compare.evaluate_runs"),
     ("retrievability", "limelight.exposure.retrievability.Retrievability.to_pandas"),

@@ -35,7 +35,7 @@ from limelight.data.queries import normalise_texts
 from limelight.errors import FormatError, LimelightError
 from limelight.exposure import ExposureStore, compute_exposure, exposure_from_run
 from limelight.report import run_audit
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 from limelight.retrieval.systems import DETERMINISTIC, describe_kinds, get_kind
 
 runner = CliRunner()
@@ -210,7 +210,7 @@ def _queries_of(rows: list[list[str]]):
 
 def _open(path: Path, coll, qs, **params):
     kind = get_kind("run")
-    spec = RetrieverSpec.of("run", **kind.resolved({"path": str(path), **params}))
+    spec = System.of("run", **kind.resolved({"path": str(path), **params}))
     return spec.open(None, collection=coll, queries=qs)
 
 
@@ -407,7 +407,7 @@ def test_configuration_resolves_and_pins_the_content(cran, tmp_path):
     assert cfg.system("served").settings() == {"kind": "run", "format": "auto", "match": "id",
                                                 "path": "results/served.run", "sha256": sha,
                                                 "unknown_docs": "error"}
-    assert RetrieverSpec.from_settings(cfg.system("served").settings()).settings() == \
+    assert System.from_settings(cfg.system("served").settings()).settings() == \
         cfg.system("served").settings()
     pinned = text.replace('path = "results/served.run"', f'path = "results/served.run"\nsha256 = "{sha}"')
     assert parse_config(pinned, tmp_path / "audit.toml").system("served").settings()["sha256"] == sha
@@ -444,7 +444,7 @@ def test_exposure_compute_model_hybrid(tmp_path, data_dir):
     assert json.loads(res.output)["queries"] == 35
     st = ExposureStore.open(tmp_path / "h")
     assert st.manifest["settings"]["model"] == "hybrid"
-    spec = RetrieverSpec.from_model("hybrid")
+    spec = System.from_model("hybrid")
     want = compute_exposure(spec.open(tmp_path / "idx"), st.queries, tmp_path / "w", depth=20)
     assert_same_store(st, want)
 

@@ -176,10 +176,10 @@ def test_sharded_replay_refuses_a_foreign_work_folder_and_keeps_it(tmp_path):
     folder there that limelight did not create is refused (one line) and left as it was; the
     replay's own folder, marked when created, is taken again (a resumed job)."""
     from limelight.data.ids import IdMap
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
     from limelight.scale.replay import WORK_FILE, ShardedReplay
 
-    spec = RetrieverSpec.of("http", url="http://127.0.0.1:9/", preset="elasticsearch")
+    spec = System.of("http", url="http://127.0.0.1:9/", preset="elasticsearch")
     docs = IdMap(["a", "b"], kind="document")
     mine = tmp_path / "out.replay"
     mine.mkdir()

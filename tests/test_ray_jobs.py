@@ -41,7 +41,7 @@ from limelight.data import load_catalog, load_dataset, load_query_log  # noqa: E
 from limelight.exposure import compute_exposure  # noqa: E402
 from limelight.exposure.shards import shard_path  # noqa: E402
 from limelight.retrieval.index_dir import build_index  # noqa: E402
-from limelight.retrieval.spec import RetrieverSpec  # noqa: E402
+from limelight.retrieval.spec import System  # noqa: E402
 from limelight.scale import ShardedReplay, build_index_ray  # noqa: E402
 
 
@@ -171,14 +171,14 @@ def test_http_replay_with_a_node_killed_equals_the_single_process_replay(cluster
     assert len(set(texts)) == len(texts)
     depth, shard = 20, 25  # 16 shards
     # the single-process replay (the local engine, one journal), as fast as the engine goes
-    r = RetrieverSpec.of("http", url=url, preset="elasticsearch").open(
+    r = System.of("http", url=url, preset="elasticsearch").open(
         None, collection=coll, work_dir=tmp_path / "work-local")
     ref = compute_exposure(r, qs, tmp_path / "local", depth=depth, shard_size=shard)
     seen = len(_asked(count))
     assert sorted(_asked(count)) == sorted(texts)  # each query once
     # on the cluster: 20 queries/s per task (rate is a client setting: the same fingerprint), so
     # that a shard takes about a second and a task is running when the worker node dies
-    spec = RetrieverSpec.of("http", url=url, preset="elasticsearch", rate=20, concurrency=2)
+    spec = System.of("http", url=url, preset="elasticsearch", rate=20, concurrency=2)
     replay = ShardedReplay(spec, coll.ids, tmp_path / "work-ray")
     out = tmp_path / "ray"
 

@@ -1,4 +1,4 @@
-"""RetrieverSpec: one description of a retriever, opened and fingerprinted as before."""
+"""System: one description of a retriever, opened and fingerprinted as before."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from limelight.errors import LimelightError
 from limelight.retrieval.bm25 import BM25, BM25Index
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.index_dir import build_index, open_fingerprinted, open_retriever
-from limelight.retrieval.spec import RetrieverSpec, System
+from limelight.retrieval.spec import System
 from limelight.scale.exposure import IndexRetriever
 
 TEXTS = ["the quick brown fox", "a lazy dog sleeps", "quick dogs and foxes", "brown bread recipe",
@@ -44,26 +44,26 @@ def _legacy_fingerprint(index_dir, settings: dict) -> str:
 
 
 def test_defaults_filled_frozen_and_picklable():
-    spec = RetrieverSpec.of("hybrid", rrf_k=30)
+    spec = System.of("hybrid", rrf_k=30)
     assert dict(spec.params) == {"k1": DEFAULT_K1, "b": DEFAULT_B, "rrf_k": 30, "fusion_depth": 100}
-    assert spec == RetrieverSpec("hybrid", {"rrf_k": 30}) and hash(spec) == hash(RetrieverSpec.of("hybrid", rrf_k=30))
+    assert spec == System("hybrid", {"rrf_k": 30}) and hash(spec) == hash(System.of("hybrid", rrf_k=30))
     with pytest.raises(AttributeError):
         spec.kind = "bm25"  # type: ignore[misc]
-    reranked = RetrieverSpec.of("reranked", first=RetrieverSpec.of("bm25", k1=1.2), checkpoint="x.pt",
+    reranked = System.of("reranked", first=System.of("bm25", k1=1.2), checkpoint="x.pt",
                                 checkpoint_sha256="ab", depth=50)
     assert pickle.loads(pickle.dumps(reranked)) == reranked
-    assert not reranked.needs_dense and RetrieverSpec.of("reranked", first=spec).needs_dense
+    assert not reranked.needs_dense and System.of("reranked", first=spec).needs_dense
 
 
 def test_bad_specs_are_one_line_errors():
     with pytest.raises(LimelightError, match="unknown model 'bm26'"):
-        RetrieverSpec.from_model("bm26")
+        System.from_model("bm26")
     with pytest.raises(LimelightError, match="unknown system kind"):
-        RetrieverSpec.of("tfidf")
+        System.of("tfidf")
     with pytest.raises(LimelightError, match="no parameter 'rrf_k'"):
-        RetrieverSpec.of("bm25", rrf_k=3)
+        System.of("bm25", rrf_k=3)
     with pytest.raises(LimelightError, match="first stage"):
-        RetrieverSpec.of("reranked", first=RetrieverSpec.of("reranked"))
+        System.of("reranked", first=System.of("reranked"))
 
 
 @pytest.mark.parametrize("kind,params", [("bm25", {}), ("bm25", {"k1": 1, "b": 0.75}), ("dense", {}),
@@ -73,7 +73,7 @@ def test_settings_and_audit_key_as_the_audit_computes_them(kind, params):
     system = parse_config(f'[collection]\nsource = "adi"\n[[systems]]\nname = "s"\nkind = "{kind}"\n'
                           + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in params.items())).system("s")
     assert system == System.of(kind, name="s", **params) and system.name == "s"
-    spec = RetrieverSpec.from_settings(system.settings())
+    spec = System.from_settings(system.settings())
     assert spec.settings() == system.settings()
     deps = ["0123abcd", "4567ef01"]
     assert spec.fingerprint(index_key=deps) == stable_hash("retriever", deps, system.settings())
@@ -82,26 +82,26 @@ def test_settings_and_audit_key_as_the_audit_computes_them(kind, params):
 def test_reranked_settings_as_the_audit_computes_them():
     first = System.of("bm25", name="bm25", k1=1.2)
     system = System("reranked", {"first": "bm25", "checkpoint": "tk.pt"}, first, "/abs/tk.pt", "f" * 64, "tk")
-    spec = RetrieverSpec.from_settings(system.settings(), checkpoint=system.checkpoint)
+    spec = System.from_settings(system.settings(), checkpoint=system.checkpoint)
     assert spec.settings() == system.settings()
-    assert spec.first == RetrieverSpec.of("bm25", k1=1.2) and spec.checkpoint == "/abs/tk.pt"
+    assert spec.first == System.of("bm25", k1=1.2) and spec.checkpoint == "/abs/tk.pt"
     assert spec.fingerprint(index_key=["k"]) == stable_hash("retriever", ["k"], system.settings())
 
 
 @pytest.mark.parametrize("k1,b", [(DEFAULT_K1, DEFAULT_B), (1.2, 0.75), (1, 0.5)])
 def test_index_fingerprint_unchanged(index, k1, b):
-    spec = RetrieverSpec.from_model("bm25", k1, b)
+    spec = System.from_model("bm25", k1, b)
     settings = {"model": "bm25", "k1": k1, "b": b}
     assert spec.store_settings() == settings
     assert spec.fingerprint(index) == _legacy_fingerprint(index, settings)
     r, fp, st = open_fingerprinted(index, "bm25", k1=k1, b=b)
     assert (fp, st) == (spec.fingerprint(index), settings)
-    assert RetrieverSpec.from_store_settings({**st, "index": str(index)}) == spec
-    assert RetrieverSpec.from_model("dense").store_settings() == {"model": "dense"}
+    assert System.from_store_settings({**st, "index": str(index)}) == spec
+    assert System.from_model("dense").store_settings() == {"model": "dense"}
 
 
 def test_open_is_the_retriever_of_before(index):
-    spec = RetrieverSpec.of("bm25", k1=1.2, b=0.5)
+    spec = System.of("bm25", k1=1.2, b=0.5)
     r = spec.open(index, threads=1)
     ref = BM25(BM25Index.load(index / "bm25"), k1=1.2, b=0.5)
     got, want = r.search_batch(["quick fox", "dog"], 4), ref.search_batch(["quick fox", "dog"], 4)
@@ -110,14 +110,14 @@ def test_open_is_the_retriever_of_before(index):
     assert spec.open(index, name="mine").name == "mine"
     assert vars(open_retriever(index, "bm25", k1=1.2, b=0.5)).keys() == vars(r).keys()
     with pytest.raises(LimelightError, match="has no dense index"):
-        RetrieverSpec.of("hybrid").open(index)
+        System.of("hybrid").open(index)
 
 
 def test_index_retriever_travels_as_its_spec(index):
-    spec = RetrieverSpec.of("bm25", k1=1.2)
+    spec = System.of("bm25", k1=1.2)
     ir = IndexRetriever(index, spec=spec)
     assert (ir.model, ir.k1, ir.b) == ("bm25", 1.2, DEFAULT_B)
     back = pickle.loads(pickle.dumps(ir))
     assert back.spec == spec and back._retriever is None
     assert np.array_equal(back.search_batch(["quick"], 3)[0], spec.open(index).search_batch(["quick"], 3)[0])
-    assert IndexRetriever(index).spec == RetrieverSpec.of("bm25")
+    assert IndexRetriever(index).spec == System.of("bm25")

@@ -79,7 +79,7 @@ def _run_system(ad, coll, queries, source: str) -> dict:
     import numpy as np
 
     from limelight.exposure.compute import compute_exposure
-    from limelight.retrieval.spec import RetrieverSpec
+    from limelight.retrieval.spec import System
     from limelight.retrieval.systems import get_kind
 
     st = ad.store(source)
@@ -91,7 +91,7 @@ def _run_system(ad, coll, queries, source: str) -> dict:
                             zip(qids.tolist(), dids.tolist(), np.asarray(rank).tolist(),
                                 np.asarray(score).tolist(), strict=True)))
     params = get_kind("run").resolved({"path": str(path)})
-    retriever = RetrieverSpec.of("run", **params).open(None, collection=coll, queries=queries)
+    retriever = System.of("run", **params).open(None, collection=coll, queries=queries)
     compute_exposure(retriever, queries, ad.store_dir("external"), depth=DEPTH)
     return {"name": "external", "kind": "run", **params}
 

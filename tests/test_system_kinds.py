@@ -14,7 +14,7 @@ from _inproc import run_cli
 
 from limelight.audit.config import parse_config
 from limelight.errors import LimelightError
-from limelight.retrieval.spec import RetrieverSpec, models
+from limelight.retrieval.spec import System, models
 from limelight.retrieval.systems import (
     CAPABILITIES,
     EXACT_REVERSE,
@@ -28,17 +28,17 @@ from limelight.retrieval.systems import (
     unregister_kind,
 )
 
-# RetrieverSpec.fingerprint(index_key=["k", 1]) of these specs under the code before the registry
+# System.fingerprint(index_key=["k", 1]) of these specs under the code before the registry
 BEFORE = {
-    "bm25": ("2f3742d0b4f58c06ddb5bdb8", RetrieverSpec.of("bm25")),
-    "bm25_k": ("fac1ecc1a8fec83af464d3f5", RetrieverSpec.of("bm25", k1=1.2, b=0.75)),
-    "dense": ("b6190d833d7771aec8039fc4", RetrieverSpec.of("dense")),
+    "bm25": ("2f3742d0b4f58c06ddb5bdb8", System.of("bm25")),
+    "bm25_k": ("fac1ecc1a8fec83af464d3f5", System.of("bm25", k1=1.2, b=0.75)),
+    "dense": ("b6190d833d7771aec8039fc4", System.of("dense")),
     "dense_m": ("d7fc38e6a072a04a15aea28d",
-                RetrieverSpec.of("dense", model="all-MiniLM-L6-v2", max_seq_length=128)),
-    "hybrid": ("4868638f6e24eed8d84f0af2", RetrieverSpec.of("hybrid", rrf_k=30)),
+                System.of("dense", model="all-MiniLM-L6-v2", max_seq_length=128)),
+    "hybrid": ("4868638f6e24eed8d84f0af2", System.of("hybrid", rrf_k=30)),
     "reranked": ("7cd5a39d57753acd3b579321",
-                 RetrieverSpec("reranked", (("depth", 50), ("first", "bm25"), ("checkpoint", "tk.pt")),
-                               RetrieverSpec.of("hybrid"), "tk.pt", "ab" * 32)),
+                 System("reranked", (("depth", 50), ("first", "bm25"), ("checkpoint", "tk.pt")),
+                               System.of("hybrid"), "tk.pt", "ab" * 32)),
 }
 
 
@@ -59,8 +59,8 @@ def test_audit_settings_are_unchanged_and_agree_with_the_spec():
                    {"kind": "dense"},
                    {"b": 0.4, "fusion_depth": 100, "k1": 0.9, "kind": "hybrid", "rrf_k": 30}]
     for s in cfg.systems:
-        assert RetrieverSpec.from_settings(s.settings()).settings() == s.settings()
-        assert s.retriever_spec.settings() == s.settings()  # the config is parsed once
+        assert System.from_settings(s.settings()).settings() == s.settings()
+        assert s.registered is get_kind(s.kind)  # the kind resolved once, at parse time
     assert [s.uses_dense for s in cfg.systems] == [False, False, True, True]
 
 
@@ -78,9 +78,9 @@ def test_shipped_kinds_and_capabilities():
 
 def test_unknown_kind_and_parameter_name_the_registered_ones():
     with pytest.raises(LimelightError, match=r"unknown system kind 'lucene' \(registered: bm25, dense"):
-        RetrieverSpec.of("lucene")
+        System.of("lucene")
     with pytest.raises(LimelightError, match=r"has no parameter 'k3' \(parameters: k1, b\)"):
-        RetrieverSpec.of("bm25", k3=1)
+        System.of("bm25", k3=1)
     with pytest.raises(Exception, match=r"systems\[0\].kind must be one of bm25, dense, hybrid, reranked"):
         parse_config('[collection]\nsource = "adi"\n[[systems]]\nname = "x"\nkind = "lucene"\n')
 
@@ -104,7 +104,7 @@ def test_a_new_kind_is_one_registration(tmp_path):
                                     frozenset({NEW_QUERIES}), open_fixed, "a test kind"), replace=True)
     try:
         assert "fixed_test" in kind_names()
-        spec = RetrieverSpec.of("fixed_test")
+        spec = System.of("fixed_test")
         assert dict(spec.params) == {"top": 2} and not spec.needs_dense
         assert kind.has(NEW_QUERIES) and not kind.has(EXACT_REVERSE)
         cfg = parse_config('[collection]\nsource = "adi"\n[[systems]]\nname = "f"\nkind = "fixed_test"\ntop = 3\n')

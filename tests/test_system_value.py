@@ -1,12 +1,14 @@
 """One system value (issue 55, item 1): the audit's ``[[systems]]`` table, the CLI's ``--system``
 file and its ``--model``/``--k1``/``--b`` flags build the same ``System``, and its identities are
 the ones recorded before the change (values computed by the code of commit 5364d47, before
-``SystemSpec`` and ``RetrieverSpec`` became one value)."""
+``SystemSpec`` and ``System`` became one value)."""
 
 from __future__ import annotations
 
 import pickle
+import re
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -154,3 +156,19 @@ def test_the_kind_is_resolved_once_and_recorded_settings_read_back(tmp_path):
         assert System.from_recorded(s.store_settings()) == unnamed
     assert cfg.system("dense").uses_dense and cfg.system("hybrid").needs_dense
     assert not cfg.system("served").uses_dense and cfg.system("b2").params["k1"] == 1
+
+
+def test_the_former_name_warns_and_is_the_same_value():
+    """``RetrieverSpec`` (the former name) still imports, from the module and the package, warns,
+    and is ``System`` itself; no module of the library uses it."""
+    import limelight.retrieval as retrieval
+    import limelight.retrieval.spec as spec
+
+    for module in (spec, retrieval):
+        with pytest.warns(DeprecationWarning, match="RetrieverSpec is now System"):
+            assert module.RetrieverSpec is System
+    assert "RetrieverSpec" not in retrieval.__all__ and "RetrieverSpec" not in spec.__all__
+    src = Path(spec.__file__).parents[1]
+    users = [str(p.relative_to(src)) for p in src.rglob("*.py")
+             if re.search(r"\bRetrieverSpec\b", p.read_text(encoding="utf-8")) and p.name not in ("spec.py", "__init__.py")]
+    assert users == []

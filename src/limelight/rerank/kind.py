@@ -19,7 +19,7 @@ def open_reranked_spec(spec: Any, index_dir: str | Path, *, name: str | None = N
     from limelight.rerank.ranker import open_reranked
 
     if spec.first is None:
-        raise LimelightError("a reranked retriever needs its first stage (first=RetrieverSpec)")
+        raise LimelightError("a reranked retriever needs its first stage (first=System)")
     first = spec.first.open(index_dir, name=spec.param("first"), threads=threads, encoder=encoder)
     return open_reranked(spec, first, index_dir=index_dir, name=name,
                          collection=context.get("collection"), reranker=context.get("reranker"))

@@ -27,7 +27,7 @@ from limelight.rerank.models import (
 )
 from limelight.rerank.vocab import EncodedTexts, Vocabulary, VocabularyMismatchError, glove_matrix
 from limelight.retrieval.base import Retriever, Stage
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 
 FORMAT = "limelight-rerank/1"
 
@@ -399,10 +399,10 @@ class RerankedRetriever(Retriever):
         return out_d, out_s
 
 
-def open_reranked(spec: RetrieverSpec, first: Retriever, *, index_dir: str | os.PathLike,
+def open_reranked(spec: System, first: Retriever, *, index_dir: str | os.PathLike,
                   name: str | None = None, collection: Collection | None = None,
                   reranker: KernelReranker | None = None) -> RerankedRetriever:
-    """Open a ``reranked`` :class:`~limelight.retrieval.spec.RetrieverSpec` (the kind's opener,
+    """Open a ``reranked`` :class:`~limelight.retrieval.spec.System` (the kind's opener,
     :mod:`limelight.rerank.kind`, calls it): ``first``, the opened first stage, followed by the
     ranker of ``spec.checkpoint`` over its top ``depth``.
 
@@ -412,7 +412,7 @@ def open_reranked(spec: RetrieverSpec, first: Retriever, *, index_dir: str | os.
     """
     if reranker is None:
         if spec.checkpoint is None:
-            raise LimelightError("a reranked retriever needs its checkpoint (RetrieverSpec.checkpoint)")
+            raise LimelightError("a reranked retriever needs its checkpoint (System.checkpoint)")
         ranker = NeuralRanker.load(spec.checkpoint)
         if spec.checkpoint_sha256 is not None and file_sha256(spec.checkpoint) != spec.checkpoint_sha256:
             if name is None:

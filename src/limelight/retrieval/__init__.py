@@ -8,7 +8,7 @@
   formulas over ``Run`` objects: ``rrf``, ``combsum``, ``combmnz``, ``linear``, ``fuse``.
 - An index directory (``index_dir``): ``build_index`` writes one, ``load_docs`` reads its
   documents back, ``open_retriever`` opens a retriever over it.
-- ``System`` (``spec``; ``RetrieverSpec``, its former name): a system as a value (kind,
+- ``System`` (``spec``; ``RetrieverSpec`` is its former name, deprecated): a system as a value (kind,
   parameters, first stage, checkpoint, name) that the audit's ``[[systems]]``, the CLI's
   ``--system`` file and Python build alike, opened (``open``) and fingerprinted
   (``fingerprint``) over an index directory; the default settings (``DEFAULT_K1``,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         to_pyterrier,
     )
     from limelight.retrieval.runfusion import combmnz, combsum, fuse, linear, rrf
-    from limelight.retrieval.spec import RetrieverSpec, System
+    from limelight.retrieval.spec import System
     from limelight.retrieval.systems import (
         Param,
         SystemKind,
@@ -67,4 +67,5 @@ if TYPE_CHECKING:  # the exports, written once: lazy_exports resolves them on fi
         register_kind,
     )
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__)
+# System's former name: importable, deprecated (spec warns), not exported
+__all__, __getattr__, __dir__ = lazy_exports(__name__, deprecated={"RetrieverSpec": "limelight.retrieval.spec"})

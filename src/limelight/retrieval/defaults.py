@@ -1,6 +1,6 @@
 """The default settings of the retrievers, written once.
 
-Everything that needs a default (``BM25``, ``RetrieverSpec``, the CLI's options, the audit's
+Everything that needs a default (``BM25``, ``System``, the CLI's options, the audit's
 configuration) imports it from here. A module of constants only: it imports nothing, so any
 module of any layer can import it.
 """

@@ -1,7 +1,7 @@
 """An index directory as ``limelight index`` writes it, and opening retrievers over it.
 
 What a retriever over it is (kind, parameters), how it is opened and fingerprinted:
-:class:`limelight.retrieval.spec.RetrieverSpec`; ``open_retriever`` and ``open_fingerprinted``
+:class:`limelight.retrieval.spec.System`; ``open_retriever`` and ``open_fingerprinted``
 are its shortcuts for the CLI's ``--model``/``--k1``/``--b``. ``meta.json`` is read by
 :mod:`limelight.retrieval.index_meta` (``read_meta``, ``index_size``, re-exported here).
 
@@ -36,7 +36,7 @@ from limelight.data.ids import IdMap
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
 from limelight.retrieval.index_meta import FORMAT, index_size, read_meta
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 
 if TYPE_CHECKING:
     from limelight.retrieval.bm25_build import BM25Builder
@@ -232,10 +232,10 @@ def open_retriever(index_dir: str | os.PathLike, model: str = "bm25", k1: float 
                    b: float = DEFAULT_B, threads: int | None = None, dense_model: str | None = None):
     """A ``Retriever`` over an index directory: ``bm25``, ``dense`` or ``hybrid`` (RRF of both).
 
-    ``RetrieverSpec.from_model(model, k1, b, dense_model).open(index_dir, threads=threads)``.
+    ``System.from_model(model, k1, b, dense_model).open(index_dir, threads=threads)``.
     """
     read_meta(index_dir)  # a clear error when it is not an index, before the model's
-    return RetrieverSpec.from_model(model, k1, b, dense_model).open(index_dir, threads=threads)
+    return System.from_model(model, k1, b, dense_model).open(index_dir, threads=threads)
 
 
 def open_fingerprinted(index_dir: str | os.PathLike, model: str = "bm25", k1: float = DEFAULT_K1,
@@ -245,13 +245,13 @@ def open_fingerprinted(index_dir: str | os.PathLike, model: str = "bm25", k1: fl
     The fingerprint hashes the index's metadata files, the model and its settings, so that an
     exposure store computed over another index (or with other settings) is recognised;
     ``settings`` records the model (and k1, b for BM25; the encoder's identity for dense):
-    :meth:`RetrieverSpec.fingerprint` and :meth:`RetrieverSpec.store_settings`.
+    :meth:`System.fingerprint` and :meth:`System.store_settings`.
     """
     read_meta(index_dir)  # a clear error when it is not an index
-    spec = RetrieverSpec.from_model(model, k1, b)
+    spec = System.from_model(model, k1, b)
     retriever = spec.open(index_dir, threads=threads)
     return retriever, spec.fingerprint(index_dir), spec.store_settings(retriever)
 
 
-__all__ = ["FORMAT", "RetrieverSpec", "build_index", "index_size", "load_docs", "open_fingerprinted",
+__all__ = ["FORMAT", "build_index", "index_size", "load_docs", "open_fingerprinted",
            "open_retriever", "read_meta"]

@@ -4,7 +4,7 @@ One value for every door: the audit's ``[[systems]]`` tables and the CLI's ``--s
 (both read by :func:`limelight.audit.config.parse_systems`, the same keys), the CLI's
 ``--model``/``--k1``/``--b`` (:meth:`System.from_model`) and Python (:meth:`System.of`) build it.
 Its kind is looked up in the registry once, when it is made (:attr:`System.registered`).
-``RetrieverSpec`` is its former name, kept as an alias.
+``RetrieverSpec`` is its former name: still importable, deprecated (it warns).
 
 A system is frozen, hashable and picklable (it travels to Ray workers as is). Over an index
 directory (``limelight index``; an audit's ``index/``):
@@ -227,16 +227,6 @@ class System:
         ``query_vectors`` capability: dense, hybrid)."""
         return self.registered.has(QUERY_VECTORS)
 
-    @property
-    def retriever_spec(self) -> System:
-        """This system (the name the audit's runner reads; a system is its own spec)."""
-        return self
-
-    @property
-    def checkpoint_path(self) -> str | None:
-        """:attr:`checkpoint` (the name the audit's configuration gave the resolved file)."""
-        return self.checkpoint
-
     def index_holds(self, meta: Mapping[str, Any]) -> bool:
         """Whether an index directory whose ``meta.json`` is ``meta`` holds the parts this spec
         opens over (its ``built`` parts: the dense index when :attr:`needs_dense`)."""
@@ -335,7 +325,14 @@ class System:
         return kind.open(self, root, name=name, threads=threads, encoder=encoder, **context)
 
 
-#: the former name of :class:`System`
-RetrieverSpec = System
+def __getattr__(name: str):
+    if name == "RetrieverSpec":  # the former name of System
+        import warnings
 
-__all__ = ["Params", "RetrieverSpec", "System", "models"]
+        warnings.warn("limelight.retrieval.spec.RetrieverSpec is now System (same value)",
+                      DeprecationWarning, stacklevel=2)
+        return System
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Params", "System", "models"]

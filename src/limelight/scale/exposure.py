@@ -11,7 +11,7 @@ local engine's store, byte for byte.
 
 How the index reaches the workers:
 
-- ``IndexRetriever`` (what the CLI uses) travels as its index path and ``RetrieverSpec``; each
+- ``IndexRetriever`` (what the CLI uses) travels as its index path and ``System``; each
   worker process opens the index once, memory-mapped, so every process on a node shares the
   node's page cache. The index directory must be readable at the same path on every node.
 - any other retriever object (a ``BM25`` built in memory, a ``DenseRetriever``, a callable
@@ -41,7 +41,7 @@ from limelight.errors import LimelightError
 from limelight.exposure.engine import ComputedShards, ShardEngine, ShardJob, register_engine
 from limelight.exposure.shards import batch_rows, shard_path, write_shard
 from limelight.retrieval.defaults import DEFAULT_B, DEFAULT_K1
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 from limelight.scale.cluster import cluster_cpus, ray_session
 
 # per worker process: opened indexes and retrievers read from the object store
@@ -50,7 +50,7 @@ _CACHE: dict[str, object] = {}
 
 class IndexRetriever:
     """A retriever over a ``limelight index`` directory that pickles as its path and
-    :class:`~limelight.retrieval.spec.RetrieverSpec` and opens the index (memory-mapped) on
+    :class:`~limelight.retrieval.spec.System` and opens the index (memory-mapped) on
     first use in each process.
 
     ``model``: ``bm25``, ``dense`` or ``hybrid``; ``k1``, ``b`` for BM25 (or any ``spec``
@@ -61,9 +61,9 @@ class IndexRetriever:
 
     def __init__(self, index_dir: str | os.PathLike, model: str = "bm25", k1: float = DEFAULT_K1,
                  b: float = DEFAULT_B, threads: int | None = None, retriever=None, *,
-                 spec: RetrieverSpec | None = None):
+                 spec: System | None = None):
         if spec is None:
-            spec = RetrieverSpec.from_model(model, float(k1), float(b))
+            spec = System.from_model(model, float(k1), float(b))
         else:
             model, k1, b = spec.kind, spec.param("k1", k1), spec.param("b", b)
         self.index_dir = str(Path(index_dir).resolve())

@@ -46,24 +46,24 @@ from limelight.data.run import Run
 from limelight.errors import LimelightError, with_article
 from limelight.retrieval.kinds.http import HttpRetriever, request_identity
 from limelight.retrieval.replay import JOURNAL_FILE, summarize_log
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 from limelight.retrieval.systems import REMOTE, get_kind
 
 WORK_FILE = "sharded-replay.json"  # marks a work folder as a ShardedReplay's
 
 
 class ShardedReplay:
-    """An ``http`` system (``spec``, a ``RetrieverSpec`` of kind ``http``, or its parameters)
+    """An ``http`` system (``spec``, a ``System`` of kind ``http``, or its parameters)
     over the documents ``doc_ids``, for ``compute_exposure(..., engine="ray")``: each shard's
     task replays its queries with a journal of its own under ``work_dir/shards/NNNNN/``.
 
     Called directly (``retriever(queries, k)``, as the local engine calls it) it replays with
     one journal under ``work_dir/local/``."""
 
-    def __init__(self, spec: RetrieverSpec | dict[str, Any], doc_ids: IdMap,
+    def __init__(self, spec: System | dict[str, Any], doc_ids: IdMap,
                  work_dir: str | os.PathLike, name: str = "http"):
-        params = dict(spec.params) if isinstance(spec, RetrieverSpec) else dict(spec)
-        if isinstance(spec, RetrieverSpec) and not get_kind(spec.kind).has(REMOTE):
+        params = dict(spec.params) if isinstance(spec, System) else dict(spec)
+        if isinstance(spec, System) and not get_kind(spec.kind).has(REMOTE):
             raise LimelightError(f"ShardedReplay replays a remote (http) system, not {with_article(spec.kind)} one")
         self.params = params
         self.doc_ids = doc_ids

@@ -263,11 +263,11 @@ class AuditService:
     def search_models(self) -> list[str]:
         """The kinds the search box offers: those an index directory serves alone
         (:func:`~limelight.retrieval.spec.models`) whose index parts this audit's index holds."""
-        from limelight.retrieval.spec import RetrieverSpec, models
+        from limelight.retrieval.spec import System, models
         from limelight.retrieval.systems import get_kind
 
         return [m for m in models()
-                if get_kind(m).needs_index and RetrieverSpec.of(m).index_holds(self.index_meta)]
+                if get_kind(m).needs_index and System.of(m).index_holds(self.index_meta)]
 
     def info(self) -> dict:
         """What the audit holds: collection, systems, search models, EQI methods, fields (built
@@ -295,11 +295,10 @@ class AuditService:
         """Import the libraries the search models' retrievers load (their kinds' ``preload``),
         opening none of them: a pre-fork server calls it before it forks, so that each worker
         opens its models without importing their libraries again."""
-        from limelight.retrieval.spec import RetrieverSpec
-        from limelight.retrieval.systems import get_kind
+        from limelight.retrieval.spec import System
 
         for m in self.search_models:
-            preload = get_kind(RetrieverSpec.of(m).kind).preload
+            preload = System.of(m).registered.preload
             if preload is not None:
                 preload()
 
@@ -315,9 +314,9 @@ class AuditService:
             raise BadRequest(f"the audit's index has no dense index, so model {model!r} is unavailable")
 
         def open_model():
-            from limelight.retrieval.spec import RetrieverSpec
+            from limelight.retrieval.spec import System
 
-            return RetrieverSpec.of(model).open(self.audit.index_dir, threads=self.threads,
+            return System.of(model).open(self.audit.index_dir, threads=self.threads,
                                                 shared=self.retriever)
 
         return self._resources.get(("retriever", model), open_model)

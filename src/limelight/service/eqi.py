@@ -77,18 +77,13 @@ def prepare(service, sysm) -> None:
         exact_reverse(service, sysm, "warm up", 1)
 
 
-def system_spec(sysm):
-    """The :class:`~limelight.retrieval.spec.System` of a served system, from its recorded
-    settings (:meth:`~limelight.retrieval.spec.System.from_recorded`: an audit's manifest or a
-    store made by ``limelight exposure compute``)."""
+def system_kind(sysm) -> str:
+    """The kind of a served system (``bm25``, ``dense``, ``hybrid``, ``run``, ...), from its
+    recorded settings (:meth:`~limelight.retrieval.spec.System.from_recorded`: an audit's manifest
+    or a store made by ``limelight exposure compute``)."""
     from limelight.retrieval.spec import System
 
-    return System.from_recorded(sysm.settings)
-
-
-def system_kind(sysm) -> str:
-    """The kind of a served system (``bm25``, ``dense``, ``hybrid``, ``run``, ...)."""
-    return system_spec(sysm).kind
+    return System.from_recorded(sysm.settings).kind
 
 
 def exact_able(sysm) -> bool:
@@ -125,7 +120,7 @@ def _build_exact(service, sysm):
     from limelight.retrieval.spec import System
     from limelight.retrieval.systems import QUERY_VECTORS
 
-    spec = system_spec(sysm)
+    spec = System.from_recorded(sysm.settings)
     if spec.registered.has(QUERY_VECTORS):  # vectors: the audit's dense index and its encoder
         retriever = service.retriever(spec.kind)
         return ExactReverse.build(sysm.store, retriever, query_embeddings=_stored_query_vectors(service, sysm))

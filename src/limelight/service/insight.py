@@ -30,10 +30,9 @@ TARGETS = ("size", "uniform", "merit")
 def system_retriever(service, sysm) -> Any | None:
     """The opened retriever of a served system over the audit's index (``None`` for a kind that
     does not rank over limelight's index: a run file, a live service); opened once."""
-    import limelight.service.eqi as _eqi
     from limelight.retrieval.spec import System
 
-    spec = _eqi.system_spec(sysm)
+    spec = System.from_recorded(sysm.settings)
     kind = spec.registered
     if not kind.needs_index:
         return None
@@ -52,8 +51,8 @@ def explanation(service, docid: str, qid: str, system: str | None = None) -> dic
     ``doc_html`` with ``<mark>``; a dense part: the closest sentences with their cosine), or a
     ``reason`` sentence; plus the document's stored rank and score for the query (``None`` when
     the query does not put it in its top n)."""
-    import limelight.service.eqi as _eqi
     from limelight.retrieval.explain import explain
+    from limelight.retrieval.spec import System
 
     row = service.doc_row(docid)  # who may see what is asked first, on every request
     sysm = service.system(system)
@@ -63,7 +62,7 @@ def explanation(service, docid: str, qid: str, system: str | None = None) -> dic
         st = sysm.store
         query = str(st.queries.texts[q])
         text = str(service.docs.texts[row])
-        kind = _eqi.system_spec(sysm).registered
+        kind = System.from_recorded(sysm.settings).registered
         rank = score = None
         qq, rk, sc = st.document_pairs(int(sysm.store_d[row]))
         hit = np.flatnonzero(np.asarray(qq) == q)
