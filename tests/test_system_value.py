@@ -158,6 +158,27 @@ def test_the_kind_is_resolved_once_and_recorded_settings_read_back(tmp_path):
     assert not cfg.system("served").uses_dense and cfg.system("b2").params["k1"] == 1
 
 
+def test_the_parser_looks_each_kind_up_once(tmp_path, monkeypatch):
+    """Reading the audit's systems looks each system's kind up in the registry once (issue 55:
+    the string followed from the TOML to the engine is resolved once), however many checks and
+    constructions follow; the registry is only counted, not replaced."""
+    import limelight.audit.config as config
+    import limelight.retrieval.spec as spec
+
+    (tmp_path / "r.run").write_text(RUN)
+    looked: list[str] = []
+
+    def counted(name):
+        looked.append(name)
+        return get_kind(name)
+
+    monkeypatch.setattr(config, "get_kind", counted)
+    monkeypatch.setattr(spec, "get_kind", counted)
+    cfg = parse_config(AUDIT, tmp_path / "audit.toml")
+    assert sorted(looked) == sorted(s.kind for s in cfg.systems)
+    assert all(s.registered is get_kind(s.kind) for s in cfg.systems)
+
+
 def test_the_former_name_warns_and_is_the_same_value():
     """``RetrieverSpec`` (the former name) still imports, from the module and the package, warns,
     and is ``System`` itself; no module of the library uses it."""

@@ -79,7 +79,7 @@ from limelight.audit.stage import StageOptions
 from limelight.audit.stages import STAGE_OPTIONS, registered_stages
 from limelight.errors import FormatError, LimelightError, with_article
 from limelight.retrieval.spec import System
-from limelight.retrieval.systems import FIRST_STAGE, get_kind, kind_names
+from limelight.retrieval.systems import FIRST_STAGE, SystemKind, get_kind, kind_names
 
 OPTIONAL_STAGES = ("eqi", "robustness", "ctrlqgen", "rerank", "compare", "intervention", "topics")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -240,31 +240,32 @@ def parse_systems(tables: list, text: str, path: str | os.PathLike | None, base:
     ck = _Checker(None if path is None else str(path), text)
     header = r"^\s*\[\[\s*systems\s*\]\]" if table == "systems" else rf"^\s*\[\s*{table}\s*\]"
     starts = [i + 1 for i, ln in enumerate(text.splitlines()) if re.match(header, ln)]
-    rows: list[tuple[str, str, dict[str, Any], int]] = []  # name, kind, parameters, line
+    rows: list[tuple[str, SystemKind, dict[str, Any], int]] = []  # name, kind (looked up once), parameters, line
     for i, s in enumerate(tables):
         at = starts[i] if i < len(starts) else 0
         where = f"{table}[{i}]" if table == "systems" else table
         if not isinstance(s, dict):
             ck.fail_at(at, f"{where} must be a table")
-        kind = s.get("kind")
-        if kind not in kind_names():
-            ck.fail("kind", f"{where}.kind must be one of {', '.join(kind_names())}, not {kind!r}", at)
-        name = s.get("name", kind)
+        kind_name = s.get("kind")
+        if kind_name not in kind_names():
+            ck.fail("kind", f"{where}.kind must be one of {', '.join(kind_names())}, not {kind_name!r}", at)
+        kind = get_kind(kind_name)  # the one lookup: the rows, their checks and the System carry it
+        name = s.get("name", kind_name)
         if not isinstance(name, str) or not _NAME_RE.match(name):
             ck.fail("name", f"{where}.name {name!r} must be letters, digits, '.', '_' or '-'", at)
         if any(r[0] == name for r in rows):
             ck.fail("name", f"duplicate system name {name!r}", at)
         params = {k: v for k, v in s.items() if k not in ("name", "kind")}
-        ck.table(params, _where(table, name), {k: v.type for k, v in get_kind(kind).params.items()}, at)
+        ck.table(params, _where(table, name), {k: v.type for k, v in kind.params.items()}, at)
         rows.append((name, kind, params, at))
     stacked: dict[str, tuple[str, str | None, str | None]] = {}  # name -> first, checkpoint, its sha256
     resolved: dict[str, dict[str, Any]] = {}
     for name, kind, params, at in rows:
         where = _where(table, name)
-        if "first" in get_kind(kind).params:  # stacked over another system of the config
+        if "first" in kind.params:  # stacked over another system of the config
             stacked[name] = _check_stacked(ck, where, kind, params, rows, depth, base, at)
         try:  # the kind's own checks of the files it names, and their content hash (run: sha256)
-            resolved[name] = get_kind(kind).resolved(params, base)
+            resolved[name] = kind.resolved(params, base)
         except LimelightError as e:
             ck.fail_at(at, f"{where}: {e}")
     built: dict[str, System] = {}
@@ -412,27 +413,27 @@ def _check_stage_options(ck: _Checker, schema: StageOptions, opts: object, conte
         schema.check(opts, lambda key, msg: ck.fail_at(ck.key_line(key, at) or at, msg), context)
 
 
-def _check_stacked(ck: _Checker, where: str, kind: str, params: dict, rows: list, depth: int | None,
+def _check_stacked(ck: _Checker, where: str, kind: SystemKind, params: dict, rows: list, depth: int | None,
                    base: Path, at: int) -> tuple[str, str | None, str | None]:
     """Resolve and validate a system stacked over another (its kind declares ``first``: a
     reranked system): its ``first`` system, its checkpoint when the kind declares one (a file
     that ``NeuralRanker.load`` reads; relative paths against the config file's folder) and its
     depth when the kind declares one (≥ the audit's exposure depth). Returns the first system's
     name, the checkpoint file (resolved) and its content hash."""
-    declared = get_kind(kind).params
+    declared = kind.params
     first = params.get("first")
     if first is None:
-        ck.fail_at(at, f"{where} (kind {kind}) needs first = \"<name of the first-stage "
+        ck.fail_at(at, f"{where} (kind {kind.name}) needs first = \"<name of the first-stage "
                        "system it stacks on>\"")
     names = [r[0] for r in rows]
     if first not in names:
         ck.fail_at(ck.key_line("first", at), f"{where}.first {first!r} is not a system of this config "
                                              f"(systems: {', '.join(names)})")
     first_kind = rows[names.index(first)][1]
-    if not get_kind(first_kind).has(FIRST_STAGE):
-        able = [r[0] for r in rows if get_kind(r[1]).has(FIRST_STAGE)]
+    if not first_kind.has(FIRST_STAGE):
+        able = [r[0] for r in rows if r[1].has(FIRST_STAGE)]
         ck.fail_at(ck.key_line("first", at),
-                   f"{where}.first {first!r} is {with_article(first_kind)} system, which cannot be a first "
+                   f"{where}.first {first!r} is {with_article(first_kind.name)} system, which cannot be a first "
                    f"stage (systems that can: {', '.join(able) or 'none'})")
     checkpoint = sha = None
     if "checkpoint" in declared:
@@ -442,13 +443,13 @@ def _check_stacked(ck: _Checker, where: str, kind: str, params: dict, rows: list
     return first, checkpoint, sha
 
 
-def _check_checkpoint(ck: _Checker, where: str, kind: str, params: dict, base: Path,
+def _check_checkpoint(ck: _Checker, where: str, kind: SystemKind, params: dict, base: Path,
                       at: int) -> tuple[str, str]:
     """A stacked system's ``checkpoint``: a loadable TK/KNRM file (relative to ``base``);
     returns it resolved, with its content hash."""
     raw = params.get("checkpoint")
     if raw is None:
-        ck.fail_at(at, f"{where} (kind {kind}) needs checkpoint = \"<TK or KNRM checkpoint>\" "
+        ck.fail_at(at, f"{where} (kind {kind.name}) needs checkpoint = \"<TK or KNRM checkpoint>\" "
                        "(limelight rerank train ... --out FILE.pt)")
     path = Path(raw).expanduser()
     if not path.is_absolute():
@@ -468,10 +469,10 @@ def _check_checkpoint(ck: _Checker, where: str, kind: str, params: dict, base: P
     return str(path), file_sha256(path)
 
 
-def _check_stacked_depth(ck: _Checker, where: str, kind: str, params: dict, depth: int | None,
+def _check_stacked_depth(ck: _Checker, where: str, kind: SystemKind, params: dict, depth: int | None,
                          at: int) -> None:
     """A stacked system's ``depth`` (its first stage's candidates): ≥ 1 and ≥ the audit's."""
-    rdepth = params.get("depth", get_kind(kind).params["depth"].default)
+    rdepth = params.get("depth", kind.params["depth"].default)
     if rdepth < 1:
         ck.fail_at(ck.key_line("depth", at), f"{where}.depth must be ≥ 1, got {rdepth}")
     if depth is not None and depth > rdepth:

@@ -105,7 +105,8 @@ class System:
     checkpoint file (resolved) and ``checkpoint_sha256`` that file's content hash (checked when
     opened). ``name`` names the system (an audit's systems: unique, used in paths; the CLI's:
     optional); it is no part of the settings or fingerprints. ``registered`` is the kind's
-    :class:`~limelight.retrieval.systems.SystemKind`, looked up once, when the value is made.
+    :class:`~limelight.retrieval.systems.SystemKind`, looked up once, when the value is made
+    (``kind`` may be given as that object, already looked up: the value keeps its name).
     """
 
     kind: str = "bm25"
@@ -117,7 +118,11 @@ class System:
     registered: SystemKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        kind = get_kind(self.kind)
+        if isinstance(self.kind, SystemKind):  # already looked up (the parser's): not again
+            kind = self.kind
+            object.__setattr__(self, "kind", kind.name)
+        else:
+            kind = get_kind(self.kind)
         object.__setattr__(self, "registered", kind)
         given = dict(self.params)
         unknown = sorted(set(given) - set(kind.params))
