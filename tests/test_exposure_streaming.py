@@ -205,6 +205,11 @@ def test_query_table_rows_equal_the_query_set(log_path, tmp_path):
     for col in ("qid", "text", "weight"):
         a = [x for b in t.column_batches(col) for x in list(b)]
         assert a == [x for b in qs.column_batches(col, 999) for x in list(b)]
+        for size in (999, 700, len(qs) + 1):  # across the file's batches of 700, in step, all at once
+            got, want = list(t.column_batches(col, size)), list(qs.column_batches(col, size))
+            assert [len(b) for b in got] == [len(b) for b in want]
+            assert [x for b in got for x in list(b)] == [x for b in want for x in list(b)]
+            assert all(isinstance(b, np.ndarray if col == "weight" else list) for b in got)
     _same_queries(pickle.loads(pickle.dumps(t)), qs)
     _same_queries(t, qs)  # the whole columns
 

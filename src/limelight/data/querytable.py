@@ -97,8 +97,16 @@ class QueryTable(Queries):
         return pa.chunked_array(parts, pa.string()).to_pylist() if parts else []
 
     def column_batches(self, column: str, size: int = 1 << 16) -> Iterator[list | np.ndarray]:
-        for b in self._batches(0, len(self)):
-            yield arrow_numpy(b.column(column)) if column == "weight" else b.column(column).to_pylist()
+        """As ``Queries.column_batches``: ``size`` values at a time (the last: the rest), read
+        from the file's record batches that hold them."""
+        if size < 1:
+            raise LimelightError(f"batch size must be ≥ 1, got {size}")
+        for s in range(0, len(self), size):
+            parts = [b.column(column) for b in self._batches(s, s + size)]
+            if column == "weight":
+                yield np.concatenate([arrow_numpy(p) for p in parts])
+            else:
+                yield [x for p in parts for x in p.to_pylist()]
 
     def slice(self, start: int, stop: int) -> Queries:
         import pyarrow as pa
