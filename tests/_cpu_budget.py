@@ -3,9 +3,10 @@
 Every test's setup, call and teardown are timed in CPU seconds (``os.times``: user + system of
 the pytest process and of the child processes it has waited for), so that a busy machine slows
 the suite without flipping the check. At the end of a run the 20 most expensive tests are printed,
-then the 12 most expensive test files (what ``COSTLY_FIRST`` in ``tests/conftest.py`` is ordered
-by), with the total. When the whole suite ran (no paths, ``-k`` or ``-m`` given) and its CPU time
-passes the budget, the run fails.
+then the 12 most expensive test files, with the total. When the whole suite ran (no paths, ``-k``
+or ``-m`` given) and its CPU time passes the budget, the run fails. When ``LIMELIGHT_TEST_TIMES``
+names a file inside the repository (``tests/file_times.json``), every file's CPU and wall seconds
+are written there: the table ``tests/_file_order.py`` orders the workers' files by.
 
 The budget is ``[tool.limelight.test-budget] cpu_seconds`` in ``pyproject.toml``; the environment
 variable ``LIMELIGHT_CPU_BUDGET`` overrides it (seconds) and ``LIMELIGHT_CPU_BUDGET_ALWAYS=1``
@@ -23,6 +24,7 @@ workers measure, the controller adds up.
 from __future__ import annotations
 
 import os
+import time
 import tomllib
 from collections import defaultdict
 from pathlib import Path
@@ -71,6 +73,7 @@ class CpuBudget:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.per_test: dict[str, float] = defaultdict(float)
+        self.per_test_wall: dict[str, float] = defaultdict(float)
         self.unexplained: set[str] = set()
         self.budget = configured_budget(Path(str(config.rootpath)))
         self.failed_budget = False
@@ -102,6 +105,7 @@ class CpuBudget:
 
     # -- adding up (in the controller) ----------------------------------------------------------
     def pytest_runtest_logreport(self, report):
+        self.per_test_wall[report.nodeid] += report.duration
         for key, value in report.user_properties:
             if key == _KEY:
                 self.per_test[report.nodeid] += value
@@ -114,10 +118,12 @@ class CpuBudget:
             return True
         root = Path(str(self.config.rootpath))
         suite = {(root / p).resolve() for p in self.config.getini("testpaths")} or {root}
+        return {Path(a).resolve() for a in self.config.args} <= suite and not self._selected()
+
+    def _selected(self) -> bool:
+        """True when tests were selected within the files (``-k``, ``-m``, ``--deselect``, ...)."""
         opt = self.config.option
-        selected = any(getattr(opt, name, None) for name in ("keyword", "markexpr", "deselect", "lf",
-                                                               "maxfail"))
-        return {Path(a).resolve() for a in self.config.args} <= suite and not selected
+        return any(getattr(opt, name, None) for name in ("keyword", "markexpr", "deselect", "lf", "maxfail"))
 
     def total(self) -> float:
         return sum(self.per_test.values())
@@ -131,6 +137,31 @@ class CpuBudget:
             if (over or self.unexplained) and session.exitstatus == 0:
                 self.failed_budget = True
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self._write_times()
+
+    def _write_times(self) -> None:
+        """``LIMELIGHT_TEST_TIMES``: the files' CPU and wall seconds and numbers of tests into that
+        file (relative to the repository; ignored when it is outside it, as for an inner suite in
+        a temporary folder) and for a selection within files (``-k``, ``-m``). The whole suite
+        replaces the table; a run of whole files replaces their rows (``write_table`` of
+        ``tests/_file_order.py``)."""
+        target = os.environ.get("LIMELIGHT_TEST_TIMES")
+        root = Path(str(self.config.rootpath)).resolve()
+        path = (root / target).resolve() if target else None
+        if path is None or not path.is_relative_to(root) or not path.parent.is_dir() or self._selected():
+            return
+        from _file_order import write_table
+
+        cpu: dict[str, float] = defaultdict(float)
+        wall: dict[str, float] = defaultdict(float)
+        tests: dict[str, int] = defaultdict(int)
+        for nodeid, secs in self.per_test.items():
+            name = Path(nodeid.split("::", 1)[0]).name
+            cpu[name] += secs
+            wall[name] += self.per_test_wall.get(nodeid, 0.0)
+            tests[name] += 1
+        write_table(path, cpu, wall, tests, self._whole_suite(),
+                    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 
     def pytest_terminal_summary(self, terminalreporter):
         if hasattr(self.config, "workerinput") or not self.per_test:
@@ -142,7 +173,7 @@ class CpuBudget:
         files: dict[str, float] = defaultdict(float)
         for nodeid, secs in self.per_test.items():
             files[nodeid.split("::", 1)[0]] += secs
-        if len(files) > 1:  # what orders tests/conftest.py's COSTLY_FIRST (pytest-xdist, loadfile)
+        if len(files) > 1:
             tr.write_line(f"the {min(TOP_FILES, len(files))} most expensive files:")
             for name, secs in sorted(files.items(), key=lambda kv: -kv[1])[:TOP_FILES]:
                 tr.write_line(f"{secs:8.1f} s  {name}")

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import _file_order
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,40 +32,9 @@ CORE_TESTS = frozenset(line.split("#")[0].strip() for line in
                        (REPO / "tests" / "core_tests.txt").read_text(encoding="utf-8").splitlines()) - {""}
 
 
-# pytest-xdist's --dist loadfile hands whole files to the workers, by default the files with the
-# most tests first; a file of few but costly tests (a README walk-through, a study run) then came
-# last and one worker ran it alone at the end. The files below (the costliest in CPU seconds, as
-# the table printed at the end of a run gives them, most expensive first) go first instead, the
-# others after them by their number of tests as before: the end of the run is many cheap files
-# that the two workers share.
-COSTLY_FIRST = (
-    "test_manual.py",             # every page of the manual run as written
-    "test_engines_audit.py",      # the README's engines and run.sh walk-throughs
-    "test_interrupts.py",         # real commands stopped by real signals
-    "test_audit.py",              # the quick audit with every stage, a re-ranked audit
-    "test_ray_jobs.py",           # the loopback Ray cluster's files, together (conftest: cluster;
-    "test_scale.py",              # its processes' CPU is not counted: wall)
-    "test_ray_cluster.py",
-    "test_ctrlqgen_pipeline.py",
-    "test_dense_fast.py",
-    "test_bm25_isolation.py",
-    "test_rerank.py",
-    "test_scale_curve.py",
-    "test_ctrlqgen_ablation.py",  # the ablation's tiny run, stopped twice and resumed
-    "test_kind_http.py",
-    "test_eqi.py",
-)
-
-
-def _file_order(config, items) -> None:
-    """Costly files first (``COSTLY_FIRST``), then the others by their number of tests, each file's
-    tests in their own order (xdist's own reordering by number of tests is off: pytest_configure)."""
-    by_file: dict[Path, list] = {}
-    for item in items:
-        by_file.setdefault(item.path, []).append(item)
-    rank = {name: i for i, name in enumerate(COSTLY_FIRST)}
-    files = sorted(by_file, key=lambda f: (rank.get(f.name, len(rank)), -len(by_file[f])))
-    items[:] = [item for f in files for item in by_file[f]]
+# pytest-xdist's --dist loadfile hands whole files to the workers in the order of this collection
+# (its own reordering by number of tests is off: pytest_configure): the longest files first, from the
+# committed per-file table tests/file_times.json (tests/_file_order.py; docs/testing.md)
 
 
 def pytest_configure(config):
@@ -98,7 +68,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in CORE_TESTS:
             item.add_marker(pytest.mark.core)
-    _file_order(config, items)
+    _file_order.reorder(items)
     if not DATA.is_dir():  # never the case in CI; a clear message for anyone else
         skip = pytest.mark.skip(reason=f"shared data folder {DATA} is absent")
         for item in items:
@@ -137,7 +107,7 @@ def cluster():
     """The Ray tests' two-node loopback cluster (``tests/test_ray_*.py``, ``tests/test_scale.py``):
     head + one worker node, each its own raylet, one CPU and 150 MB of object store each. Started
     once for the Ray test files a process runs one after the other (under ``--dist loadfile`` a
-    worker runs whole files: ``COSTLY_FIRST`` puts them together) and stopped, process groups
+    worker runs whole files: ``tests/_file_order.py`` keeps them together) and stopped, process groups
     killed, once the next test does not use it (``pytest_runtest_teardown``): a start takes 10-20 s
     of wall time, and its daemons' CPU is not counted. Each file starts with a live worker node (a
     node killed by an earlier file is replaced) and ends with ``ray.shutdown()`` of its drivers."""

@@ -38,6 +38,25 @@ def _stamps(store: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def test_stop_ends_every_node_and_its_processes():
+    """``LoopbackCluster.stop`` (what ends every Ray test's cluster): each node's process group is
+    gone afterwards, the head's included (its ``ray start --block`` does not end on SIGTERM, so
+    what is left of a group after the grace is killed), and the cluster's folder is removed.
+    First of the Ray files (tests/_file_order.py): a cluster of its own, before the shared one
+    starts for the tests after it, so that the shared one is stopped only after the last of them."""
+    from limelight.scale.loopback import LoopbackCluster
+
+    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
+    c.start()
+    c.kill_node(1)  # the case the Ray tests end with: a node lost in the middle of a job
+    groups = {p.pid for p in c.procs}  # each node started in a session (process group) of its own
+    assert _live_in_groups(groups)
+    c.stop(grace=1.0)
+    assert all(p.poll() is not None for p in c.procs)
+    assert _live_in_groups(groups) == []  # zombies not yet reaped by init aside
+    assert not c.temp_dir.exists()
+
+
 def test_ray_data_embeddings_on_two_nodes_equal_local(cluster):
     """CPU: MiniLM loaded on two Ray nodes and locally to compare the vectors."""
     from limelight.retrieval.dense import Encoder
@@ -95,23 +114,6 @@ def test_node_killed_mid_job_gives_identical_store_and_keeps_finished_shards(clu
     after = _stamps(out)
     assert 2 <= len(before_kill) < ref.n_shards
     assert {k: after[k] for k in before_kill} == before_kill
-
-
-def test_stop_ends_every_node_and_its_processes():
-    """``LoopbackCluster.stop`` (what ends every Ray test's cluster): each node's process group is
-    gone afterwards, the head's included (its ``ray start --block`` does not end on SIGTERM, so
-    what is left of a group after the grace is killed), and the cluster's folder is removed."""
-    from limelight.scale.loopback import LoopbackCluster
-
-    c = LoopbackCluster(nodes=2, num_cpus=1, object_store_mb=100)
-    c.start()
-    c.kill_node(1)  # the case the Ray tests end with: a node lost in the middle of a job
-    groups = {p.pid for p in c.procs}  # each node started in a session (process group) of its own
-    assert _live_in_groups(groups)
-    c.stop(grace=1.0)
-    assert all(p.poll() is not None for p in c.procs)
-    assert _live_in_groups(groups) == []  # zombies not yet reaped by init aside
-    assert not c.temp_dir.exists()
 
 
 def _live_in_groups(groups: set[int]) -> list[int]:
