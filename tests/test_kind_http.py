@@ -58,8 +58,12 @@ PY = sys.executable
 N_QUERIES, DEPTH, SHARD = 300, 20, 50
 #: the client under faults: quick retries, and a timeout the proxy's delays outlast. Not shorter:
 #: on a loaded machine (CI, load 3-4) an answer the proxy delivered can take over a second to be
-#: read, the client would time out on an answer the proxy counts as delivered and ask again
-CLIENT = {"timeout": 4.0, "retries": 8, "backoff": 0.05, "max_backoff": 1.0, "concurrency": 4}
+#: read, the client would time out on an answer the proxy counts as delivered and ask again. The
+#: retries of one request wait 10.6-21 s in all (backoff doubling from 0.05 s to 3 s): longer than
+#: a killed engine's restart takes on a loaded machine (with 8 retries capped at 1 s, 2.3-4.6 s, a
+#: PISA engine restarted under three workers came back after 11 queries had spent their retries,
+#: 2026-11-29); the waits are spent only while a service is down
+CLIENT = {"timeout": 4.0, "retries": 12, "backoff": 0.05, "max_backoff": 3.0, "concurrency": 4}
 #: 5 % of the requests fail, 1.25 % each way; seed 67 draws every kind among the first 36
 #: requests (a replay in batches of 8 sends 38), so each test meets each fault
 FAULTS = {"p503": 0.0125, "p429": 0.0125, "pdelay": 0.0125, "preset": 0.0125, "seed": 67}
