@@ -489,6 +489,56 @@ def test_the_run_audit_check_finds_a_second_one(tmp_path):
                                                    "limelight/report/runner.py:1"]
 
 
+#: what only an exposure job's one assembler calls (``limelight.audit.job``: ``ExposureJob.run``
+#: computes or resumes a store, ``job_queries`` checks a job's query set once), outside the
+#: ``exposure`` package that defines them
+JOB_CALLS = ("compute_exposure", "validate_queries")
+JOB_ASSEMBLER = "limelight/audit/job.py"
+
+
+def job_assemblers(root: Path = SRC) -> dict[str, list[str]]:
+    """``{file: [name:line, ...]}`` of every call of a ``JOB_CALLS`` name (``f(...)`` or
+    ``module.f(...)``) in a module outside ``limelight/exposure/``: the places that assemble an
+    exposure job (a store computed from a system, its fingerprint and its queries)."""
+    out: dict[str, list[str]] = {}
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root.parent).as_posix()
+        if rel.startswith("limelight/exposure/"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if name in JOB_CALLS:
+                    out.setdefault(rel, []).append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_one_job_assembler():
+    """One exposure job assembler (issue 55, "one door"): ``limelight exposure compute``, the
+    audit's exposure stage and its CtrlQGen stage build an ``ExposureJob``
+    (``limelight.audit.job``), the only module outside the ``exposure`` package that computes a
+    store (``compute_exposure``) or checks a job's queries (``validate_queries``); a second
+    assembler, calling either itself, fails."""
+    found = job_assemblers()
+    assert list(found) == [JOB_ASSEMBLER], found
+    assert sorted(c.split(":")[0] for c in found[JOB_ASSEMBLER]) == sorted(JOB_CALLS)
+
+
+def test_the_job_assembler_check_finds_a_second_one(tmp_path):
+    pkg = plant(tmp_path, {
+        "audit/job.py": "from limelight.exposure.compute import compute_exposure\n\n\n"
+                        "def run(job):\n    return compute_exposure(job)\n",
+        "exposure/compute.py": "def compute_exposure(r): ...\n\n\ndef f(r):\n    return compute_exposure(r)\n",
+        "cli/exposure.py": "import limelight.exposure.fingerprints as fp\n\n\n"
+                           "def compute(qs):\n    fp.validate_queries(qs)\n",
+        "audit/stages/ctrlqgen.py": "def body(a):\n    from limelight.exposure.compute import compute_exposure\n"
+                                    "    return compute_exposure(a.retriever(), a.queries, a.dir)\n"})
+    assert job_assemblers(pkg) == {"limelight/audit/job.py": ["compute_exposure:5"],
+                                   "limelight/audit/stages/ctrlqgen.py": ["compute_exposure:3"],
+                                   "limelight/cli/exposure.py": ["validate_queries:5"]}
+
+
 def test_experiments_use_only_public_names():
     """The scripts under ``experiments/`` take no private ``limelight`` name (the rules of
     ``private_imports``; the shared internals' public names are allowed)."""

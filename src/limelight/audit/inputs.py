@@ -59,7 +59,8 @@ def load_inputs(cfg: AuditConfig, quick: bool = False, on_disk: str | os.PathLik
     a batch at a time as the exposure stage reads them, as ``limelight exposure compute`` keeps
     them: the same queries, in the same order, with the same fingerprint, in memory that does
     not grow with the log. A sample of the log is then drawn from the table (and held)."""
-    from limelight.exposure.fingerprints import queries_fingerprint, validate_queries
+    from limelight.audit.job import job_queries
+    from limelight.exposure.fingerprints import queries_fingerprint
 
     where = cfg.path or "<config>"
     ds = load_audit_dataset(cfg.collection, cfg.collection_name)
@@ -75,10 +76,8 @@ def load_inputs(cfg: AuditConfig, quick: bool = False, on_disk: str | os.PathLik
                              f"{ds.name} (fields: {', '.join(sorted(coll.fields)) or 'none'})")
     check_ctrlqgen_generator(cfg, ds)
     n = cfg.quick_queries if quick else cfg.query_sample
-    queries = load_queries(cfg, ds, n, on_disk)
-    if n:
-        queries = queries.sample(n, seed=cfg.seed)
-    validate_queries(queries)
+    # sampled, then validated once (the exposure job's check: ``job_queries``)
+    queries = job_queries(load_queries(cfg, ds, n, on_disk), sample=n, seed=cfg.seed)
     eval_q = None
     if ds.qrels is not None and ds.queries is not None:
         eval_q = ds.queries

@@ -98,21 +98,26 @@ def _documents(index: Path | None, collection: str | None, kind: str):
                          "--collection NAME|FOLDER|FILE (or --index)")
 
 
-def _open_system(spec, base: Path, index: Path | None, collection: str | None, qs, threads: int | None):
-    """(retriever, fingerprint, settings) of the store: over ``index`` for a kind that needs
-    one; else over the collection's documents (``--collection`` or ``--index``'s), the queries
-    and ``base`` given to the opener, identified by the documents and the settings."""
+def _job_over(spec, out: Path, index: Path | None, collection: str | None, coll, depth: int,
+              shard_size: int, engine: str, address: str | None, cpus_per_task: int) -> dict:
+    """The :class:`~limelight.audit.job.ExposureJob` fields of the options besides its system
+    and queries (the audit's exposure stage builds the same job): over ``index`` for a kind that
+    needs one, its store known by the index's files; else over the collection ``coll``
+    (``--collection`` or ``--index``'s documents), known by its document ids; the store records
+    ``store_settings`` and where the documents came from; a live service's answers journaled
+    beside the store."""
     from limelight.exposure.fingerprints import ids_fingerprint
-    from limelight.retrieval.systems import get_kind
+    from limelight.retrieval.systems import REMOTE
 
-    if get_kind(spec.kind).needs_index:
-        retriever = spec.open(index, threads=threads)
-        return (retriever, spec.fingerprint(index),
-                {**spec.store_settings(retriever), "index": str(index)})
-    coll = _documents(index, collection, spec.kind)
-    retriever = spec.open(None, threads=threads, collection=coll, queries=qs, base_dir=base)
-    return (retriever, spec.fingerprint(index_key={"documents": ids_fingerprint(coll.ids)}),
-            {**spec.store_settings(), "collection": collection or str(index)})
+    if spec.registered.needs_index:
+        over = {"where": {"index": str(index)}}
+    else:
+        over = {"index_key": {"documents": ids_fingerprint(coll.ids)},
+                "where": {"collection": collection or str(index)}}
+    return {"store": out, "depth": depth, "shard_size": shard_size, "index_dir": index,
+            "recorded": "store", "engine": engine, "address": address,
+            "engine_options": {"cpus_per_task": cpus_per_task} if engine == "ray" else None,
+            "journal": _journal_dir(out) if spec.registered.has(REMOTE) else None, **over}
 
 
 @app.command("compute")
@@ -152,19 +157,16 @@ def compute(
     document, rank, float32 score) under DIR/shards/, the query and document tables and a
     per-document index. The system: --model over --index, or --system FILE.toml (any kind),
     --run FILE (results you have) or --url URL --preset NAME (a live service)."""
-    import tempfile
-
-    from limelight._io import check_resumable_dir
-    from limelight.data.loaders import load_queries_file
-    from limelight.exposure.fingerprints import validate_queries
+    from limelight._io import check_resumable_dir, scratch_dir
+    from limelight.audit.job import ExposureJob, job_queries
     from limelight.retrieval.index_dir import index_size
-    from limelight.retrieval.systems import REMOTE, get_kind
+    from limelight.retrieval.systems import REMOTE
 
     _check_run_options(engine, address, depth, shard_size)
     spec, base = _system(model, k1, b, system, run, url, preset,
                          {"match": match, "unknown_docs": unknown_docs,
                           "queries": None if run_queries is None else str(run_queries)})
-    kind = get_kind(spec.kind)
+    kind = spec.registered
     if kind.needs_index and index is None:
         raise LimelightError(f"{with_article(spec.kind)} system needs --index (limelight index)")
     if engine == "ray" and not kind.needs_index and not kind.has(REMOTE):
@@ -173,55 +175,39 @@ def compute(
     check_resumable_dir(out, "manifest.json", "exposure store")
     if index is not None:
         index_size(index)  # a clear error when it is not an index, before reading the queries
-    # a query log's distinct queries are kept on disk while the job reads them (bounded memory)
-    with tempfile.TemporaryDirectory(prefix="limelight-queries-") as tmp, _flag_words(system is None):
-        qs = load_queries_file(queries, on_disk=tmp)
-        validate_queries(qs)
-        retriever, fp, settings = _open_system(spec, base, index, collection, qs, threads)
-        remote = kind.has(REMOTE)
-        if engine == "ray" or remote:  # a service's answers: journaled, whatever the engine
-            retriever = _shipped(spec, remote, retriever, index, out)
-        journal = _journal_dir(out) if remote else None
-        summary = _run(retriever, qs, out, depth, shard_size, fp, settings, spec.kind, engine,
-                       address, cpus_per_task, journal)
+    # a query log's distinct queries are kept on disk while the job reads them (bounded memory),
+    # in a scratch folder of the store's: a killed job leaves nothing in the system's temp folder
+    with scratch_dir(out, "queries") as tmp, _flag_words(system is None):
+        qs = job_queries(queries, tmp)
+        coll = None if kind.needs_index else _documents(index, collection, spec.kind)
+        job = ExposureJob(spec, qs, **_job_over(spec, out, index, collection, coll, depth,
+                                                shard_size, engine, address, cpus_per_task))
+        summary = _run(job, job.open(threads=threads, collection=coll, base_dir=base))
     typer.echo(json.dumps(summary) if json_out else
                "\n".join(f"{k}: {v}" for k, v in summary.items()))
 
 
-# the pairs a job keeps in memory for the one analysis that follows (its summary): ~56 MB; a
-# larger job's summary reads the shards again, so that the command's memory stays flat
-CLI_PAIRS_IN_MEMORY = 1 << 22
-
-
-def _run(retriever, qs, out: Path, depth: int, shard_size: int, fp: str, settings: dict,
-         kind: str, engine: str, address: str | None, cpus_per_task: int,
-         journal: Path | None = None) -> dict:
-    """``compute_exposure`` with a progress bar; its summary (``_summary``). Interrupted
-    (Ctrl-C): what is finished is kept, a line says how far it got and how to resume (and,
-    for a service, where its answers are journaled), exit status 130."""
+def _run(job, retriever) -> dict:
+    """The job (:meth:`~limelight.audit.job.ExposureJob.run`) with a progress bar; its summary
+    (``_summary``). Interrupted (Ctrl-C): what is finished is kept, a line says how far it got
+    and how to resume (and, for a service, where its answers are journaled), exit status 130."""
     import time
-
-    from limelight.exposure.compute import compute_exposure
 
     t0 = time.perf_counter()
     try:
-        with progress_bar(f"exposure ({kind}, top {depth})", len(qs), elapsed=True) as progress:
-            st = compute_exposure(retriever, qs, out, depth=depth, shard_size=shard_size,
-                                  pairs_in_memory=CLI_PAIRS_IN_MEMORY,
-                                  fingerprint=fp, settings=settings, progress=progress,
-                                  engine=engine, address=address,
-                                  engine_options={"cpus_per_task": cpus_per_task}
-                                  if engine == "ray" else None)
+        with progress_bar(f"exposure ({job.system.kind}, top {job.depth})", len(job.queries),
+                          elapsed=True) as progress:
+            st = job.run(retriever, progress)
     except KeyboardInterrupt:
         from limelight.exposure.shards import shard_path
 
-        n_shards = (len(qs) + shard_size - 1) // shard_size
-        n_done = sum(shard_path(out, i).exists() for i in range(n_shards))
-        kept = f" (the service's answers are journaled in {journal})" if journal is not None else ""
+        n_shards = (len(job.queries) + job.shard_size - 1) // job.shard_size
+        n_done = sum(shard_path(job.store, i).exists() for i in range(n_shards))
+        kept = f" (the service's answers are journaled in {job.journal})" if job.journal is not None else ""
         typer.echo(f"interrupted after {n_done} of {plural(n_shards, 'shard')}{kept}; rerun the same "
                    "command to resume", err=True)
         raise typer.Exit(130) from None
-    return _summary(st, out, depth, time.perf_counter() - t0)
+    return _summary(st, job.store, job.depth, time.perf_counter() - t0)
 
 
 def _journal_dir(out: Path) -> Path:
@@ -229,20 +215,6 @@ def _journal_dir(out: Path) -> Path:
     (a store cleared after an interruption before its first shard is left empty, and the
     journal kept, so that a rerun asks only the queries without an answer)."""
     return out.with_name(out.name + ".replay")
-
-
-def _shipped(spec, remote: bool, retriever, index: Path | None, out: Path):
-    """The retriever as the engine runs it: a remote service (an ``http`` system) as a
-    ``ShardedReplay`` journaling its answers in ``_journal_dir(out)`` (on Ray a journal per
-    shard; in this process one), a system over an index as the Ray engine ships it, an
-    ``IndexRetriever`` (opened by path in each worker, memory-mapped)."""
-    if remote:
-        from limelight.scale.replay import ShardedReplay
-
-        return ShardedReplay(spec, retriever.doc_ids, _journal_dir(out), name=retriever.name)
-    from limelight.scale.exposure import IndexRetriever
-
-    return IndexRetriever(index, spec=spec, retriever=retriever)
 
 
 def _check_run_options(engine: str, address: str | None, depth: int, shard_size: int) -> None:

@@ -116,6 +116,8 @@ def compute_exposure(
     progress: Progress | None = None,
     engine: str | ShardEngine = "local",
     options: ExposureOptions | None = None,
+    validated: bool = False,
+    queries_fp: str | None = None,
     **keywords: Unpack[ExposureKeywords],
 ) -> ExposureStore:
     """Compute (or resume) the exact exposure of ``queries`` under ``retriever`` into ``out``.
@@ -125,7 +127,11 @@ def compute_exposure(
     ``progress(done, total)`` is called with numbers of queries. ``fingerprint`` identifies the
     retriever (default: ``retriever_fingerprint``); ``settings`` are recorded in the manifest.
     ``options`` (``ExposureOptions``) cut and build the store; its fields may also be given as
-    keywords (``shard_size=500``), which override ``options``.
+    keywords (``shard_size=500``), which override ``options``. ``validated``: the caller has
+    checked ``queries`` with ``validate_queries`` already (an exposure job's query set is checked
+    once, where it is read: ``limelight.audit.job.job_queries``), so they are not read again here;
+    ``queries_fp``: their ``queries_fingerprint`` when the caller has it (an audit takes it once for
+    all its systems' stores), else it is taken here.
 
     ``engine`` computes the shards: an engine object (``LocalEngine()``,
     ``limelight.scale.RayEngine(address=...)``) or a registered name: ``"local"`` (the default)
@@ -141,10 +147,12 @@ def compute_exposure(
     if unknown:
         raise TypeError(f"compute_exposure() got an unexpected keyword argument {unknown[0]!r}")
     opts = dataclasses.replace(options or ExposureOptions(), **keywords)
-    validate_queries(queries)
+    if not validated:
+        validate_queries(queries)
     doc_ids = _documents_of(retriever, doc_ids)
     store = Path(out)
-    manifest = _manifest(retriever, queries, doc_ids, depth, opts.shard_size, fingerprint, settings)
+    manifest = _manifest(retriever, queries, doc_ids, depth, opts.shard_size, fingerprint, settings,
+                         queries_fp)
     if _resumable(store, manifest) == "complete":
         if progress:
             progress(len(queries), len(queries))
@@ -175,8 +183,9 @@ def _documents_of(retriever, doc_ids: IdMap | None) -> IdMap:
 
 
 def _manifest(retriever, queries: Queries, doc_ids: IdMap, depth: int, shard_size: int,
-              fingerprint: str | None, settings: dict | None) -> dict:
-    """The manifest of a job (without ``complete``)."""
+              fingerprint: str | None, settings: dict | None, queries_fp: str | None = None) -> dict:
+    """The manifest of a job (without ``complete``; ``queries_fp``: the queries' fingerprint
+    when known)."""
     nq = len(queries)
     return {
         "format": FORMAT,
@@ -187,7 +196,7 @@ def _manifest(retriever, queries: Queries, doc_ids: IdMap, depth: int, shard_siz
         "n_shards": int((nq + shard_size - 1) // shard_size),
         "n_queries": nq,
         "n_docs": len(doc_ids),
-        "queries": queries_fingerprint(queries),
+        "queries": queries_fp or queries_fingerprint(queries),
         "queries_name": queries.name,
         "documents": ids_fingerprint(doc_ids),
     }

@@ -5,29 +5,32 @@ from __future__ import annotations
 
 from limelight.audit.stage import Audit, Progress, Stage, SystemView
 
+
 # ---- exposure and retrievability --------------------------------------------------------------
-#: the pairs an exposure job keeps in memory (queries × depth; ~56 MB): the stages that follow
-#: open the store again, so a larger job holds one shard's pairs at a time (the same store)
-JOB_PAIRS_IN_MEMORY = 1 << 22
-
-
 def _exposure_deps(audit: Audit, spec: SystemView) -> list:
     return [audit.key("index")] + ([audit.key("query-vectors")] if spec.needs_dense else [])
+
+
+def exposure_job(audit: Audit, spec: SystemView):
+    """The :class:`~limelight.audit.job.ExposureJob` of one system of the audit (what
+    ``limelight exposure compute`` runs for its one system): the audit's query set (validated
+    and fingerprinted once, when the inputs were loaded), its store ``systems/NAME/exposure``, known by the stage keys of
+    the index (and query vectors) it reads, recording the audit's settings."""
+    from limelight.audit.job import ExposureJob
+
+    cfg = audit.cfg
+    return ExposureJob(spec, audit.inputs.queries, audit.dir.store_dir(spec.name), cfg.depth,
+                       cfg.shard_size, index_dir=audit.dir.index_dir,
+                       index_key=_exposure_deps(audit, spec), recorded="audit",
+                       queries_fp=audit.inputs.queries_fp)
 
 
 def exposure_stage(spec: SystemView, depth: int) -> Stage:
     """Exact exposure of every query's top ``depth`` under one system (resumable)."""
 
     def body(audit: Audit, bar: Progress) -> dict:
-        from limelight.exposure.compute import compute_exposure
-
-        cfg = audit.cfg
-        retr = audit.retriever(spec)
-        st = compute_exposure(retr, audit.inputs.queries, audit.dir.store_dir(spec.name),
-                              depth=cfg.depth, shard_size=cfg.shard_size,
-                              pairs_in_memory=JOB_PAIRS_IN_MEMORY,
-                              fingerprint=spec.fingerprint(index_key=_exposure_deps(audit, spec)),
-                              settings=spec.settings(), progress=bar.update)
+        retr = audit.retriever(spec)  # (the audit's opener: its shared encoder and re-ranker)
+        st = exposure_job(audit, spec).run(retr, bar.update)
         # counted from the store's index and manifest: neither the pairs nor the queries read
         out = {"n_pairs": st.n_pairs(), "n_queries": st.n_queries, "n_docs": len(st.doc_ids),
                "timings": st.manifest.get("timings", {})}

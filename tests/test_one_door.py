@@ -1,0 +1,237 @@
+"""One door (issue 55, item 2): ``limelight exposure compute`` and the audit's exposure stage run
+one job assembler (``limelight.audit.job.ExposureJob``), and every store they write is the store
+the previous code wrote: the same fingerprint, the same recorded settings, the same query and
+document fingerprints, the same pairs; the audit's ``results.json`` the same figures.
+
+The values below were recorded by the code of commit 2b2069a (before the two doors shared a job)
+on cranfield, BM25 and dense, under the first 300 lines of the shared query log plus 40 of them
+again (a log read through the on-disk query table, weights above 1): the audit first, then
+``exposure compute`` over the audit's index folder (one dense encoding of the collection, taken
+from the embedding cache when a run before left it there)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from _inproc import run_cli
+
+from limelight.audit.config import parse_config
+from limelight.audit.runner import AuditRunner
+from limelight.data.loaders import data_root
+
+REPO = Path(__file__).resolve().parents[1]
+
+# the store of each door and system: (fingerprint, recorded settings, queries, documents, pairs)
+RECORDED: dict[str, tuple] = {'audit_bm25': ('95d3e43f988f590d8374adbc',
+                {'kind': 'bm25', 'b': 0.4, 'k1': 0.9},
+                '46b6424c618396d3b96a415119e4c65f',
+                '1d030edf33e92851f42ec78665a18b17',
+                5338),
+ 'audit_dense': ('e9ef7727de88d309b678ae71',
+                 {'kind': 'dense'},
+                 '46b6424c618396d3b96a415119e4c65f',
+                 '1d030edf33e92851f42ec78665a18b17',
+                 15000),
+ 'cli_bm25': ('ca70929dab02e8db00950ff7aa1d4f9f',
+              {'model': 'bm25', 'k1': 0.9, 'b': 0.4},
+              '46b6424c618396d3b96a415119e4c65f',
+              '1d030edf33e92851f42ec78665a18b17',
+              5338),
+ 'cli_dense': ('33a78ea5d6e6d81d511a288f348d9b69',
+               {'model': 'dense',
+                'encoder': {'model': 'sentence-transformers/all-MiniLM-L6-v2',
+                            'fingerprint': '6aed8a0dc1acfb56',
+                            'dim': 384,
+                            'normalize': True,
+                            'max_seq_length': 256,
+                            'truncate_dim': None,
+                            'variant': 'onnx-int8',
+                            'onnx_run': 'per-text'}},
+               '46b6424c618396d3b96a415119e4c65f',
+               '1d030edf33e92851f42ec78665a18b17',
+               15000)}
+#: the audit's results.json (its query source, a temporary path, left out)
+RESULTS: dict = {'audit': 'rec',
+ 'quick': False,
+ 'collection': {'source': 'cranfield', 'name': 'cranfield', 'n_docs': 1400},
+ 'queries': {'n_queries': 300, 'total_weight': 340.0},
+ 'depth': 50,
+ 'cutoffs': [10, 50],
+ 'group_field': None,
+ 'systems': {'bm25': {'kind': 'bm25',
+                      'settings': {'kind': 'bm25', 'b': 0.4, 'k1': 0.9},
+                      'n_pairs': 5338,
+                      'gini_c10': 0.6761890268005376,
+                      'gini_retrieved_only_c10': 0.6463842726370925,
+                      'retrievable_fraction_c10': 0.5371428571428571,
+                      'gini_c50': 0.4676423966261089,
+                      'gini_retrieved_only_c50': 0.4186422428054231,
+                      'retrievable_fraction_c50': 0.9157142857142857,
+                      'retrievable_fraction': 0.9157142857142857,
+                      'mean_exposing_queries': 3.8128571428571427},
+             'dense': {'kind': 'dense',
+                       'settings': {'kind': 'dense'},
+                       'n_pairs': 15000,
+                       'gini_c10': 0.6954197478991596,
+                       'gini_retrieved_only_c10': 0.6901073016415868,
+                       'retrievable_fraction_c10': 0.6257142857142857,
+                       'gini_c50': 0.4576655462184874,
+                       'gini_retrieved_only_c50': 0.4482062243502052,
+                       'retrievable_fraction_c50': 0.9828571428571429,
+                       'retrievable_fraction': 0.9828571428571429,
+                       'mean_exposing_queries': 10.714285714285714}},
+ 'stages': {'index': {'status': 'present', 'reason': ''},
+            'query-vectors': {'status': 'present', 'reason': ''},
+            'exposure-bm25': {'status': 'present', 'reason': ''},
+            'exposure-dense': {'status': 'present', 'reason': ''},
+            'retrievability-bm25': {'status': 'present', 'reason': ''},
+            'retrievability-dense': {'status': 'present', 'reason': ''},
+            'figures': {'status': 'present', 'reason': ''},
+            'topics': {'status': 'skipped', 'reason': 'switched off in [stages]'},
+            'compare': {'status': 'skipped', 'reason': 'switched off in [stages]'},
+            'rerank': {'status': 'skipped', 'reason': 'switched off in [stages]'},
+            'eqi': {'status': 'skipped', 'reason': 'switched off in [stages]'},
+            'robustness': {'status': 'skipped', 'reason': 'switched off in [stages]'},
+            'ctrlqgen': {'status': 'skipped', 'reason': 'switched off in [stages]'},
+            'intervention': {'status': 'skipped', 'reason': 'switched off in [stages]'}}}
+#: what exposure compute printed (--json; its seconds and store path left out)
+SUMMARIES: dict[str, dict] = {'bm25': {'queries': 300,
+          'documents': 1400,
+          'pairs': 5338,
+          'depth': 50,
+          'gini@50': 0.4676423966261089,
+          'retrievable_fraction': 0.9157142857142857,
+          'queries_with_results': 211,
+          'queries_without_results': 89},
+ 'dense': {'queries': 300,
+           'documents': 1400,
+           'pairs': 15000,
+           'depth': 50,
+           'gini@50': 0.4576655462184874,
+           'retrievable_fraction': 0.9828571428571429,
+           'queries_with_results': 300,
+           'queries_without_results': 0}}
+
+AUDIT = """
+[audit]
+name = "rec"
+depth = 50
+cutoffs = [10, 50]
+seed = 0
+shard_size = 128
+embedding_cache = "{cache}"
+
+[collection]
+source = "cranfield"
+
+[queries]
+source = "{log}"
+
+[[systems]]
+name = "bm25"
+kind = "bm25"
+
+[[systems]]
+name = "dense"
+kind = "dense"
+
+[stages]
+eqi = false
+robustness = false
+ctrlqgen = false
+rerank = false
+compare = false
+intervention = false
+topics = false
+"""
+
+
+def _log(path: Path) -> Path:
+    with gzip.open(data_root() / "querylogs" / "queries.tsv.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(301)]
+    again = ["again\t" + line.split("\t", 1)[1] for line in lines[1:41]]  # the same texts
+    path.write_text("".join(lines + again), encoding="utf-8")
+    return path
+
+
+def _store(folder: Path) -> tuple:
+    m = json.loads((folder / "manifest.json").read_text())
+    settings = {k: v for k, v in m["settings"].items() if k != "index"}  # (a temporary path)
+    if "encoder" in settings:  # (the path of the installed model: the environment's)
+        settings["encoder"] = {k: v for k, v in settings["encoder"].items() if k != "path"}
+    return m["retriever"], settings, m["queries"], m["documents"], m["n_pairs"]
+
+
+def _index_fingerprint(index: Path, settings: dict) -> str:
+    """The previous code's fingerprint of a store of ``exposure compute`` over ``index``, written
+    out: its metadata files, then the settings (without the encoder's identity). The dense
+    index's metadata holds the installed model's path, so over a dense index it is the
+    environment's: checked by this formula, not by the value recorded here."""
+    h = hashlib.sha256()
+    for f in sorted([index / "meta.json", *index.glob("bm25/*.json"), *index.glob("dense/*.json")]):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    h.update(json.dumps({k: v for k, v in settings.items() if k != "encoder"}, sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+@pytest.fixture(scope="module")
+def doors(tmp_path_factory):
+    """The audit of cranfield (BM25, dense) and ``exposure compute`` of both over its index."""
+    work = tmp_path_factory.mktemp("one-door")
+    log = _log(work / "log.tsv")
+    cfg = parse_config(AUDIT.format(cache=REPO / ".cache" / "embeddings", log=log),
+                       work / "audit.toml")
+    results = AuditRunner(cfg, work / "audit").run()
+    stores = {f"audit_{n}": _store(work / "audit" / "systems" / n / "exposure")
+              for n in ("bm25", "dense")}
+    summaries = {}
+    for model in ("bm25", "dense"):
+        res = run_cli("exposure", "compute", "--queries", log, "--index", work / "audit" / "index",
+                      "--model", model, "--out", work / f"s_{model}", "--depth", "50",
+                      "--shard-size", "128", "--json")
+        assert res.returncode == 0, res.stderr
+        summaries[model] = json.loads(res.stdout)
+        stores[f"cli_{model}"] = _store(work / f"s_{model}")
+    return work, results, stores, summaries
+
+
+def test_every_store_is_the_one_the_previous_code_wrote(doors):
+    """CPU: the audit of cranfield with a dense system (its index from the embedding cache when
+    warm; ~1,400 documents encoded when cold) and two exposure computes over its index: the
+    smallest case with both doors, both kinds of index key and a query log in a query table."""
+    work, results, stores, summaries = doors
+    index = work / "audit" / "index"
+    expected = dict(RECORDED)
+    # the formula gives the recorded value over the BM25 index; over the dense one, its own
+    assert _index_fingerprint(index, RECORDED["cli_bm25"][1]) == RECORDED["cli_bm25"][0]
+    expected["cli_dense"] = (_index_fingerprint(index, RECORDED["cli_dense"][1]), *RECORDED["cli_dense"][1:])
+    assert stores == expected
+    for model, summary in summaries.items():
+        assert {k: v for k, v in summary.items() if k not in ("seconds", "store")} == SUMMARIES[model]
+    results = json.loads(json.dumps(results))
+    results["queries"].pop("source")
+    assert results == RESULTS
+
+
+def test_exposure_compute_resumes_its_store(doors):
+    """A store of ``exposure compute`` missing a shard (as an interrupted run leaves it) resumes
+    under the same command: the shard computed again, the same store."""
+    work, _, stores, summaries = doors
+    store = work / "resumed"
+    shutil.copytree(work / "s_bm25", store)
+    man = json.loads((store / "manifest.json").read_text())
+    (store / "manifest.json").write_text(json.dumps({**man, "complete": False}))
+    last = sorted((store / "shards").glob("*.parquet"))[-1]
+    last.unlink()
+    res = run_cli("exposure", "compute", "--queries", work / "log.tsv", "--index", work / "audit" / "index",
+                  "--model", "bm25", "--out", store, "--depth", "50", "--shard-size", "128", "--json")
+    assert res.returncode == 0, res.stderr
+    assert last.exists() and _store(store) == stores["cli_bm25"]
+    summary = {k: v for k, v in json.loads(res.stdout).items() if k not in ("seconds", "store")}
+    assert summary == SUMMARIES["bm25"]
