@@ -105,7 +105,7 @@ def _kill_after_first_shard(args: list, cwd, tmpdir) -> None:
         p.stderr.close()
 
 
-@pytest.mark.parametrize("command", ["audit"])
+@pytest.mark.parametrize("command", ["exposure", "audit"])
 def test_a_killed_job_leaves_nothing_in_the_temporary_folder(command, work, tmp_path):
     """``exposure compute`` and ``audit`` over a query log, killed (SIGKILL) after the first
     shard: the system's temporary folder is left empty (it held ``limelight-queries-*``), the
