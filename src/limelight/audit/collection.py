@@ -1,9 +1,10 @@
 """The audit's collection: read once when the audit starts, for its checks, its size and its
 fingerprint, then let go; read again where a stage reads documents (:class:`AuditDataset`); the
-BM25 index built from it by a child process (:func:`build_bm25`). An audit of BM25 systems thus
-holds no document and none of what an index build leaves behind (Debian: ~240 MB of collection
-and ~360 MB left by the build), as ``limelight exposure compute`` over an index holds neither
-(issue 55: an audit of a 10M-line log in exposure compute's memory; docs/scale.md).
+BM25 index built from it by a child process (:func:`build_bm25`; a small collection's in the
+audit's own process). An audit of BM25 systems thus holds no document and none of what an index
+build leaves behind (Debian: ~240 MB of collection and ~360 MB left by the build), as
+``limelight exposure compute`` over an index holds neither (issue 55: an audit of a 10M-line log
+in exposure compute's memory; docs/scale.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from limelight.errors import LimelightError
 #: is 2): Debian's build then peaks at ~630 MB, the collection it reads included (~1 GB with 2),
 #: below what the audit's exposure stage needs; the index's files are the same whatever the budget
 BM25_MEMORY_GB = 0.5
+#: a collection of at most this many documents is indexed in the audit's own process: there a
+#: child's start (an interpreter, limelight's imports, numba's cached kernels: 1.3-1.7 CPU s)
+#: costs ten times the build (adi, med, cranfield: 0.01-0.16 CPU s in a warm process) and the
+#: build leaves little behind (scifact's 5,183 documents: ~50 MB, npl's 11,429: none measurable
+#: after it); a larger one (Debian: ~600 MB) is indexed by a child
+IN_PROCESS_MAX_DOCS = 20_000
 #: seconds an interrupted build is given to remove its unfinished folder before it is killed
 _STOP_SECONDS = 5.0
 
@@ -108,7 +115,15 @@ def build_bm25(ds, out: str | os.PathLike) -> None:
     (``python -c``: no module of the caller's is imported again) that reads the collection of
     ``ds`` (an ``AuditDataset``) itself, checked against the audit's fingerprint, within
     ``BM25_MEMORY_GB``. Its ``LimelightError`` is the audit's; interrupted, the child is stopped
-    (it removes its unfinished folder) before the interruption goes on."""
+    (it removes its unfinished folder) before the interruption goes on. A collection of at most
+    ``IN_PROCESS_MAX_DOCS`` documents is read again and indexed here instead (the same files,
+    the same checks and errors; the collection is not held)."""
+    if ds.n_docs <= IN_PROCESS_MAX_DOCS:
+        from limelight.retrieval.index_dir import build_index
+
+        build_index(reload_collection(ds.source, ds.rename, ds.fingerprint), out,
+                    memory_gb=BM25_MEMORY_GB)
+        return
     args = json.dumps({"source": ds.source, "rename": ds.rename, "fingerprint": ds.fingerprint,
                        "out": str(out), "memory_gb": BM25_MEMORY_GB})
     # the limelight the audit runs (its folder put first when the child's path lacks it, as a

@@ -1,13 +1,14 @@
 """Stage ``index``: a ``limelight index`` directory of the collection (BM25, and dense when a
 system needs it), the catalog encoded in chunks through the embedding cache.
 
-The BM25 index is built by a process of its own (``limelight.audit.collection.build_bm25``),
-which reads the collection itself: what a build holds (the collection, the analysis of its
-texts, the vocabulary and the postings as they are laid out) goes back to the system when it
-exits, instead of staying resident in the audit's process for the stages that follow (Debian:
-~240 MB of collection and ~360 MB left by the build, docs/scale.md). The dense index is encoded
-in the audit's process, which reads the collection for it (``AuditDataset.collection``) and
-holds its encoder.
+The BM25 index is built by a process of its own (``limelight.audit.collection.build_bm25``; a
+collection of at most ``IN_PROCESS_MAX_DOCS`` documents in the audit's process, where a child's
+start costs more than the build), which reads the collection itself: what a build holds (the
+collection, the analysis of its texts, the vocabulary and the postings as they are laid out)
+goes back to the system when it exits, instead of staying resident in the audit's process for
+the stages that follow (Debian: ~240 MB of collection and ~360 MB left by the build,
+docs/scale.md). The dense index is encoded in the audit's process, which reads the collection
+for it (``AuditDataset.collection``) and holds its encoder.
 """
 
 from __future__ import annotations
