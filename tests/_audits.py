@@ -3,7 +3,9 @@
 - :func:`stages_off` / :data:`CORE_OFF` / :data:`CORE_STAGES`: the ``[stages]`` table of a test audit's TOML;
 - :func:`tiny_adi_audit`: an audit of adi (BM25 under the shared log by default), a store and a
   report in a few seconds;
-- :func:`audited`: a module fixture's audit, run once into a temporary folder.
+- :func:`audited`: a module fixture's audit, run once into a temporary folder;
+- :func:`seeded`: a new audit folder holding another audit's finished stages (its index), which
+  an audit of the same collection then finds cached instead of building them again.
 """
 
 from __future__ import annotations
@@ -69,3 +71,24 @@ def audited(tmp_path_factory: Any, config: str, folder: str) -> tuple[Any, Any]:
     out = tmp_path_factory.mktemp(folder) / "audit"
     res = run_audit(parse_config(config), out)
     return AuditDir(out), res
+
+
+def seeded(src: Any, dst: Any, stages: tuple[str, ...] = ("index",)) -> Any:
+    """``dst``, a new audit folder holding the finished ``stages`` of the audit folder ``src``
+    (their records and the files those record as theirs, and the manifest that makes ``dst``
+    an audit's folder): an audit run into it over the same collection (and queries) finds them
+    cached, as its own rerun would, instead of building them again (a Debian index: ~10 CPU s)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    src, dst = Path(src), Path(dst)
+    files = ["audit.json"]
+    for stage in stages:
+        rec = json.loads((src / "stages" / f"{stage}.json").read_text(encoding="utf-8"))
+        assert rec["status"] == "done", (stage, rec["status"])
+        files += [f"stages/{stage}.json", *rec["files"]]
+    for f in files:
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / f, dst / f)
+    return dst

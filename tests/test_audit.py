@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _audits import seeded
 from _tiny_models import tiny_tk
 
 from limelight.audit.config import OPTIONAL_STAGES, load_config, parse_config
@@ -335,9 +336,13 @@ def test_rerun_with_changed_settings_keeps_a_users_files(audit, tmp_path):
 
 
 def test_interrupt_and_resume_gives_identical_results(audit, tmp_path):
+    """The exposure stage interrupted after its first shard and resumed gives the stores and
+    results of the uninterrupted audit. It starts from the module audit's index and query
+    vectors (``seeded``: cached, as in a rerun); what is interrupted and resumed is the
+    exposure."""
     a, res, _ = audit
     cfg = quick_cfg(QUICK_TEXT + "\n[stages]\nrerank = false\nrobustness = false\neqi = false\n")
-    out = tmp_path / "interrupted"
+    out = seeded(a.path, tmp_path / "interrupted", ("index", "query-vectors"))
 
     def stop(stage: str, done: int, total: int) -> None:
         if stage == "exposure-dense" and 512 < done < total:  # after the first shard
@@ -356,6 +361,7 @@ def test_interrupt_and_resume_gives_identical_results(audit, tmp_path):
     res2, runner = _run(cfg, out, log=logs.append)
     assert any("exposure-dense: resuming" in line for line in logs)
     status = {s.name: s.status for s in runner.statuses}
+    assert status["index"] == status["query-vectors"] == "cached"
     assert status["exposure-bm25"] == "cached" and status["exposure-dense"] == "done"
     assert res2["systems"] == res["systems"]
     assert res2["compare"] == res["compare"]
