@@ -13,6 +13,7 @@ from pathlib import Path
 
 import _file_order
 from _file_order import TABLE, cost, load_table, order
+from test_cpu_budget import CONFTEST as BUDGET_CONFTEST  # the budget plugin alone
 
 TESTS = Path(__file__).resolve().parent
 
@@ -118,14 +119,6 @@ def test_xdist_loadfile_hands_out_the_files_in_this_order(tmp_path):
         assert files == sorted(files, key=expected.index), (runs, expected)
 
 
-RUN_CONFTEST = """
-import sys
-sys.path.insert(0, {tests!r})
-from _cpu_budget import CpuBudget
-
-def pytest_configure(config):
-    config.pluginmanager.register(CpuBudget(config), "limelight-cpu-budget")
-"""
 BURN = """
 import time
 
@@ -142,7 +135,7 @@ def test_a_run_writes_the_table(tmp_path):
     and a path outside the repository write nothing."""
     (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "conftest.py").write_text(RUN_CONFTEST.format(tests=str(TESTS)))
+    (tmp_path / "tests" / "conftest.py").write_text(BUDGET_CONFTEST)
     (tmp_path / "tests" / "test_heavy.py").write_text(BURN.format(i=0, secs=0.4))
     (tmp_path / "tests" / "test_light.py").write_text(BURN.format(i=0, secs=0.0) + BURN.format(i=1, secs=0.0))
     table = tmp_path / "tests" / "file_times.json"
