@@ -40,6 +40,9 @@ def test_tables_equal_the_pieces_for_every_document(movies, tmp_path, monkeypatc
     assert not old.has_lookup_tables
     n = fresh.n_exposing()
     assert n.max() > 20
+    # without the table: the pieces' counts read with pread (none memory-mapped), the same
+    np.testing.assert_array_equal(old.n_exposing(), n)
+    assert old._pieces is None and n.dtype == old.n_exposing().dtype == np.int64
     for d in range(len(fresh.doc_ids)):
         a, b = fresh.document_pairs(d), old.document_pairs(d)
         for x, y in zip(a, b, strict=True):

@@ -432,6 +432,23 @@ class _PieceFile:
         os.close(self.fd)
 
 
+def document_counts(store: Path, n_shards: int, n_docs: int) -> np.ndarray:
+    """Each document's number of pairs (of exposing queries) over the store's pieces, read a
+    piece at a time with ``pread`` (their memory-mapped pages would stay resident)."""
+    counts = np.zeros(n_docs, dtype=np.int64)
+    for i in range(n_shards):
+        pf = _PieceFile(piece_path(store, i))
+        try:
+            _add_counts(counts, pf)
+        finally:
+            pf.close()
+    return counts
+
+
+def _add_counts(counts: np.ndarray, pf: _PieceFile) -> None:
+    counts[pf.read(0, pf.k, "docs")] += np.diff(pf.read(0, pf.k + 1, "offs"))
+
+
 def write_doc_table(store: Path, pieces: list[Piece], n_docs: int, depth: int) -> None:
     """``DIR/doc_table`` from the pieces (which must hold their scores), a block of documents at
     a time (at most ``_BLOCK_PAIRS`` pairs, unless one document has more), then renamed into
@@ -445,7 +462,7 @@ def write_doc_table(store: Path, pieces: list[Piece], n_docs: int, depth: int) -
     try:
         counts = np.zeros(n_docs, dtype=np.int64)
         for pf in files:
-            counts[pf.read(0, pf.k, "docs")] += np.diff(pf.read(0, pf.k + 1, "offs"))
+            _add_counts(counts, pf)
         off = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(counts, out=off[1:])
         del counts
