@@ -132,6 +132,23 @@ def test_exact_reverse_stored_docid_and_errors(bm25_setup, tmp_path):
         ExactReverse.build(st, BM25(ret.index, k1=1.5))
 
 
+def test_exact_reverse_unprepared_reads_the_store_and_prepares_on_first_new_document(bm25_setup):
+    """``build(prepare=False)`` (what the audit's EQI stage builds): the retriever is checked
+    against the store as before, a stored document's exposing queries come from the store
+    without its pairs or lists being read, and the first new document prepares the engine: the
+    same lists as an engine prepared when built."""
+    ret, qs, st, base, texts, ids = bm25_setup
+    fresh = ExposureStore.open(st.path)
+    ex = ExactReverse.build(fresh, ret, prepare=False)
+    d = base.ids[int(np.argmax(st.n_exposing()))]
+    assert ex.query(docid=d, k=5) == st.exposing_queries(d)[:5]
+    assert fresh._pairs is None and not hasattr(ex, "S") and not hasattr(ex, "qptr")
+    with pytest.raises(IndexMismatchError, match="k1"):
+        ExactReverse.build(fresh, BM25(ret.index, k1=1.5), prepare=False)
+    _same(ex.add_documents(texts, ids), ExactReverse.build(st, ret).add_documents(texts, ids))
+    assert hasattr(ex, "S") and ex._pending is None
+
+
 def test_edited_document_replaces_its_old_version(bm25_setup):
     ret, qs, st, base, _, _ = bm25_setup
     ex = ExactReverse.build(st, ret)

@@ -71,37 +71,22 @@ def _eqi_model_dirs(audit: Audit) -> tuple:
 def _eqi(audit: Audit, bar: Progress) -> dict:
     """EQI (Li et al., WWW 2022) per BM25 / dense system: reverse baselines (BM25-reverse,
     dense-reverse) and a trained Residual model evaluated with RELQ against the exposure store on
-    a seeded sample of exposed documents; exact reverse search for the most exposed document."""
-    from limelight.exposure.eqi import ExactReverse, evaluate_eqi
+    a seeded sample of exposed documents; exact reverse search for the most exposed document.
 
-    specs, opts, seed = _eqi_specs(audit), OPTIONS.values(audit), audit.cfg.seed
+    One system at a time (:func:`_eqi_system`), whose store, retriever, query vectors and
+    methods go before the next one's are read; within a system one method's index at a time
+    (the demo's stage: 1.2 GB less at its peak, docs/results-dense.md)."""
+    specs, opts = _eqi_specs(audit), OPTIONS.values(audit)
     rows, reverse_rows, summary, models = [], [], {}, {}
     first_dense = next((s for s in specs if uses_vectors(s)), None)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(audit.cfg.seed)  # one draw per system, in the systems' order
     for i, spec in enumerate(specs):
-        store = audit.dir.store(spec.name)
-        n_exp = store.n_exposing()
-        exposed = np.flatnonzero(n_exp > 0)
-        docs = np.sort(rng.choice(exposed, size=min(int(opts["docs"]), len(exposed)), replace=False))
-        retr = audit.retriever(spec)
-        methods, texts, emb = _eqi_methods(audit, spec, store, retr, exposed, docs, opts)
-        res = evaluate_eqi(store, methods, docs, texts=texts, embeddings=emb, k=int(opts["k"]))
-        for m in opts["methods"] if uses_vectors(spec) else ():
-            # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
-            # `limelight serve --audit DIR` finds the learned models it shows
-            name = m if spec is first_dense else f"{m}-{spec.name}"
-            methods[m].save(audit.dir.eqi_dir(name))
-            models[name] = {"method": m, "system": spec.name}
+        res, saved, reverse = _eqi_system(audit, spec, rng, opts, spec is first_dense)
+        models.update(saved)
         for m, vals in res.items():
             rows.append({"system": spec.name, "method": m, **vals})
         summary[spec.name] = res
-        if get_kind(spec.kind).has(EXACT_REVERSE):
-            top = int(np.argmax(n_exp))
-            ex = ExactReverse.build(store, retr, np.load(audit.dir.query_vectors)
-                                    if uses_vectors(spec) else None, cache_dir=None)
-            docid = store.doc_ids.strings[top]
-            for r in ex.query(docid=docid, k=10):
-                reverse_rows.append({"system": spec.name, "docid": docid, **r})
+        reverse_rows += reverse
         bar.update(i + 1, len(specs))
     write_table(audit, "relq", pd.DataFrame(rows))
     if reverse_rows:
@@ -109,30 +94,71 @@ def _eqi(audit: Audit, bar: Progress) -> dict:
     return {"summary": summary, "models": models}
 
 
-def _eqi_methods(audit: Audit, spec: SystemView, store, retr, exposed: np.ndarray,
-                 docs: np.ndarray, opts: dict) -> tuple[dict, list | None, np.ndarray | None]:
-    """The EQI methods evaluated for one system (BM25: BM25-reverse; dense: dense-reverse and the
-    trained ``opts["methods"]``) and the document texts or embeddings they are evaluated on."""
+def _eqi_system(audit: Audit, spec: SystemView, rng: np.random.Generator, opts: dict,
+                first_dense: bool) -> tuple[dict, dict, list]:
+    """One system's EQI: ``(RELQ per method, the learned models saved, the exact reverse
+    search's rows)``. Each method's lists are computed, and a learned model saved, before the
+    next method is built (one FAISS index of the query log at a time); the query vectors are
+    read once (the retriever is opened without its own copy: EQI searches with none of it)."""
+    from limelight.exposure.eqi import ExactReverse, evaluate_lists, method_lists, summarize
+
+    store = audit.dir.store(spec.name)
+    n_exp = store.n_exposing()
+    exposed = np.flatnonzero(n_exp > 0)
+    docs = np.sort(rng.choice(exposed, size=min(int(opts["docs"]), len(exposed)), replace=False))
+    retr = audit.retriever(spec, query_vectors=False)
+    k, saved = int(opts["k"]), {}
+    qv = np.load(audit.dir.query_vectors) if uses_vectors(spec) else None
+    lists = {}
+    for name, make in _eqi_methods(audit, spec, store, retr, qv, exposed, docs, opts):
+        method, texts, emb = make()
+        lists[name] = method_lists(method, docs, texts, emb, k)
+        if name in opts["methods"] and uses_vectors(spec):
+            # DIR/eqi/<method>/ (the first dense system; others <method>-<system>/), where
+            # `limelight serve --audit DIR` finds the learned models it shows
+            dest = name if first_dense else f"{name}-{spec.name}"
+            method.save(audit.dir.eqi_dir(dest))
+            saved[dest] = {"method": name, "system": spec.name}
+        del method, texts, emb  # (its index of the query log goes before the next one's)
+    res = summarize(evaluate_lists(store, docs, lists))
+    reverse = []
+    if get_kind(spec.kind).has(EXACT_REVERSE):
+        # a stored document's exposing queries are read from the store: the engine is checked
+        # against the store but not prepared (no stored list or query index is read)
+        ex = ExactReverse.build(store, retr, qv, cache_dir=None, prepare=False)
+        docid = store.doc_ids.strings[int(np.argmax(n_exp))]
+        reverse = [{"system": spec.name, "docid": docid, **r} for r in ex.query(docid=docid, k=10)]
+    return res, saved, reverse
+
+
+def _eqi_methods(audit: Audit, spec: SystemView, store, retr, qv: np.ndarray | None,
+                 exposed: np.ndarray, docs: np.ndarray, opts: dict) -> list:
+    """The EQI methods evaluated for one system, in the order of its results (BM25:
+    BM25-reverse; dense: dense-reverse and the trained ``opts["methods"]``), each as ``(name,
+    make)``: ``make()`` builds (or trains) it and gives ``(method, document texts, document
+    embeddings)``, what it is evaluated on."""
     from limelight.exposure.eqi import BM25Reverse, DenseReverse, train_eqi, validation_docs
 
     if not uses_vectors(spec):  # a term index: reverse search over the analyzed log
-        return ({"bm25-reverse": BM25Reverse(store.queries, retr.index.analyzer)},
-                audit.inputs.dataset.collection.texts[docs].tolist(), None)
-    qv = np.load(audit.dir.query_vectors)
+        return [("bm25-reverse", lambda: (BM25Reverse(store.queries, retr.index.analyzer),
+                                          audit.inputs.dataset.collection.texts[docs].tolist(), None))]
     doc_emb = np.asarray(retr.index.embeddings, dtype=np.float32)
-    methods = {"dense-reverse": DenseReverse(store.queries, qv)}
+    out = [("dense-reverse", lambda: (DenseReverse(store.queries, qv), None, doc_emb[docs]))]
     # early-stopping documents, leaving at least half the rest for training
     seed = audit.cfg.seed
     n_val = min(50 if audit.quick else 300, (len(exposed) - len(docs)) // 2)
     val = validation_docs(store, n_val, exclude=docs, seed=seed + 1) if n_val > 0 else None
-    for m in opts["methods"]:
-        methods[m] = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
-                               n_queries=min(50_000, len(store.queries)),
-                               n_docs=min(20_000, len(exposed)), exclude_docs=docs,
-                               seed=seed, validation_docs=val,
-                               eval_every=10, patience=10, encoder=audit.encoder())
-        methods[m].meta["system"] = spec.name  # what `limelight serve` offers it for
-    return methods, None, doc_emb[docs]
+
+    def trained(m: str):
+        model = train_eqi(m, store, qv, doc_emb, steps=int(opts["steps"]),
+                          n_queries=min(50_000, len(store.queries)),
+                          n_docs=min(20_000, len(exposed)), exclude_docs=docs,
+                          seed=seed, validation_docs=val,
+                          eval_every=10, patience=10, encoder=audit.encoder())
+        model.meta["system"] = spec.name  # what `limelight serve` offers it for
+        return model, None, doc_emb[docs]
+
+    return out + [(m, lambda m=m: trained(m)) for m in opts["methods"]]
 
 
 def _eqi_not_covered(audit: Audit) -> str:

@@ -192,11 +192,17 @@ class ExactReverse:
         self.retriever = retriever
         self.queries: Queries = store.queries
         self.depth = store.depth
+        self._pending: tuple | None = None  # (query embeddings, cache folder) until prepared
 
     @classmethod
     def build(cls, store, retriever, query_embeddings: np.ndarray | None = None,
-              cache_dir: str | None = DEFAULT_CACHE) -> ExactReverse:
-        """Prepare exact reverse search for ``store`` computed with ``retriever``."""
+              cache_dir: str | None = DEFAULT_CACHE, prepare: bool = True) -> ExactReverse:
+        """Prepare exact reverse search for ``store`` computed with ``retriever``.
+
+        ``prepare=False`` checks the retriever against the store and stops there: a stored
+        document's exposing queries (``query(docid=...)``) are read from the store, and what new
+        documents need (the stored lists, the query side: on the demo's log ~0.5 GB for a
+        system, read in seconds) is prepared when ``add_documents`` is first called."""
         from limelight.exposure.fingerprints import ids_fingerprint
 
         doc_ids = getattr(retriever, "doc_ids", None)
@@ -229,19 +235,34 @@ class ExactReverse:
             raise LimelightError(f"exact reverse search supports BM25 and dense retrievers, not "
                                  f"{type(retriever).__name__}")
         self = cls(store, lexical, retriever)
+        if not lexical and query_embeddings is not None:
+            self._check_query_embeddings(query_embeddings)
+        self._pending = (query_embeddings, cache_dir)
+        if prepare:
+            self._prepare()
+        return self
+
+    def _prepare(self) -> None:
+        """Read the stored lists and prepare the query side (once: see ``build``)."""
+        if self._pending is None:
+            return
+        query_embeddings, cache_dir = self._pending
         self._load_lists()
-        if lexical:
+        if self.lexical:
             self._prepare_bm25()
         else:
             if query_embeddings is None:
                 from limelight.exposure.eqi.base import encode_queries_cached
 
-                query_embeddings = encode_queries_cached(self.queries, retriever.encoder, cache_dir)
-            if query_embeddings.shape != (len(self.queries), retriever.index.dim):
-                raise IndexMismatchError(f"query embeddings of shape {query_embeddings.shape} for "
-                                         f"{len(self.queries)} queries of dimension {retriever.index.dim}")
+                query_embeddings = encode_queries_cached(self.queries, self.retriever.encoder, cache_dir)
+                self._check_query_embeddings(query_embeddings)
             self.query_emb = np.ascontiguousarray(query_embeddings, dtype=np.float32)
-        return self
+        self._pending = None
+
+    def _check_query_embeddings(self, query_embeddings: np.ndarray) -> None:
+        if query_embeddings.shape != (len(self.queries), self.retriever.index.dim):
+            raise IndexMismatchError(f"query embeddings of shape {query_embeddings.shape} for "
+                                     f"{len(self.queries)} queries of dimension {self.retriever.index.dim}")
 
     # -- stored lists --
     def _load_lists(self) -> None:
@@ -412,6 +433,7 @@ class ExactReverse:
         one pass over the affected queries (``limelight.exposure.eqi.batch``), then merged with
         the stored lists."""
         texts, docids = self._check_new(texts, docids, embeddings)
+        self._prepare()
         m = len(docids)
         if m == 0:
             return NewExposure([], np.zeros(1, np.int64), np.zeros(0, np.int32),
