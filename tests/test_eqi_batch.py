@@ -152,34 +152,27 @@ def dense_batch(log, tmp_path_factory, request):
     return ret, qs, qemb, st, new, new_ids, depth
 
 
-def test_dense_batch_equals_brute_force_with_ties(dense_batch, monkeypatch):
-    """FAISS's heap (top 20) is replayed; with its reservoir (top 100) the queries where a new
-    document ties the cut are re-run by FAISS (counted here)."""
-    from limelight.exposure.eqi import exact
-
+def test_dense_batch_equals_brute_force_with_ties(dense_batch):
+    """Ties at the cut are settled as a dense search settles them (``DenseIndex.search``: the
+    lower document code stays), at top 20 and top 100 alike."""
     ret, qs, qemb, st, new, ids, depth = dense_batch
-    reruns = []
-    rerun = exact.faiss_rerun
-    monkeypatch.setattr(exact, "faiss_rerun", lambda *a: reruns.append(len(a[3])) or rerun(*a))
     ex = ExactReverse.build(st, ret, query_embeddings=qemb)
     got = ex.add_documents(None, ids, embeddings=new)
     want = recompute_new_exposure(ret, qs, depth, None, ids, query_embeddings=qemb, doc_embeddings=new)
     assert len(want.q) > 500
     _same(got, want)
-    assert (sum(reruns) > 0) == (depth >= 100) and sum(reruns) < len(qs)
     for i in (0, 85, len(ids) - 1):
         one = ex.add_documents(None, ids[i:i + 1], embeddings=new[i:i + 1])
         _same(one, recompute_new_exposure(ret, qs, depth, None, ids[i:i + 1], query_embeddings=qemb,
                                           doc_embeddings=new[i:i + 1]))
 
 
-def test_dense_scores_are_those_of_one_search_bit_for_bit():
-    """FAISS's inner products depend in their last bits on the BLAS blocks (and a small search
-    goes pair by pair): the new documents' scores equal, bit for bit, those of one FAISS search
-    of every query over the collection plus them — here with a last query block too small for
-    BLAS on its own, and the new documents straddling a database block."""
+def test_dense_scores_are_those_of_a_search_bit_for_bit():
+    """The new documents' scores equal, bit for bit, those of a dense search of every query over
+    the collection plus them (``DenseIndex.search``, one call or another split of the queries),
+    whatever FAISS's own float32 scores of the range search were."""
     from limelight.exposure.eqi import batch
-    from limelight.exposure.eqi.base import faiss_ip_index
+    from limelight.retrieval.dense import DenseIndex
 
     rng = np.random.default_rng(5)
 
@@ -187,16 +180,20 @@ def test_dense_scores_are_those_of_one_search_bit_for_bit():
         x = rng.standard_normal((n, 384)).astype(np.float32)
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
-    old, new, q = unit(1100), unit(30), unit(4096 + 50)
+    old, new, q = unit(1100), unit(30), unit(600)
     none = np.zeros(len(q), dtype=bool)  # no list is full: every pair is a candidate
-    cq, cd, cs = batch.dense_candidates(q, np.full(len(q), -np.inf, np.float32), none, new, old)
+    cq, cd, cs = batch.dense_candidates(q, np.full(len(q), -np.inf, np.float32), none, new)
     assert len(cq) == len(q) * len(new)
-    scores, codes = faiss_ip_index(np.vstack([old, new])).search(q, 1130)
-    want = np.empty((len(q), 1130), np.float32)
-    np.put_along_axis(want, codes, scores, axis=1)
-    assert np.array_equal(cs, want[cq, 1100 + cd])
-    # the new documents searched alone, or the last 50 queries alone, differ in some last bits
-    cq2, cd2, cs2 = batch.dense_candidates(q, np.full(len(q), -np.inf, np.float32), none, new)
-    assert np.array_equal(cq2, cq) and np.array_equal(cd2, cd) and not np.array_equal(cs2, cs)
-    s_last, c_last = faiss_ip_index(np.vstack([old, new])).search(q[4096:], 1130)
-    assert not np.array_equal(np.take_along_axis(want[4096:], c_last, axis=1), s_last)
+    ix = DenseIndex.from_embeddings(IdMap([f"d{i}" for i in range(1130)], kind="document"),
+                                    np.vstack([old, new]), {"encoder": {"model": "random"}})
+    for cuts in ([0, len(q)], [0, 37, 450, len(q)]):  # (FAISS: BLAS, pair by pair, BLAS)
+        parts = [ix.search(q[a:b], 1130) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        codes, scores = np.vstack([c for c, _ in parts]), np.vstack([s for _, s in parts])
+        want = np.empty((len(q), 1130), np.float32)
+        np.put_along_axis(want, codes.astype(np.int64), scores, axis=1)
+        assert np.array_equal(cs, want[cq, 1100 + cd])
+    # thresholds: a query keeps exactly the new documents scoring above its own
+    thr = np.sort(want[:, 1100:], axis=1)[:, 15]
+    kq, kd, ks = batch.dense_candidates(q, thr, ~none, new)
+    above = want[:, 1100:] > thr[:, None]
+    assert len(kq) == int(above.sum()) and above[kq, kd].all()

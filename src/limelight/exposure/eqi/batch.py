@@ -11,13 +11,11 @@ one pass over the affected queries and their thresholds, with accumulators that 
 instead of one pass over the log per document (where each touched query is scored through a
 vocabulary-sized weight map). Threads split the queries.
 
-Dense (``dense_candidates``): FAISS range search — the same BLAS inner products as a FAISS top-k
-search, without the heap — of the queries, in FAISS's query blocks, over the new documents'
-vectors behind the old documents of their FAISS database block (so that every score is, bit for
-bit, the one a search over the enlarged collection computes), with each block's smallest
-threshold as radius; each query then keeps the documents above its own threshold, and
-``exact`` replays FAISS's top-n over them (``faiss_rerun`` re-runs the queries whose ties at the
-cut only FAISS's reservoir can settle).
+Dense (``dense_candidates``): FAISS range search of the queries over the new documents' vectors
+finds the candidates (each block's smallest threshold, less FAISS's rounding bound, as radius);
+each candidate pair is scored as a dense search scores it (``exact_inner_products``: float64
+sums, the same whatever is searched with the pair), each query keeps the documents above its
+own threshold, and ``exact`` merges them into the stored lists.
 
 Results are grouped by ascending query code.
 """
@@ -248,119 +246,43 @@ def bm25_exposure(dptr: np.ndarray, dterm: np.ndarray, dw: np.ndarray, n_terms: 
     return tuple(np.concatenate([r[i] for r in res]) for i in range(4))
 
 
-# ---- dense ---------------------------------------------------------------------------------------
-def _faiss_blocks() -> tuple[int, int, int]:
-    """FAISS's exhaustive-search blocking: (query block, database block, BLAS threshold on
-    queries × dimension)."""
-    import faiss
-
-    cv = faiss.cvar
-    return (int(cv.distance_compute_blas_query_bs), int(cv.distance_compute_blas_database_bs),
-            int(cv.distance_compute_blas_threshold))
-
-
-@numba.njit(cache=True, nogil=True)
-def _above(lims, codes, scores, t, a, lead):  # pragma: no cover - numba
-    """The range-search results of queries ``a, a+1, ...`` (``lims``) that are new documents
-    (code ≥ ``lead``) scoring above their query's threshold ``t``: ``(q, doc, score)``."""
-    k = len(codes)
-    out_q = np.empty(k, dtype=np.int32)
-    out_d = np.empty(k, dtype=np.int32)
-    out_s = np.empty(k, dtype=np.float32)
-    n = 0
-    for r in range(len(lims) - 1):
-        th = t[a + r]
-        for j in range(lims[r], lims[r + 1]):
-            if codes[j] >= lead and scores[j] > th:
-                out_q[n] = a + r
-                out_d[n] = codes[j] - lead
-                out_s[n] = scores[j]
-                n += 1
-    return out_q[:n].copy(), out_d[:n].copy(), out_s[:n].copy()
+# ---- dense ----------------------------------------------------------------------------------------
+QUERY_BLOCK = 4096  # queries range-searched at a time (each block's radius: its smallest bound)
 
 
 def dense_candidates(query_emb: np.ndarray, thr: np.ndarray, full: np.ndarray,
-                     doc_emb: np.ndarray, old_emb: np.ndarray | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     doc_emb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(q, doc, score)`` of every (query, new document) pair with a score above the query's
-    threshold (FAISS keeps the lower, stored document on a tie), every pair for a list not full.
+    threshold (on a tie the stored document, whose code is lower, keeps its place), every pair
+    for a list not full.
 
-    FAISS's inner product of a pair depends, in the last bits, on where the pair falls in its
-    BLAS blocks (queries by ``distance_compute_blas_query_bs`` from the first, documents by
-    ``distance_compute_blas_database_bs``). With ``old_emb`` (the collection's vectors, in
-    index order) the new documents are searched with the old documents of their database block
-    in front, and the queries in their order, in aligned blocks: the scores are bit for bit those
-    of a FAISS search over the collection plus the new documents. Without it they are searched
-    alone (scores may differ from such a re-run in the last bit)."""
+    The scores are those of a dense search (``DenseIndex.search``): ``exact_inner_products``,
+    the same for a pair whatever is searched with it. FAISS's range search, whose float32
+    scores are within ``faiss_error_bound`` of them, finds the candidates: its radius is the
+    block's smallest threshold less that bound."""
     from limelight.exposure.eqi.base import faiss_ip_index
+    from limelight.retrieval.dense import exact_inner_products, faiss_error_bound, max_norm
 
-    nq = len(query_emb)
-    _, dbs, _ = _faiss_blocks()
-    lead = 0
-    vecs = doc_emb
-    if old_emb is not None and len(old_emb):
-        n_old = len(old_emb)
-        lead = n_old - (n_old // dbs) * dbs
-        if lead:
-            vecs = np.vstack([np.asarray(old_emb[n_old - lead:], dtype=np.float32), doc_emb])
-    index = faiss_ip_index(vecs)
+    query_emb = np.ascontiguousarray(query_emb, dtype=np.float32)
+    doc_emb = np.ascontiguousarray(doc_emb, dtype=np.float32)
+    index = faiss_ip_index(doc_emb)
     t = np.where(full, thr, -np.inf).astype(np.float32)
+    low = t.astype(np.float64) - faiss_error_bound(query_emb, max_norm(doc_emb))
     out_q, out_d, out_s = [], [], []
-    for a, b in _aligned_blocks(nq, query_emb.shape[1]):
-        tb = t[a:b]
-        low = float(tb.min())
-        radius = -np.inf if low == -np.inf else low  # FAISS keeps scores above the radius
-        lims, s, c = index.range_search(np.ascontiguousarray(query_emb[a:b]), radius)
-        q, d, s = _above(lims.astype(np.int64), c, s, t, a, lead)
-        out_q.append(q)
-        out_d.append(d)
-        out_s.append(s)
+    for a in range(0, len(query_emb), QUERY_BLOCK):
+        b = min(len(query_emb), a + QUERY_BLOCK)
+        radius = float(low[a:b].min())  # FAISS keeps scores above the radius
+        lims, _, c = index.range_search(query_emb[a:b], radius)
+        q = (a + np.repeat(np.arange(b - a), np.diff(lims.astype(np.int64)))).astype(np.int32)
+        c = c.astype(np.int64).reshape(-1, 1)
+        sc = np.empty(len(q), np.float32)
+        for i in range(0, len(q), 1 << 16):  # (the pairs' query vectors, 96 MB at a time)
+            sc[i:i + (1 << 16)] = exact_inner_products(query_emb[q[i:i + (1 << 16)]], doc_emb,
+                                                       c[i:i + (1 << 16)])[:, 0]
+        keep = sc > t[q]
+        out_q.append(q[keep])
+        out_d.append(c[keep, 0].astype(np.int32))
+        out_s.append(sc[keep])
     if not out_q:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
     return tuple(np.concatenate(x) for x in (out_q, out_d, out_s))
-
-
-def faiss_min_k_reservoir() -> int:
-    """The depth from which FAISS keeps a search's top-k in a reservoir instead of a heap."""
-    import faiss
-
-    return int(faiss.cvar.distance_compute_min_k_reservoir)
-
-
-def _aligned_blocks(nq: int, d: int) -> list[tuple[int, int]]:
-    """Row ranges of ``nq`` queries of dimension ``d`` that, each searched alone, are searched
-    exactly as one FAISS search over all of them searches them: FAISS computes inner products by
-    BLAS in blocks of ``distance_compute_blas_query_bs`` queries from the first when
-    ``nq * d`` reaches ``distance_compute_blas_threshold`` (FAISS 1.15), one pair at a time
-    otherwise — and the two differ in the last bits. Each range starts on a block boundary and is
-    large enough for BLAS when the whole search is (a too small remainder joins the range before
-    it); a search one pair at a time is the same in any split: one range."""
-    qbs, _, thr = _faiss_blocks()
-    if nq * d < thr or nq <= qbs:
-        return [(0, nq)]
-    step = qbs * max(1, -(-thr // (d * qbs)))  # whole blocks, enough rows for BLAS
-    bounds = list(range(0, nq, step))
-    if len(bounds) > 1 and (nq - bounds[-1]) * d < thr:
-        bounds.pop()
-    bounds.append(nq)
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
-
-
-def faiss_rerun(query_emb: np.ndarray, old_emb: np.ndarray, doc_emb: np.ndarray,
-                queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """FAISS's top-``k`` ``(codes, scores)`` of ``queries`` (codes) over the collection plus the
-    new documents (codes N, N+1, ...): the query blocks that hold them are searched as one
-    search over every query lays them out (the reference for ties FAISS settles internally)."""
-    from limelight.exposure.eqi.base import faiss_ip_index, faiss_search
-
-    index = faiss_ip_index(np.vstack([np.asarray(old_emb, dtype=np.float32), doc_emb]))
-    queries = np.asarray(queries, dtype=np.int64)
-    codes = np.full((len(queries), k), -1, dtype=np.int64)
-    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    for a, b in _aligned_blocks(len(query_emb), query_emb.shape[1]):
-        at = np.flatnonzero((queries >= a) & (queries < b))
-        if len(at):
-            c, s = faiss_search(index, query_emb[a:b], k)
-            codes[at] = c[queries[at] - a]
-            scores[at] = s[queries[at] - a]
-    return codes, scores

@@ -14,27 +14,19 @@ them.
 
 Exactness: the result equals re-running every query over the collection plus the new documents
 when (i) scores are computed bit for bit as the retriever computes them — BM25 sums a query's
-term weights in its token order in float32 as the engine does; dense scores come from the same
-FAISS inner product — and (ii) for BM25 the collection statistics (N, df, avgdl) stay those of the
-store's index ("frozen"; a term the collection lacks gets idf(df=0)). Recomputing them after
-adding documents changes every score; ``experiments/eqi`` reports that drift as RELQ. Ties follow
-the engines, and new documents come after the collection's (codes N, N+1, ... in batch order).
-The BM25 engine ranks by score, then the lower document code: a new document enters a full list
-only with a score strictly above the threshold, and of tied new documents the first of the batch.
-FAISS's heap takes a document only with a score strictly above its worst entry, and then drops
-the worst — the lowest score, and of equal scores the lowest code — so which tied documents stay
-depends on the order it sees them in: it is replayed, from the stored list, over the new
-documents in code order. Ranks inside a list follow trec_eval (score, then doc id descending).
-
-FAISS's inner product of a pair depends in its last bits on the pair's place in FAISS's BLAS
-blocks (and a search too small for BLAS goes pair by pair): the new documents are searched behind
-the old documents of their database block, the queries in their order and in ranges FAISS treats
-as one search of all of them does (``batch.dense_candidates``), so that their scores are, bit
-for bit, those of a re-run (one FAISS search of every query over the enlarged collection). That
-re-run may itself give some old documents other last bits than the store holds — those of the
-collection's last, partial database block, and all of them for queries of a store shard too
-small for BLAS — which can reorder exact near-ties with them. Dense scores depend on the query embeddings: use the ones the store was
-computed from (``query_embeddings=``); re-encoding may differ from them in the last bits.
+term weights in its token order in float32 as the engine does; dense scores are a dense search's
+(``DenseIndex.search``: ``exact_inner_products``, float64 sums that are the same for a pair
+whatever is searched with it; FAISS's range search only finds the candidates) — and (ii) for
+BM25 the collection statistics (N, df, avgdl) stay those of the store's index ("frozen"; a term
+the collection lacks gets idf(df=0)). Recomputing them after adding documents changes every
+score; ``experiments/eqi`` reports that drift as RELQ. Ties follow the engines, and new documents
+come after the collection's (codes N, N+1, ... in batch order). Both engines rank by score, then
+the lower document code: a new document enters a full list only with a score strictly above the
+threshold, and of tied new documents the first of the batch; it pushes out, of the documents
+tied at the threshold, the one with the highest code. Ranks inside a list follow trec_eval
+(score, then doc id descending). Dense scores depend on the query embeddings: use the ones the
+store was computed from (``query_embeddings=``); re-encoding may differ from them in the last
+bits.
 
 An edited document (an id of the store) replaces its old version: its stored entries are
 ignored. One case is not decidable from the top-n alone — the edited document falling to rank n
@@ -53,12 +45,7 @@ from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import IndexMismatchError, LimelightError
 from limelight.exposure.eqi.base import DEFAULT_CACHE, check_k, check_texts, rows
-from limelight.exposure.eqi.batch import (
-    bm25_exposure,
-    dense_candidates,
-    faiss_min_k_reservoir,
-    faiss_rerun,
-)
+from limelight.exposure.eqi.batch import bm25_exposure, dense_candidates
 from limelight.exposure.eqi.lexicon import DocLexicon
 
 
@@ -89,20 +76,16 @@ class NewExposure:
 
 
 # ---- kernels -----------------------------------------------------------------------------------
-def _merge_faiss_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, reservoir, n_chunks
+def _merge_dense_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, n_chunks
                     ):  # pragma: no cover - numba
-    """FAISS's top-n of each query with candidates, replayed: its heap (after the collection's
-    documents: the stored list, empty slots scored -inf) takes the new documents in code order;
-    one enters when its score is above the heap's worst, and replaces the worst — the lowest
-    score, and of equal scores the lowest code (FAISS's ``CMin`` heap order). Each candidate
-    left in the heap is ranked by (score desc, lexical key desc). Returns ranks (0 = out) and,
-    per group, whether the replay may differ from FAISS: with ``reservoir`` (FAISS keeps n ≥
-    ``distance_compute_min_k_reservoir`` results in a reservoir, whose choice among documents
-    tied at the cut depends on documents below the stored list), when a candidate ties the
-    list's last score and more documents than n score at least that."""
+    """Each query's top-n with its candidates: a dense search's top-n, by score, of equal
+    scores the lower document code (``DenseIndex.search``), here the stored list (empty slots
+    scored -inf) taking the new documents in code order — all above the stored codes: one
+    enters when its score is above the list's worst, and replaces the worst — the lowest score,
+    and of equal scores the highest code. Each candidate left in the list is ranked by (score
+    desc, lexical key desc). Returns ranks (0 = out)."""
     nq_c = len(cptr) - 1
     out = np.zeros(len(cdoc), dtype=np.int32)
-    amb = np.zeros(nq_c, dtype=np.uint8)
     nch = max(1, min(n_chunks, nq_c))
     step = (nq_c + nch - 1) // nch
     for ch in numba.prange(nch):
@@ -135,7 +118,7 @@ def _merge_faiss_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, reservoir, 
             for c in range(lo, hi):
                 t = 0
                 for a in range(1, n):
-                    if hs[a] < hs[t] or (hs[a] == hs[t] and hid[a] < hid[t]):
+                    if hs[a] < hs[t] or (hs[a] == hs[t] and hid[a] > hid[t]):
                         t = a
                 if cscore[c] > hs[t]:
                     hs[t] = cscore[c]
@@ -151,26 +134,12 @@ def _merge_faiss_py(cptr, cq, cdoc, cscore, clex, S, D, L, n, n_old, reservoir, 
                     if b != a and hid[b] >= 0 and (hs[b] > hs[a] or (hs[b] == hs[a] and hl[b] > hl[a])):
                         better += 1
                 out[c] = better + 1
-            if reservoir:
-                x = np.inf
-                for a in range(n):
-                    x = min(x, hs[a]) if hid[a] >= 0 else -np.inf
-                tie = False
-                for c in range(lo, hi):
-                    tie = tie or (cscore[c] == x)
-                if tie:
-                    cnt = 0
-                    for a in range(n):
-                        cnt += S[q, a] >= x
-                    for c in range(lo, hi):
-                        cnt += cscore[c] >= x
-                    amb[g] = cnt > n
-    return out, amb
+    return out
 
 
 # parallel kernel for batches; serial one for a document or two (no thread wake-ups)
-_merge_faiss_par = numba.njit(cache=True, parallel=True)(_merge_faiss_py)
-_merge_faiss_ser = numba.njit(cache=True)(_merge_faiss_py)
+_merge_dense_par = numba.njit(cache=True, parallel=True)(_merge_dense_py)
+_merge_dense_ser = numba.njit(cache=True)(_merge_dense_py)
 
 
 # ---- the engine --------------------------------------------------------------------------------
@@ -366,20 +335,12 @@ class ExactReverse:
         return bm25_exposure(dptr, dterm, dw, self.n_ext, self.qptr, self.qtok, self.iptr, self.iq,
                              S, L, nvalid, thr, full, new_lex)
 
-    def _dense_new(self, emb: np.ndarray, lists: tuple, new_lex: np.ndarray, rerun: bool
-                   ) -> tuple[np.ndarray, ...]:
+    def _dense_new(self, emb: np.ndarray, lists: tuple, new_lex: np.ndarray) -> tuple[np.ndarray, ...]:
         """(query, new-doc index, score, rank) of the new documents entering the lists (dense):
-        FAISS range search against the thresholds, then FAISS's top-n replayed."""
+        the candidates above the thresholds (``dense_candidates``), merged into the lists."""
         S, D, L, _nvalid, thr, full = lists
-        cq, cdoc, cs = dense_candidates(self.query_emb, thr, full, emb, self._flat_embeddings())
-        return self._merge_dense(cq, cdoc, cs, new_lex, S, D, L, emb if rerun else None)
-
-    def _flat_embeddings(self) -> np.ndarray | None:
-        """The collection's vectors when the dense index is flat float32 (FAISS searches them
-        exhaustively: the new vectors can be laid out as a re-run lays them out), else None."""
-        ix = self.retriever.index
-        flat = not getattr(ix, "hnsw", False) and getattr(ix, "dtype", "float32") == "float32"
-        return ix.embeddings if flat else None
+        cq, cdoc, cs = dense_candidates(self.query_emb, thr, full, emb)
+        return self._merge_dense(cq, cdoc, cs, new_lex, S, D, L)
 
     def _doc_vectors(self, texts: list[str] | None, embeddings: np.ndarray | None) -> np.ndarray:
         """The new documents' vectors (given, or encoded from their texts)."""
@@ -444,9 +405,7 @@ class ExactReverse:
         if self.lexical:
             cq, cdoc, cs, rank = self._bm25_new(texts, lists, new_lex)
         else:
-            rerun = (edited < 0).all() and self._flat_embeddings() is not None
-            cq, cdoc, cs, rank = self._dense_new(self._doc_vectors(texts, embeddings), lists,
-                                                 new_lex, rerun)
+            cq, cdoc, cs, rank = self._dense_new(self._doc_vectors(texts, embeddings), lists, new_lex)
         qlex = self.queries.ids.lexical_rank()
         nq = len(self.queries)
         key = (cdoc.astype(np.int64) * (self.depth + 1) + rank) * nq + qlex[cq]
@@ -457,14 +416,9 @@ class ExactReverse:
         return NewExposure(docids, ptr, cq, rank.astype(np.int32), cs)
 
     def _merge_dense(self, cq: np.ndarray, cdoc: np.ndarray, cs: np.ndarray, new_lex: np.ndarray,
-                     S: np.ndarray, D: np.ndarray, L: np.ndarray, rerun: np.ndarray | None = None
-                     ) -> tuple[np.ndarray, ...]:
-        """Dense candidates that enter their query's top-n, with their 1-based ranks.
-
-        FAISS's heap depends on the order it sees the documents in, and is replayed
-        (``_merge_faiss_py``). Where FAISS's reservoir (n ≥ 100) may settle a tie otherwise, the
-        query is re-run by FAISS when the new documents' vectors ``rerun`` are given (a flat
-        index and no edited document)."""
+                     S: np.ndarray, D: np.ndarray, L: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Dense candidates that enter their query's top-n, with their 1-based ranks
+        (``_merge_dense_py``)."""
         n = self.depth
         if len(cq) and not (cq[1:] >= cq[:-1]).all():
             order = np.argsort(cq, kind="stable")
@@ -474,34 +428,11 @@ class ExactReverse:
         starts = np.flatnonzero(np.r_[True, cq[1:] != cq[:-1]]) if len(cq) else np.zeros(0, np.int64)
         cptr = np.r_[starts, len(cq)].astype(np.int64)
         par = len(cptr) > 4096
-        rank, amb = (_merge_faiss_par if par else _merge_faiss_ser)(
+        rank = (_merge_dense_par if par else _merge_dense_ser)(
             cptr, cq, cdoc, cs, new_lex[cdoc], S, D, L, n, len(self.store.doc_ids),
-            n >= faiss_min_k_reservoir(), numba.get_num_threads() * 4 if par else 1)
-        if amb.any() and rerun is not None:
-            return self._rerun_ties(cq, cdoc, cs, rank, cq[cptr[:-1][amb > 0]], new_lex, rerun)
+            numba.get_num_threads() * 4 if par else 1)
         sel = rank > 0
         return cq[sel], cdoc[sel], cs[sel], rank[sel]
-
-    def _rerun_ties(self, cq, cdoc, cs, rank, tied, new_lex, emb) -> tuple[np.ndarray, ...]:
-        """The queries whose ties at the cut FAISS's reservoir settles (``tied``) take FAISS's
-        own top-n over the collection plus the new documents (their query blocks re-run, laid
-        out as a re-run does); the others keep the replayed merge."""
-        n_old = len(self.store.doc_ids)
-        codes, scores = faiss_rerun(self.query_emb, self.retriever.index.embeddings, emb, tied,
-                                    self.depth)
-        lex = np.where(codes < n_old, self._old_lexkey[np.clip(codes, 0, n_old - 1)],
-                       new_lex[np.clip(codes - n_old, 0, len(new_lex) - 1)])
-        lex[codes < 0] = -np.inf
-        # trec_eval order inside each list: score desc, then document id desc
-        order = np.lexsort((-lex, -scores.astype(np.float64)), axis=1)
-        codes = np.take_along_axis(codes, order, axis=1)
-        scores = np.take_along_axis(scores, order, axis=1)
-        row, pos = np.nonzero(codes >= n_old)
-        keep = (rank > 0) & ~np.isin(cq, tied)
-        return (np.concatenate([cq[keep], tied[row].astype(cq.dtype)]),
-                np.concatenate([cdoc[keep], (codes[row, pos] - n_old).astype(np.int32)]),
-                np.concatenate([cs[keep], scores[row, pos]]),
-                np.concatenate([rank[keep], (pos + 1).astype(rank.dtype)]))
 
     def query(self, text: str | None = None, docid: str | None = None, k: int = 100) -> list[dict]:
         """A document's exposing queries ``[{"qid", "query", "score", "rank"}]`` by rank: from
