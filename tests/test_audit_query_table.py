@@ -73,7 +73,8 @@ def log(tmp_path_factory) -> Path:
 def test_audit_of_a_log_reads_the_query_table_and_keeps_stores_and_figures(log, tmp_path, monkeypatch):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # where the audit keeps the query table
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # the system's: the audit writes nothing there
+    scratch = tmp_path / "audit" / ".limelight-scratch-queries"  # where it keeps the query table
     seen: dict[str, tuple] = {}
     runner: AuditRunner
 
@@ -81,13 +82,13 @@ def test_audit_of_a_log_reads_the_query_table_and_keeps_stores_and_figures(log, 
         qs = runner.inputs.queries
         if stage.startswith("exposure-") and done == total:
             # read from the table a shard at a time: none of its columns built whole
-            seen[stage] = (qs.on_disk, Path(qs.path).parent.parent == tmp,
+            seen[stage] = (qs.on_disk, Path(qs.path).is_relative_to(scratch),
                            qs._texts is None and qs._ids is None and qs._fields is None)
 
     runner = AuditRunner(parse_config(config(log)), tmp_path / "audit", progress=hook)
     res = runner.run()
     assert seen == {"exposure-bm25": (True, True, True), "exposure-bm25b": (True, True, True)}
-    assert list(tmp.iterdir()) == []  # the table's folder is gone with the audit
+    assert list(tmp.iterdir()) == [] and not scratch.exists()  # the table's folder is gone with the audit
 
     man = json.loads(runner.dir.manifest_path.read_text())
     assert man["queries"]["fingerprint"] == QUERIES_FP
