@@ -22,9 +22,8 @@ measures again), so an interrupted run continues where it stopped; generated dat
 are kept in ``WORK`` too. The stores of the two largest points are kept (``WORK/store-*``); the
 others are removed after measuring. On the largest store of the query axis, the latency of
 ``exposure doc`` and of the web app's document endpoint (``exposure_latency.py``: p99 ≤ 50 ms). ``--quick``: 3 small sizes per
-axis (npl for the query axis) and 20 drawn documents for the latency instead of 200, a minute
-or two: the shape of the output and the fit, not the figures. ``make bench`` (``run_all.py``)
-runs the full curve and records the exponents.
+axis (npl for the query axis), a minute or two: the shape of the output and the fit, not the
+figures. ``make bench`` (``run_all.py``) runs the full curve and records the exponents.
 """
 
 from __future__ import annotations
@@ -51,8 +50,6 @@ FULL = {"catalog": "debian", "queries": [100_000, 500_000, 2_000_000, 10_000_000
         "docs": [62_500, 160_000, 400_000, 1_000_000], "doc_axis_queries": 1_000_000}
 QUICK = {"catalog": "npl", "queries": [2_000, 4_000, 8_000],
          "docs": [2_000, 4_000, 8_000], "doc_axis_queries": 4_000}
-#: documents drawn for the latency (the 20 most exposed are added): --quick checks its shape
-LATENCY_DOCS, LATENCY_DOCS_QUICK = 200, 20
 
 
 def load() -> list[float]:
@@ -206,7 +203,7 @@ def run(a) -> dict:
 
         q1 = cfg["queries"][-1]
         store = work / f"store-idx-{cfg['catalog']}-log-{q1}"
-        docids = el.sample_docs(store, LATENCY_DOCS_QUICK if a.quick else LATENCY_DOCS)
+        docids = el.sample_docs(store, 200)
         res["latency"] = {"store": store.name, "load": load(), "when": time.strftime("%Y-%m-%d %H:%M"),
                           "exposure_doc": el.doc_command(store, docids, 100),  # its default page
                           "endpoint": el.endpoint(store, cat, docids)}
@@ -262,8 +259,7 @@ def report(res: dict, quick: bool) -> None:
         r = lat[key]
         record(f"{fig}, p99, {s['queries']:,}-query store{tag}", r["p99_ms"], unit="ms", anchor="",
                target="≤ 50 ms", met=r["p99_ms"] <= 50,
-               note=f"{s['pairs']:,} pairs; {r['n']} documents "
-                    f"({LATENCY_DOCS_QUICK if quick else LATENCY_DOCS} drawn + the 20 most exposed); "
+               note=f"{s['pairs']:,} pairs; {r['n']} documents (200 drawn + the 20 most exposed); "
                     f"p50 {r['p50_ms']:.1f} ms, max {r['max_ms']:.1f} ms")
     when = sorted(p.get("when", "?") for p in pts.values())
     print(f"points measured {when[0]} … {when[-1]} (a rerun skips the points in curve.json: --fresh)")
