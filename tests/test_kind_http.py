@@ -43,7 +43,7 @@ from limelight.exposure.compute import compute_exposure
 from limelight.exposure.store import ExposureStore
 from limelight.retrieval.kinds.http import Template, _render_json, compile_path, resolve
 from limelight.retrieval.replay import ClientOptions, _retry_after, replay_summaries
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 from limelight.retrieval.systems import (
     DETERMINISTIC,
     EXACT_REVERSE,
@@ -308,7 +308,7 @@ def replay(url: str, queries, collection, out: Path, work: Path | None = None,
            **params) -> tuple[ExposureStore, object]:
     """The store of an http system at ``url`` (``params``) over ``queries`` in ``out/store``, its
     journal in ``work`` (default ``out/work``); and the opened system."""
-    r = RetrieverSpec.of("http", url=url, **params).open(None, collection=collection,
+    r = System.of("http", url=url, **params).open(None, collection=collection,
                                                          work_dir=work or out / "work")
     return compute_exposure(r, queries, out / "store", depth=DEPTH, shard_size=SHARD), r
 
@@ -332,7 +332,7 @@ def test_kind_capabilities_and_settings_without_secrets(monkeypatch):
     assert kind.capabilities == {NEW_QUERIES, REMOTE} and not kind.needs_index
     assert not any(kind.has(c) for c in (EXACT_REVERSE, LOCAL_INDEX, DETERMINISTIC))
     monkeypatch.setenv("ES_TOKEN", "s3cr3t-value")
-    spec = RetrieverSpec.of("http", url="http://127.0.0.1:9/idx", preset="elasticsearch",
+    spec = System.of("http", url="http://127.0.0.1:9/idx", preset="elasticsearch",
                             headers={"Authorization": "ApiKey env:ES_TOKEN"})
     assert spec.settings()["headers"] == {"Authorization": "ApiKey env:ES_TOKEN"}
     t = Template(dict(spec.params))

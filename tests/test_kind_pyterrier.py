@@ -24,7 +24,7 @@ from limelight.audit.config import parse_config
 from limelight.data import load_catalog, load_dataset, load_query_log
 from limelight.errors import LimelightError, UnknownIdError
 from limelight.retrieval.bm25 import BM25, BM25Index
-from limelight.retrieval.spec import RetrieverSpec
+from limelight.retrieval.spec import System
 from limelight.retrieval.systems import (
     DETERMINISTIC,
     EXACT_REVERSE,
@@ -44,8 +44,8 @@ def _kind_module():
     return sys.modules[get_kind("pyterrier").open.__module__]
 
 
-def _spec(factory: str = PISA, **params) -> RetrieverSpec:
-    return RetrieverSpec.of("pyterrier", factory=factory, **params)
+def _spec(factory: str = PISA, **params) -> System:
+    return System.of("pyterrier", factory=factory, **params)
 
 
 @pytest.fixture(scope="module")
@@ -341,13 +341,13 @@ def test_missing_pyterrier_is_one_line_only_when_opened(tmp_path):
         from limelight.audit.config import parse_config
         from limelight.data import load_dataset
         from limelight.errors import LimelightError
-        from limelight.retrieval.spec import RetrieverSpec
+        from limelight.retrieval.spec import System
         from limelight.retrieval.systems import kind_names
         assert "pyterrier" in kind_names()
         parse_config('[collection]\\nsource = "adi"\\n[[systems]]\\nname = "p"\\n'
                      'kind = "pyterrier"\\nfactory = "{PISA}"\\n')
         try:
-            RetrieverSpec.of("pyterrier", factory="{PISA}").open(
+            System.of("pyterrier", factory="{PISA}").open(
                 None, collection=load_dataset("adi").collection, work_dir={str(tmp_path)!r})
         except LimelightError as e:
             print(e)
