@@ -26,6 +26,7 @@ the file before the group, needs one.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -87,6 +88,11 @@ def reorder(items: list, table: Mapping | None = None) -> None:
     items[:] = [item for f in names for item in by_file[f]]
 
 
+def _tenths(seconds: float) -> float:
+    """``seconds`` rounded up to a tenth (0.03 -> 0.1; 0 stays 0)."""
+    return math.ceil(round(seconds * 10, 6)) / 10
+
+
 def write_table(path: Path, cpu: Mapping[str, float], wall: Mapping[str, float],
                 tests: Mapping[str, int], whole_suite: bool, when: str) -> dict:
     """Write the per-file table measured by a run into ``path``: the files the run measured
@@ -95,7 +101,8 @@ def write_table(path: Path, cpu: Mapping[str, float], wall: Mapping[str, float],
     old = load_table(path) if path.exists() and not whole_suite else {"files": {}}
     rows = {f: r for f, r in old.get("files", {}).items() if (path.parent / f).exists()}
     for f in tests:
-        rows[f] = {"cpu_s": round(cpu.get(f, 0.0), 1), "wall_s": round(wall.get(f, 0.0), 1), "tests": tests[f]}
+        # tenths of a second, rounded up: a file that ran costs at least 0.1 s (a table check)
+        rows[f] = {"cpu_s": _tenths(cpu.get(f, 0.0)), "wall_s": _tenths(wall.get(f, 0.0)), "tests": tests[f]}
     n = sum(r["tests"] for r in rows.values())
     per_test = (round(sum(max(r["cpu_s"], r["wall_s"]) for r in rows.values()) / n, 3) if whole_suite and n
                 else old.get("s_per_test", FALLBACK_S_PER_TEST))

@@ -165,3 +165,17 @@ def test_a_run_writes_the_table(tmp_path):
     run("-k", "test_0")
     run(target=str(TABLE.parent / "never-written.json"))  # not inside this run's repository
     assert table.read_text() == before and not (TABLE.parent / "never-written.json").exists()
+
+
+def test_a_file_that_ran_costs_at_least_a_tenth(tmp_path):
+    """The table is written in tenths of a second rounded up, so a file of quick tests that ran
+    is not written as free (the committed table's check above refused a table a full run wrote
+    with 0.0 for nine such files)."""
+    (tmp_path / "test_a.py").write_text("")
+    (tmp_path / "test_b.py").write_text("")
+    blob = _file_order.write_table(tmp_path / "t.json", {"test_a.py": 0.01, "test_b.py": 2.34},
+                                   {"test_a.py": 0.03, "test_b.py": 2.31}, {"test_a.py": 3, "test_b.py": 1},
+                                   True, "now")
+    assert blob["files"] == {"test_b.py": {"cpu_s": 2.4, "wall_s": 2.4, "tests": 1},
+                             "test_a.py": {"cpu_s": 0.1, "wall_s": 0.1, "tests": 3}}
+    assert load_table(tmp_path / "t.json")["files"] == blob["files"]
