@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _audits import BM25, CORE_OFF, stages_off
 from _inproc import run_cli
 
 from limelight.audit.config import parse_config
@@ -132,23 +133,12 @@ source = "cranfield"
 [queries]
 source = "{log}"
 
-[[systems]]
-name = "bm25"
-kind = "bm25"
-
+""" + BM25 + """
 [[systems]]
 name = "dense"
 kind = "dense"
 
-[stages]
-eqi = false
-robustness = false
-ctrlqgen = false
-rerank = false
-compare = false
-intervention = false
-topics = false
-"""
+""" + stages_off(*CORE_OFF, "intervention", "topics")
 
 
 def _log(path: Path) -> Path:
