@@ -68,3 +68,29 @@ def stop_process(proc: subprocess.Popen, timeout: float) -> None:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def cli_until(args: list, cwd: Any, ready: Any, env: dict | None = None,
+              preexec_fn: Callable[[], None] | None = None) -> tuple[subprocess.Popen, list[str]]:
+    """Start ``limelight ARGS`` (``python -m limelight.cli``) in ``cwd``, in a process group of
+    its own, with every progress line printed (``LIMELIGHT_PROGRESS_SECONDS=0``), offline, in the
+    suite's model cache (``LIMELIGHT_CACHE``) and ``env`` added; read its stderr until a line
+    matches ``ready`` (a compiled pattern). Returns the process, still running, and the lines
+    read; an ``AssertionError`` (the process ended, its status and lines) when none matched.
+    The caller stops it (and ends it in a ``finally``)."""
+    import sys
+
+    from limelight._io import cache_root
+
+    env = {**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1",
+           "LIMELIGHT_CACHE": str(cache_root()), **(env or {})}
+    p = subprocess.Popen([sys.executable, "-m", "limelight.cli", *map(str, args)], cwd=cwd, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=preexec_fn)
+    seen: list[str] = []
+    for line in p.stderr:
+        seen.append(line)
+        if ready.search(line):
+            return p, seen
+    raise AssertionError(f"ended ({p.wait()}) before a line matched {ready.pattern!r}: {''.join(seen)}")
+

@@ -20,18 +20,17 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from _search_engine import in_thread
+from _shared import cli_until
 from typer.testing import CliRunner
 
 from limelight.cli import app
 from limelight.data.loaders import load_collection
 from limelight.exposure.store import ExposureStore
-from limelight.retrieval.encoders import cache_root
 
 runner = CliRunner()
 N_QUERIES, SHARD = 120, 5
@@ -72,19 +71,8 @@ def interrupt(args: list, cwd, ready: re.Pattern = DONE, ignored: bool = False,
     with SIGINT ignored, as a shell starts a background command (``limelight ... &`` in a
     script). The command shares this process's model cache (``LIMELIGHT_CACHE``): its working
     folder is a test's own, where it would export the ONNX encoder again (7 CPU s a dense run)."""
-    env = {**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1",
-           "LIMELIGHT_CACHE": str(cache_root())}
-    p = subprocess.Popen([sys.executable, "-m", "limelight.cli", *map(str, args)], cwd=cwd, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, preexec_fn=_ignore_sigint if ignored else None)
-    seen = []
+    p, seen = cli_until(args, cwd, ready, preexec_fn=_ignore_sigint if ignored else None)
     try:
-        for line in p.stderr:
-            seen.append(line)
-            if ready.search(line):
-                break
-        else:
-            raise AssertionError(f"ended ({p.wait()}) before it was interrupted: {''.join(seen)}")
         t0 = time.monotonic()
         os.killpg(p.pid, signal.SIGINT)
         try:

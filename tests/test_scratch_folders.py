@@ -10,10 +10,9 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import pytest
+from _shared import cli_until
 from typer.testing import CliRunner
 
 from limelight._io import (
@@ -26,7 +25,6 @@ from limelight._io import (
 from limelight.audit.layout import AuditDir
 from limelight.cli import app
 from limelight.exposure.store import ExposureStore
-from limelight.retrieval.encoders import cache_root
 
 runner = CliRunner()
 N_QUERIES, SHARD = 120, 5
@@ -83,19 +81,8 @@ def work(tmp_path_factory, data_dir):
 def _kill_after_first_shard(args: list, cwd, tmpdir) -> None:
     """Run ``limelight ARGS`` (its temporary folder ``tmpdir``) and SIGKILL it once a progress
     line says a shard is done."""
-    env = {**os.environ, "LIMELIGHT_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1",
-           "LIMELIGHT_CACHE": str(cache_root()), "TMPDIR": str(tmpdir)}
-    p = subprocess.Popen([sys.executable, "-m", "limelight.cli", *map(str, args)], cwd=cwd, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    seen = []
+    p, _ = cli_until(args, cwd, DONE, env={"TMPDIR": str(tmpdir)})
     try:
-        for line in p.stderr:
-            seen.append(line)
-            if DONE.search(line):
-                break
-        else:
-            raise AssertionError(f"ended ({p.wait()}) before it was killed: {''.join(seen)}")
         os.killpg(p.pid, signal.SIGKILL)
         assert p.wait(timeout=10) == -signal.SIGKILL
     finally:
