@@ -75,6 +75,11 @@ def _listing(folder: Path) -> list[str]:
     return sorted(x for x in out if x != OWNER_FILE)
 
 
+def _write_owner(folder: Path, kind: str, files: list[str]) -> None:
+    """Mark ``folder`` as limelight's: its ``OWNER_FILE`` naming ``kind`` and its ``files``."""
+    (folder / OWNER_FILE).write_text(json.dumps({"kind": kind, "files": files}), encoding="utf-8")
+
+
 def read_owner(folder: str | os.PathLike) -> dict | None:
     """The owner record of a folder ``atomic_dir`` wrote (``{"kind", "files"}``), else ``None``."""
     p = Path(folder) / OWNER_FILE
@@ -234,7 +239,7 @@ def scratch_dir(out: str | os.PathLike, name: str) -> Iterator[Path]:
             raise OutputRefusedError(f"{path}: exists and was not made by limelight; move it away")
         shutil.rmtree(path)  # a killed run's
     path.mkdir()
-    (path / OWNER_FILE).write_text(json.dumps({"kind": "scratch", "files": []}), encoding="utf-8")
+    _write_owner(path, "scratch", [])
     try:
         yield path
     finally:
@@ -260,7 +265,7 @@ def atomic_dir(path: str | os.PathLike, kind: str) -> Iterator[Path]:
     tmp = _unique_beside(path, os.mkdir)
     try:
         yield tmp
-        (tmp / OWNER_FILE).write_text(json.dumps({"kind": kind, "files": _listing(tmp)}), encoding="utf-8")
+        _write_owner(tmp, kind, _listing(tmp))
         if path.exists():
             check_output_dir(path, kind)  # nothing of the user's arrived while we worked
             old = _unique_beside(path, os.mkdir)

@@ -47,7 +47,7 @@ from limelight.errors import LimelightError, with_article
 from limelight.retrieval.kinds.http import HttpRetriever, request_identity
 from limelight.retrieval.replay import JOURNAL_FILE, summarize_log
 from limelight.retrieval.spec import System
-from limelight.retrieval.systems import REMOTE, get_kind
+from limelight.retrieval.systems import REMOTE
 
 WORK_FILE = "sharded-replay.json"  # marks a work folder as a ShardedReplay's
 
@@ -63,7 +63,7 @@ class ShardedReplay:
     def __init__(self, spec: System | dict[str, Any], doc_ids: IdMap,
                  work_dir: str | os.PathLike, name: str = "http"):
         params = dict(spec.params) if isinstance(spec, System) else dict(spec)
-        if isinstance(spec, System) and not get_kind(spec.kind).has(REMOTE):
+        if isinstance(spec, System) and not spec.registered.has(REMOTE):
             raise LimelightError(f"ShardedReplay replays a remote (http) system, not {with_article(spec.kind)} one")
         self.params = params
         self.doc_ids = doc_ids

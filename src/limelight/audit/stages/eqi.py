@@ -18,7 +18,6 @@ from limelight.audit.stages.common import (
 from limelight.retrieval.systems import (
     EXACT_REVERSE,
     LOCAL_INDEX,
-    get_kind,
 )
 
 
@@ -121,13 +120,12 @@ def _eqi_system(audit: Audit, spec: SystemView, rng: np.random.Generator, opts: 
             saved[dest] = {"method": name, "system": spec.name}
         del method, texts, emb  # (its index of the query log goes before the next one's)
     res = summarize(evaluate_lists(store, docs, lists))
-    reverse = []
-    if get_kind(spec.kind).has(EXACT_REVERSE):
-        # a stored document's exposing queries are read from the store: the engine is checked
-        # against the store but not prepared (no stored list or query index is read)
-        ex = ExactReverse.build(store, retr, qv, cache_dir=None, prepare=False)
-        docid = store.doc_ids.strings[int(np.argmax(n_exp))]
-        reverse = [{"system": spec.name, "docid": docid, **r} for r in ex.query(docid=docid, k=10)]
+    # (every system here has exact reverse search: _eqi_specs) a stored document's exposing
+    # queries are read from the store: the engine is checked against the store but not prepared
+    # (no stored list or query index is read)
+    ex = ExactReverse.build(store, retr, qv, cache_dir=None, prepare=False)
+    docid = store.doc_ids.strings[int(np.argmax(n_exp))]
+    reverse = [{"system": spec.name, "docid": docid, **r} for r in ex.query(docid=docid, k=10)]
     return res, saved, reverse
 
 
