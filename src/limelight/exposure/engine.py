@@ -27,7 +27,14 @@ import numpy as np
 from limelight.data.ids import IdMap
 from limelight.data.queries import Queries
 from limelight.errors import LimelightError
-from limelight.exposure.shards import ShardSink, _PairBuffer, _ShardWriter, shard_path
+from limelight.exposure.shards import (
+    ShardSink,
+    _PairBuffer,
+    _run_rows,
+    _search_topk,
+    _ShardWriter,
+    shard_path,
+)
 from limelight.progress import deferred_interrupt
 
 Progress = Callable[[int, int], None]
@@ -127,6 +134,7 @@ class LocalEngine(ShardEngine):
 
     def compute(self, job: ShardJob, shards: list[int]) -> ComputedShards:
         nq = len(job.queries)
+        top_k = hasattr(job.retriever, "search_batch")  # (else a callable returning a Run)
         done = job.n_done(shards)
         # the whole job's pairs, kept for the analysis that follows, when they are few enough;
         # else one shard's, copied for the writer and overwritten by the next (bounded memory)
@@ -134,8 +142,11 @@ class LocalEngine(ShardEngine):
         one = min(nq, job.shard_size)
         buf = _PairBuffer(nq - done if keep else one, job.depth, nq if keep else one, len(job.doc_ids))
         retrieve_s = 0.0
-        writer = _ShardWriter(job.depth, job.sink)
         with deferred_interrupt() as check, _short_gil_switch():
+            # the writer's thread starts under the deferral: a Ctrl-C that landed between its
+            # start and the ``try`` would leave it writing the store's tables while the caller
+            # clears the store (a folder left behind)
+            writer = _ShardWriter(job.depth, job.sink)
             try:
                 for i in shards:
                     s, e = job.bounds(i)
@@ -146,7 +157,12 @@ class LocalEngine(ShardEngine):
                         check()
                         be = min(e, b + job.batch_size)
                         t0 = time.perf_counter()
-                        buf.add_batch(job.retriever, job.queries, b, be, job.doc_ids, job.lex)
+                        if top_k:  # the rows of queries b:be, appended
+                            buf.add_topk(*_search_topk(job.retriever, job.queries, b, be, job.depth,
+                                                       job.doc_ids), b, job.lex)
+                        else:
+                            buf.add_rows(_run_rows(job.retriever, job.queries, b, be, job.depth,
+                                                   job.doc_ids), b, be - b)
                         retrieve_s += time.perf_counter() - t0
                         if job.progress:
                             done += be - b
