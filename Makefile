@@ -77,6 +77,12 @@ PYENV_VERSIONS := $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
 # PY as a pyenv version prefix (3.13: the newest 3.13.x installed) or an interpreter on PATH
 PYBIN = $(or $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/$(PY)*/bin/python))),$(shell command -v python$(PY)))
 CORE_VENV = .cache/venv-core-$(PY)
+# The test runs write the bytecode of what they import into their venv, as Python does by default:
+# uv installs without it, and a caller's PYTHONDONTWRITEBYTECODE=1 (the CI machine sets it) then
+# made every process the suite starts (each command, server, fork-server zygote and Ray worker)
+# compile torch, pandas, ray and the rest from source again (`import torch` 1.5 -> 4.1 s, pandas
+# with pyarrow and scipy 0.6 -> 2.2 s); once written, each module is compiled once (issue 53)
+WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 # pytest -m core over the core files only (the others' module imports need extras)
 CORE_TESTS := $(addprefix tests/,$(shell grep -E '^test_' tests/core_tests.txt))
 
@@ -93,7 +99,7 @@ test-core: $(UV)
 	rm -rf $(CORE_VENV)
 	$(UV) venv --quiet --python $(PYBIN) $(CORE_VENV)
 	$(UV) pip install --quiet --python $(CORE_VENV)/bin/python '.[test]' --constraint $(LOCK)
-	HF_HUB_OFFLINE=1 $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m core $(CORE_TESTS)
+	$(WRITE_BYTECODE) HF_HUB_OFFLINE=1 $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m core $(CORE_TESTS)
 
 # the same subset on the lowest versions the core allows (its direct dependencies' lower bounds),
 # on Python 3.11; the test tools then at their newest that fit
@@ -104,7 +110,7 @@ test-lowest: $(UV)
 	$(UV) pip freeze --python .cache/venv-lowest/bin/python | grep -v '^limelight' > .cache/venv-lowest/core.txt
 	$(UV) pip install --quiet --python .cache/venv-lowest/bin/python '.[test]' --constraint .cache/venv-lowest/core.txt
 	# less one start-up figure of today's versions: to_pandas_dtype of pyarrow 23 and older (26: not) imports pandas
-	HF_HUB_OFFLINE=1 .cache/venv-lowest/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m core $(CORE_TESTS) \
+	$(WRITE_BYTECODE) HF_HUB_OFFLINE=1 .cache/venv-lowest/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m core $(CORE_TESTS) \
 	  --deselect tests/test_eval_cli.py::test_evaluate_starts_without_pandas_torch_or_scipy
 
 # `make test`'s venv: Python 3.11, torch first from the pinned CPU wheel, then the wheel with every
@@ -138,7 +144,7 @@ $(WHEEL_STAMP): pyproject.toml $(LOCK) | wheel
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install wheel $(WHEEL_STAMP) browser postgresql
 	$(UV) pip install --quiet --python $(WHEEL_PY) --no-deps --reinstall-package limelight $$(ls dist/limelight-*-py3-none-any.whl)
-	LIMELIGHT_WHEEL_TEST=1 HF_HUB_OFFLINE=1 $(WHEEL_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(WRITE_BYTECODE) LIMELIGHT_WHEEL_TEST=1 HF_HUB_OFFLINE=1 $(WHEEL_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # wheel and sdist into dist/ (python -m build)
 wheel: $(UV)
