@@ -5,6 +5,7 @@ store, rendering in headless Chromium, stage caching, and interrupt + resume."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -267,6 +268,39 @@ def test_report_renders_in_chromium(audit, tmp_path):
     assert info["broken_images"] == 0 and info["n_images"] >= 3
     assert info["n_tables"] >= 4
     assert (tmp_path / "shot.png").stat().st_size > 10_000
+
+
+def test_quick_audit_report_reads_cleanly(audit, page):
+    """The quick audit's report as a reader sees it in headless Chromium
+    (``limelight.report.browser.check_page``: no console error, no figure without a caption, no
+    visible scientific notation, no raw field name, no Greek symbol outside a glossary link), its
+    first screen, its sections and its timings. The module's audit, read by the browser tests
+    of ``tests/test_report_browser.py`` before it moved here (issue 53: one quick audit of med
+    for both instead of two)."""
+    from limelight.report.browser import check_page
+
+    a, _, _ = audit
+    page.goto(a.report_html.resolve().as_uri(), wait_until="load")
+    assert check_page(page) == []
+    # the first screen answers the three questions in words, beside one figure
+    answers = page.locator(".summary .answers").inner_text()
+    for q in ("How unequal?", "Who is left out?", "How do the systems differ?"):
+        assert q in answers
+    assert page.locator(".summary figure img").count() == 1
+    # every section a stage owns is there, or says why not; timings come last, then the glossary
+    headings = page.locator("h2").all_inner_texts()
+    assert headings[0] == "Retrievability and inequality"
+    assert headings[-2:] == ["Appendix: the audit's stages and their timings", "Glossary"]
+    for skipped in ("Would generated searches reach the documents the log misses?",
+                    "Changing who is in the limelight: stochastic rankings"):
+        assert skipped in headings
+    assert page.locator("p.skipped", has_text="Skipped: ").count() >= 2
+    # glossary links resolve to a term of the glossary section
+    hrefs = set(page.locator("a.gl").evaluate_all("els => els.map(e => e.getAttribute('href'))"))
+    assert hrefs and all(page.locator(h).count() == 1 for h in hrefs), hrefs
+    # no 4-decimal seconds: the timings are read as "12 s", "0.4 s", "1 min 3 s"
+    times = page.locator("#appendix-stages + table tbody tr td:nth-child(4)").all_inner_texts()
+    assert times and all(re.fullmatch(r"–|\d+\.\d s|\d+ s|\d+ min \d+ s|\d+ h \d+ min", t) for t in times), times
 
 
 def test_rerun_reuses_every_stage(audit):

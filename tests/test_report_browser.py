@@ -1,31 +1,27 @@
 """The audit report as a reader sees it, in headless Chromium (Debian's ``chromium`` driven by the
-pinned ``playwright`` package; issue 43 item 5): the report of a quick audit (``configs/quick.toml``
-under ``--quick``) and of a small Debian audit with a group field (BM25 twice, so that the report
-diffs them and shows group fairness) has no console error, no figure without a caption, no
-visible scientific notation, no raw field name and no Greek symbol outside a glossary link
-(:func:`limelight.report.browser.check_page`), and the checker itself finds each of those
-problems on a page that has them. The fairness section's figures are
-``limelight.exposure.fairness.group_fairness``'s over the audit's own store.
+pinned ``playwright`` package; issue 43 item 5): the report of a small Debian audit with a group
+field (BM25 twice, so that the report diffs them and shows group fairness) has no console error,
+no figure without a caption, no visible scientific notation, no raw field name and no Greek symbol
+outside a glossary link (:func:`limelight.report.browser.check_page`), and the checker itself
+finds each of those problems on a page that has them. The fairness section's figures are
+``limelight.exposure.fairness.group_fairness``'s over the audit's own store. The quick audit's
+report (``configs/quick.toml`` under ``--quick``) is read the same way in ``tests/test_audit.py``
+(``test_quick_audit_report_reads_cleanly``), over that file's own quick audit (issue 53: one
+quick audit of med for both files instead of two).
 
 These tests fail, never skip, when Chromium is missing (``make browser``).
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pandas as pd
 import pytest
 from _audits import CORE_STAGES
 
-from limelight.audit.config import load_config, parse_config
+from limelight.audit.config import parse_config
 from limelight.audit.layout import AuditDir
 from limelight.report import run_audit
 from limelight.report.browser import check_page
-
-REPO = Path(__file__).resolve().parents[1]
-QUICK = REPO / "configs" / "quick.toml"
 
 DEBIAN = f"""
 [audit]
@@ -53,15 +49,6 @@ k1 = 1.2
 b = 0.0
 
 {CORE_STAGES}"""
-
-
-@pytest.fixture(scope="module")
-def quick_audit(tmp_path_factory):
-    """CPU: the quick audit of med (BM25, MiniLM, the hybrid, every stage), once for the file;
-    about 20 CPU s, near the 30-second rule on a busy machine."""
-    out = tmp_path_factory.mktemp("quick") / "audit"
-    run_audit(load_config(QUICK), out, quick=True)
-    return AuditDir(out)
 
 
 @pytest.fixture(scope="module")
@@ -100,30 +87,6 @@ def test_checker_finds_each_problem(page, tmp_path):
                     "<code>r_share</code></p></body></html>", encoding="utf-8")
     page.goto(good.as_uri(), wait_until="load")
     assert check_page(page) == []
-
-
-def test_quick_audit_report_reads_cleanly(page, quick_audit, tmp_path):
-    _open(page, quick_audit)
-    assert check_page(page) == []
-    # the first screen answers the three questions in words, beside one figure
-    answers = page.locator(".summary .answers").inner_text()
-    for q in ("How unequal?", "Who is left out?", "How do the systems differ?"):
-        assert q in answers
-    assert page.locator(".summary figure img").count() == 1
-    # every section a stage owns is there, or says why not; timings come last, then the glossary
-    headings = page.locator("h2").all_inner_texts()
-    assert headings[0] == "Retrievability and inequality"
-    assert headings[-2:] == ["Appendix: the audit's stages and their timings", "Glossary"]
-    for skipped in ("Would generated searches reach the documents the log misses?",
-                    "Changing who is in the limelight: stochastic rankings"):
-        assert skipped in headings
-    assert page.locator("p.skipped", has_text="Skipped: ").count() >= 2
-    # glossary links resolve to a term of the glossary section
-    hrefs = set(page.locator("a.gl").evaluate_all("els => els.map(e => e.getAttribute('href'))"))
-    assert hrefs and all(page.locator(h).count() == 1 for h in hrefs), hrefs
-    # no 4-decimal seconds: the timings are read as "12 s", "0.4 s", "1 min 3 s"
-    times = page.locator("#appendix-stages + table tbody tr td:nth-child(4)").all_inner_texts()
-    assert times and all(re.fullmatch(r"–|\d+\.\d s|\d+ s|\d+ min \d+ s|\d+ h \d+ min", t) for t in times), times
 
 
 def test_debian_report_shows_group_fairness(page, debian_audit):
