@@ -490,16 +490,25 @@ def test_the_run_audit_check_finds_a_second_one(tmp_path):
 
 
 #: what only an exposure job's one assembler calls (``limelight.audit.job``: ``ExposureJob.run``
-#: computes or resumes a store, ``job_queries`` checks a job's query set once), outside the
+#: computes or resumes a store; the job checks its query set as it fingerprints it,
+#: ``queries_fingerprint(..., check=True)``, and ``job_queries`` checks the audit's), outside the
 #: ``exposure`` package that defines them
 JOB_CALLS = ("compute_exposure", "validate_queries")
 JOB_ASSEMBLER = "limelight/audit/job.py"
 
 
+def _checks(call: ast.Call) -> bool:
+    """Whether a call passes ``check=`` anything but a literal false (``queries_fingerprint``'s
+    check of a job's query set)."""
+    return any(k.arg == "check" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+               for k in call.keywords)
+
+
 def job_assemblers(root: Path = SRC) -> dict[str, list[str]]:
     """``{file: [name:line, ...]}`` of every call of a ``JOB_CALLS`` name (``f(...)`` or
-    ``module.f(...)``) in a module outside ``limelight/exposure/``: the places that assemble an
-    exposure job (a store computed from a system, its fingerprint and its queries)."""
+    ``module.f(...)``), or of ``queries_fingerprint`` with ``check=``, in a module outside
+    ``limelight/exposure/``: the places that assemble an exposure job (a store computed from a
+    system, its fingerprint and its queries)."""
     out: dict[str, list[str]] = {}
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root.parent).as_posix()
@@ -509,7 +518,7 @@ def job_assemblers(root: Path = SRC) -> dict[str, list[str]]:
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                if name in JOB_CALLS:
+                if name in JOB_CALLS or (name == "queries_fingerprint" and _checks(node)):
                     out.setdefault(rel, []).append(f"{name}:{node.lineno}")
     return out
 
@@ -518,11 +527,12 @@ def test_one_job_assembler():
     """One exposure job assembler (issue 55, "one door"): ``limelight exposure compute``, the
     audit's exposure stage and its CtrlQGen stage build an ``ExposureJob``
     (``limelight.audit.job``), the only module outside the ``exposure`` package that computes a
-    store (``compute_exposure``) or checks a job's queries (``validate_queries``); a second
-    assembler, calling either itself, fails."""
+    store (``compute_exposure``) or checks a job's queries (``validate_queries``, or
+    ``queries_fingerprint`` with ``check=``); a second assembler, calling any itself, fails."""
     found = job_assemblers()
     assert list(found) == [JOB_ASSEMBLER], found
-    assert sorted(c.split(":")[0] for c in found[JOB_ASSEMBLER]) == sorted(JOB_CALLS)
+    assert sorted(c.split(":")[0] for c in found[JOB_ASSEMBLER]) == sorted(
+        [*JOB_CALLS, "queries_fingerprint"])
 
 
 def test_the_job_assembler_check_finds_a_second_one(tmp_path):
@@ -532,11 +542,204 @@ def test_the_job_assembler_check_finds_a_second_one(tmp_path):
         "exposure/compute.py": "def compute_exposure(r): ...\n\n\ndef f(r):\n    return compute_exposure(r)\n",
         "cli/exposure.py": "import limelight.exposure.fingerprints as fp\n\n\n"
                            "def compute(qs):\n    fp.validate_queries(qs)\n",
+        "audit/inputs.py": "from limelight.exposure.fingerprints import queries_fingerprint as q\n\n\n"
+                           "def f(qs):\n    return q(qs), queries_fingerprint(qs, check=True)\n",
         "audit/stages/ctrlqgen.py": "def body(a):\n    from limelight.exposure.compute import compute_exposure\n"
                                     "    return compute_exposure(a.retriever(), a.queries, a.dir)\n"})
-    assert job_assemblers(pkg) == {"limelight/audit/job.py": ["compute_exposure:5"],
+    assert job_assemblers(pkg) == {"limelight/audit/inputs.py": ["queries_fingerprint:5"],
+                                   "limelight/audit/job.py": ["compute_exposure:5"],
                                    "limelight/audit/stages/ctrlqgen.py": ["compute_exposure:3"],
                                    "limelight/cli/exposure.py": ["validate_queries:5"]}
+
+
+# ---- the walk of a query log through `limelight exposure compute` (issue 55) --------------------
+#: its stops, in call order, from the option ``--queries FILE`` to the query table handed to the
+#: engine (inside the ``ShardJob`` it computes) and to the store (the function that writes its
+#: ``queries.parquet``): docs/architecture.md, "The walk of a query log"
+LOG_WALK = [
+    "cli/exposure.compute",
+    "audit/job.ExposureJob (made)",  # (its __post_init__ reads, checks and fingerprints the log)
+    "data/loaders.load_queries_file",
+    "exposure/fingerprints.queries_fingerprint",
+    "audit/job.ExposureJob.run",
+    "exposure/compute.compute_exposure",
+    "exposure/engine.ShardJob (made)",
+    "exposure/store._write_inputs",
+]
+#: the engine's and the store's own stops after the hand-over (a batch's texts to the retriever;
+#: the rows of ``queries.parquet``)
+LOG_WALK_INSIDE = ["exposure/engine.LocalEngine.compute", "exposure/shards._search_topk",
+                   "exposure/store._queries_table"]
+#: what a query set's own class answers without reading its rows
+_NOT_ROWS = {"__len__", "__init__", "__repr__", "__bool__", "name", "on_disk", "has_field"}
+
+
+class _Walk:
+    """The stops of a query log through one ``limelight`` command, traced with ``sys.setprofile``
+    (and ``threading.setprofile``: the store's writer thread). A stop is a function or method
+    of ``src/limelight`` the log passes through, where a reader jumps to another definition:
+    one handed the log's path, its query table (or a query set made from it) or a batch of its
+    texts, as an argument, as ``self`` or in a closure, or a job object holding the table when
+    its code names ``queries``; and which reads the table's rows (calls one of its methods
+    other than ``_NOT_ROWS``), hands it on to a stop, or is a class made with it
+    (``Class (made)``). Functions nested in one are that one; the reader inside ``data``
+    (and ``_io``) is one stop, the outermost; the query set's own methods and the system (the
+    retriever under ``retrieval``) are not stops. ``inside``: the stops beneath the engine (a
+    ``ShardEngine``'s method) or beneath the store's writer (the first store function handed
+    the table)."""
+
+    def __init__(self, log: Path):
+        import limelight
+        from limelight.data.queries import Queries
+        from limelight.exposure.engine import ShardEngine
+
+        self.src = str(Path(limelight.__file__).parent) + "/"
+        self.log, self.queries_cls, self.engine_cls = str(log), Queries, ShardEngine
+        self.tracked: dict[int, object] = {}  # id → the table, a query set made from it, texts
+        self.handed: dict = {}  # frame → its stop's name
+        self.first: dict[str, int] = {}  # stop → the order of its first call
+        self.stops: dict[str, bool] = {}  # stop → whether it is inside the engine or store
+        self.checks: list[str] = []  # the checks of the query set made
+        self.texts: set = set()  # frames of ``texts_between`` (the texts they return are tracked)
+
+    def name(self, code) -> str:
+        rel = code.co_filename[len(self.src):].removesuffix(".py")
+        return f"{rel}.{code.co_qualname.split('.<locals>')[0]}"
+
+    def carries(self, v) -> bool:
+        if isinstance(v, str | Path):
+            return str(v) == self.log
+        return id(v) in self.tracked
+
+    def holds(self, v) -> bool:  # a job object holding the table
+        q = getattr(v, "__dict__", {}).get("queries") if hasattr(type(v), "__dataclass_fields__") else None
+        return q is not None and id(q) in self.tracked
+
+    def stop(self, frame, name: str) -> None:
+        if name not in self.stops:
+            self.first.setdefault(name, len(self.first))
+            self.stops[name] = self._beneath(frame)
+        self.mark(frame.f_back)
+
+    def _beneath(self, frame) -> bool:
+        """Whether ``frame`` runs inside the engine, or beneath the store's writer."""
+        up = frame
+        while up is not None:
+            if isinstance(up.f_locals.get("self"), self.engine_cls):
+                return True
+            if up is not frame and self.handed.get(up, "").startswith("exposure/store."):
+                return True
+            up = up.f_back
+        return False
+
+    def mark(self, frame) -> None:
+        """The nearest stop up the stack from ``frame`` passes the log on."""
+        while frame is not None and frame not in self.handed:
+            frame = frame.f_back
+        if frame is not None:
+            self.stop(frame, self.handed[frame])
+
+    def __call__(self, frame, event, arg):
+        code = frame.f_code
+        if event == "return":
+            if (frame in self.handed and isinstance(arg, self.queries_cls)) or frame in self.texts:
+                self.tracked[id(arg)] = arg
+            self.handed.pop(frame, None)
+            self.texts.discard(frame)
+            return
+        if event != "call":
+            return
+        args = frame.f_locals
+        me = args.get("self")
+        if isinstance(me, self.queries_cls) and id(me) in self.tracked:
+            if code.co_name == "texts_between":  # (the texts it returns are tracked on return)
+                self.texts.add(frame)
+            if code.co_name not in _NOT_ROWS:
+                self.mark(frame.f_back)
+            return
+        if code.co_name in ("queries_fingerprint", "validate_queries") and any(
+                self.carries(v) for v in args.values()):
+            self.checks.append(f"{code.co_name}(check={args['check']})" if "check" in args else code.co_name)
+        if not (any(self.carries(v) for v in args.values())
+                or ("queries" in code.co_names and any(self.holds(v) for v in args.values()))):
+            return
+        if code.co_name == "__init__" and me is not None and type(me).__module__.startswith("limelight."):
+            mod = type(me).__module__.removeprefix("limelight.").replace(".", "/")
+            self.stop(frame, f"{mod}.{type(me).__qualname__} (made)")
+            return
+        if not code.co_filename.startswith(self.src) or code.co_filename.startswith(self.src + "retrieval/"):
+            return
+        up = frame.f_back
+        if (code.co_filename.startswith((self.src + "data/", self.src + "_io")) and up is not None
+                and up.f_code.co_filename.startswith(self.src + "data/")):
+            return  # the reader's own calls
+        self.handed[frame] = self.name(code)
+        self.first.setdefault(self.handed[frame], len(self.first))  # (call order)
+        if code.co_filename.startswith(self.src + "data/"):  # the reader: the stop returning the table
+            self.stop(frame, self.handed[frame])
+
+    def order(self) -> list[str]:
+        return sorted(self.stops, key=self.first.get)
+
+
+def log_walk(tmp_path: Path, data_dir: Path) -> _Walk:
+    """The walk of a 200-line query log through ``limelight exposure compute`` over adi, BM25."""
+    import gzip
+    import threading
+
+    from _inproc import run_cli
+
+    log = tmp_path / "log.tsv"
+    with gzip.open(data_dir / "querylogs" / "queries.tsv.gz", "rt", encoding="utf-8") as f:
+        log.write_text("".join(next(f) for _ in range(201)), encoding="utf-8")
+    assert run_cli("index", "--collection", "adi", "--out", tmp_path / "idx").returncode == 0
+    walk = _Walk(log)
+    sys.setprofile(walk)
+    threading.setprofile(walk)
+    try:
+        res = run_cli("exposure", "compute", "--queries", log, "--index", tmp_path / "idx",
+                      "--out", tmp_path / "store", "--depth", 10)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    assert res.returncode == 0, res.stderr
+    return walk
+
+
+def test_the_query_log_walk_of_exposure_compute(tmp_path, data_dir):
+    """Issue 55: following the query log through ``limelight exposure compute``, from the option
+    to the query table handed to the engine and to the store, takes at most 8 stops, those of
+    ``LOG_WALK`` in that order (docs/architecture.md), and the engine's and store's own stops
+    are ``LOG_WALK_INSIDE``; the log is checked once (``queries_fingerprint(check=True)``, its
+    one pass). A layer that grows back on the path (a helper handed the table, a second check)
+    fails here."""
+    walk = log_walk(tmp_path, data_dir)
+    to_handover = [s for s in walk.order() if not walk.stops[s]]
+    assert to_handover == LOG_WALK, walk.order()
+    assert len(to_handover) <= 8
+    assert sorted(s for s in walk.order() if walk.stops[s]) == sorted(LOG_WALK_INSIDE), walk.order()
+    assert walk.checks == ["queries_fingerprint(check=True)"]
+
+
+def test_the_walk_sees_a_layer_that_grows_back(tmp_path, data_dir, monkeypatch):
+    """The tracer sees a pass-through layer put back on the path: ``compute_exposure`` reached
+    through a helper of ``src/limelight`` (planted: compiled under a file name there) that checks
+    the queries again, one stop for the helper and one for the second check."""
+    from limelight.exposure import compute as compute_mod
+
+    ns: dict = {}
+    exec(compile("from limelight.exposure.fingerprints import validate_queries\n\n\n"
+                 "def through(real):\n"
+                 "    def f(retriever, queries, out, *args, **kw):\n"
+                 "        validate_queries(queries)\n"
+                 "        return real(retriever, queries, out, *args, **kw)\n"
+                 "    return f\n", str(SRC / "exposure" / "planted.py"), "exec"), ns)
+    monkeypatch.setattr(compute_mod, "compute_exposure", ns["through"](compute_mod.compute_exposure))
+    walk = log_walk(tmp_path, data_dir)
+    grown = [s for s in walk.order() if not walk.stops[s]]
+    assert grown == [*LOG_WALK[:5], "exposure/planted.through", "exposure/fingerprints.validate_queries",
+                     *LOG_WALK[5:]], grown
+    assert walk.checks == ["queries_fingerprint(check=True)", "validate_queries"]
 
 
 def test_experiments_use_only_public_names():

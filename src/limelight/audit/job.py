@@ -5,10 +5,11 @@ one-system audit of that stage, its store written where ``--out`` says) both bui
 
 A job is a system (:class:`~limelight.retrieval.spec.System`), the documents it answers from
 (an index directory, or a collection for a kind that opens over none), a query set read once
-(:func:`job_queries`: a query log through the on-disk query table, ``limelight.data.querytable``,
-validated there and nowhere else), an engine (local or Ray; a live service's answers journaled),
-the store's fingerprint and recorded settings, and the store it computes or resumes
-(:func:`limelight.exposure.compute.compute_exposure`).
+(a query file or log given as its path is read by the job, a log through the on-disk query
+table, ``limelight.data.querytable``; or :func:`job_queries`' sample), checked and fingerprinted
+once, in one pass (``queries_fingerprint(check=True)``: the job carries both), an engine (local
+or Ray; a live service's answers journaled), the store's fingerprint and recorded settings, and
+the store it computes or resumes (:func:`limelight.exposure.compute.compute_exposure`).
 
 The fingerprint is one function, :meth:`System.fingerprint`, over the index the job reads. The
 two doors keep the identities their stores recorded before they shared this job, so that every
@@ -44,10 +45,12 @@ RECORDED = ("audit", "store")
 
 def job_queries(source: Any, on_disk: str | os.PathLike | None = None, *, sample: int = 0,
                 seed: int = 0):
-    """An exposure job's query set, validated (``validate_queries``: the one check of a job's
-    queries): ``source`` a query file or query log (``load_queries_file``; a log's distinct
-    queries kept as a query table in ``on_disk``, read a batch at a time), or a ``Queries``
-    already made (a dataset's, generated ones); ``sample`` queries drawn with ``seed`` (0: all)."""
+    """An exposure job's query set, validated (``validate_queries``): ``source`` a query file or
+    query log (``load_queries_file``; a log's distinct queries kept as a query table in
+    ``on_disk``, read a batch at a time), or a ``Queries`` already made (a dataset's, generated
+    ones); ``sample`` queries drawn with ``seed`` (0: all). For a caller that fingerprints the set
+    itself and gives each job its ``queries_fp`` (the audit: once for every system); a job given
+    a path, or queries without their fingerprint, reads and checks them itself."""
     from limelight.exposure.fingerprints import validate_queries
 
     if isinstance(source, str | os.PathLike):
@@ -62,16 +65,18 @@ def job_queries(source: Any, on_disk: str | os.PathLike | None = None, *, sample
 
 @dataclass(frozen=True)
 class ExposureJob:
-    """One system's exposure job (see the module docstring). ``queries`` come from
-    :func:`job_queries` (validated there); ``store`` is the store's folder (new or resumed);
+    """One system's exposure job (see the module docstring). ``queries``: a query file or log
+    (its path: read when the job is made, a log's distinct queries kept as a query table in
+    ``on_disk``), or a ``Queries``; ``queries_fp`` their ``queries_fingerprint`` when the caller
+    took it already, with the check (the audit's inputs: :func:`job_queries`), else the job
+    takes both, once, when it is made; ``store`` is the store's folder (new or resumed);
     ``index_dir`` the index the system opens over (``None`` for a kind that opens over none);
     ``index_key`` what the index (or collection) is known by when not by ``index_dir``'s files;
     ``recorded`` the settings form (``RECORDED``; ``None``: none) and ``where`` what is recorded
     beside it;
     ``engine``/``address``/``engine_options`` as ``compute_exposure`` takes them; ``journal``
     where a live service's answers are journaled (a remote kind in this process: a
-    ``ShardedReplay``; ``None``: the kind's own opener journals, as in an audit); ``queries_fp``
-    the queries' ``queries_fingerprint`` when the caller took it already (the audit's inputs)."""
+    ``ShardedReplay``; ``None``: the kind's own opener journals, as in an audit)."""
 
     system: System
     queries: Any
@@ -88,10 +93,19 @@ class ExposureJob:
     journal: Path | None = None
     pairs_in_memory: int = PAIRS_IN_MEMORY
     queries_fp: str | None = None
+    on_disk: Path | None = None
 
     def __post_init__(self) -> None:
+        from limelight.exposure.fingerprints import queries_fingerprint
+
         if self.recorded is not None and self.recorded not in RECORDED:
             raise LimelightError(f"recorded settings are one of {', '.join(RECORDED)}, not {self.recorded!r}")
+        if isinstance(self.queries, str | os.PathLike):  # read once, here
+            from limelight.data.loaders import load_queries_file
+
+            object.__setattr__(self, "queries", load_queries_file(self.queries, on_disk=self.on_disk))
+        if self.queries_fp is None:  # the one check of the job's queries, in its fingerprint's pass
+            object.__setattr__(self, "queries_fp", queries_fingerprint(self.queries, check=True))
 
     @property
     def remote(self) -> bool:
@@ -148,8 +162,8 @@ class ExposureJob:
 
     def run(self, retriever: Any, progress: Any = None):
         """Compute (or resume) the store with ``retriever`` (:meth:`open`'s, or the audit's
-        opener's): the fingerprint, the recorded settings, the engine; the queries are not
-        validated again. Returns the ``ExposureStore``."""
+        opener's): the fingerprint, the recorded settings, the engine; the queries are neither
+        validated nor fingerprinted again. Returns the ``ExposureStore``."""
         from limelight.exposure.compute import compute_exposure
 
         settings, fingerprint = self.settings(retriever), self.fingerprint()

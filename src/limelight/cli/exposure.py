@@ -157,8 +157,10 @@ def compute(
     document, rank, float32 score) under DIR/shards/, the query and document tables and a
     per-document index. The system: --model over --index, or --system FILE.toml (any kind),
     --run FILE (results you have) or --url URL --preset NAME (a live service)."""
+    import time
+
     from limelight._io import check_resumable_dir, scratch_dir
-    from limelight.audit.job import ExposureJob, job_queries
+    from limelight.audit.job import ExposureJob
     from limelight.retrieval.index_dir import index_size
     from limelight.retrieval.systems import REMOTE
 
@@ -175,39 +177,37 @@ def compute(
     check_resumable_dir(out, "manifest.json", "exposure store")
     if index is not None:
         index_size(index)  # a clear error when it is not an index, before reading the queries
-    # a query log's distinct queries are kept on disk while the job reads them (bounded memory),
-    # in a scratch folder of the store's: a killed job leaves nothing in the system's temp folder
+    # the job reads the query file (a log's distinct queries kept on disk while it reads them:
+    # bounded memory, in a scratch folder of the store's, so that a killed job leaves nothing in
+    # the system's temp folder), checks and fingerprints it, once
     with scratch_dir(out, "queries") as tmp, _flag_words(system is None):
-        qs = job_queries(queries, tmp)
         coll = None if kind.needs_index else _documents(index, collection, spec.kind)
-        job = ExposureJob(spec, qs, **_job_over(spec, out, index, collection, coll, depth,
-                                                shard_size, engine, address, cpus_per_task))
-        summary = _run(job, job.open(threads=threads, collection=coll, base_dir=base))
+        job = ExposureJob(spec, queries, on_disk=tmp, **_job_over(
+            spec, out, index, collection, coll, depth, shard_size, engine, address, cpus_per_task))
+        retriever = job.open(threads=threads, collection=coll, base_dir=base)
+        t0 = time.perf_counter()
+        try:  # Ctrl-C: what is finished is kept, a line says how far it got, exit status 130
+            with progress_bar(f"exposure ({spec.kind}, top {depth})", len(job.queries),
+                              elapsed=True) as progress:
+                st = job.run(retriever, progress)
+        except KeyboardInterrupt:
+            _interrupted(job)
+        summary = _summary(st, out, depth, time.perf_counter() - t0)
     typer.echo(json.dumps(summary) if json_out else
                "\n".join(f"{k}: {v}" for k, v in summary.items()))
 
 
-def _run(job, retriever) -> dict:
-    """The job (:meth:`~limelight.audit.job.ExposureJob.run`) with a progress bar; its summary
-    (``_summary``). Interrupted (Ctrl-C): what is finished is kept, a line says how far it got
-    and how to resume (and, for a service, where its answers are journaled), exit status 130."""
-    import time
+def _interrupted(job) -> None:
+    """After Ctrl-C: a line says how many shards the job finished and how to resume (and, for
+    a service, where its answers are journaled); exit status 130."""
+    from limelight.exposure.shards import shard_path
 
-    t0 = time.perf_counter()
-    try:
-        with progress_bar(f"exposure ({job.system.kind}, top {job.depth})", len(job.queries),
-                          elapsed=True) as progress:
-            st = job.run(retriever, progress)
-    except KeyboardInterrupt:
-        from limelight.exposure.shards import shard_path
-
-        n_shards = (len(job.queries) + job.shard_size - 1) // job.shard_size
-        n_done = sum(shard_path(job.store, i).exists() for i in range(n_shards))
-        kept = f" (the service's answers are journaled in {job.journal})" if job.journal is not None else ""
-        typer.echo(f"interrupted after {n_done} of {plural(n_shards, 'shard')}{kept}; rerun the same "
-                   "command to resume", err=True)
-        raise typer.Exit(130) from None
-    return _summary(st, job.store, job.depth, time.perf_counter() - t0)
+    n_shards = (len(job.queries) + job.shard_size - 1) // job.shard_size
+    n_done = sum(shard_path(job.store, i).exists() for i in range(n_shards))
+    kept = f" (the service's answers are journaled in {job.journal})" if job.journal is not None else ""
+    typer.echo(f"interrupted after {n_done} of {plural(n_shards, 'shard')}{kept}; rerun the same "
+               "command to resume", err=True)
+    raise typer.Exit(130) from None
 
 
 def _journal_dir(out: Path) -> Path:

@@ -128,10 +128,10 @@ def compute_exposure(
     retriever (default: ``retriever_fingerprint``); ``settings`` are recorded in the manifest.
     ``options`` (``ExposureOptions``) cut and build the store; its fields may also be given as
     keywords (``shard_size=500``), which override ``options``. ``validated``: the caller has
-    checked ``queries`` with ``validate_queries`` already (an exposure job's query set is checked
-    once, where it is read: ``limelight.audit.job.job_queries``), so they are not read again here;
-    ``queries_fp``: their ``queries_fingerprint`` when the caller has it (an audit takes it once for
-    all its systems' stores), else it is taken here.
+    checked ``queries`` already (an exposure job checks its query set once, as it takes its
+    fingerprint: ``limelight.audit.job.ExposureJob``), so they are not read again here;
+    ``queries_fp``: their ``queries_fingerprint`` when the caller has it (the job's; an audit
+    takes it once for all its systems' stores), else it is taken here.
 
     ``engine`` computes the shards: an engine object (``LocalEngine()``,
     ``limelight.scale.RayEngine(address=...)``) or a registered name: ``"local"`` (the default)
@@ -140,13 +140,8 @@ def compute_exposure(
     ``max_retries``, ``num_cpus``). The store is the same, and any engine resumes a store
     another started.
     """
-    eng = resolve_engine(engine, keywords.pop("address", None), keywords.pop("engine_options", None))
-    if depth < 1:
-        raise LimelightError(f"depth must be ≥ 1, got {depth}")
-    unknown = sorted(set(keywords) - _OPTION_NAMES)
-    if unknown:
-        raise TypeError(f"compute_exposure() got an unexpected keyword argument {unknown[0]!r}")
-    opts = dataclasses.replace(options or ExposureOptions(), **keywords)
+    eng, opts = _engine_and_options(engine, depth, options, keywords)
+    depth = int(depth)
     if not validated:
         validate_queries(queries)
     doc_ids = _documents_of(retriever, doc_ids)
@@ -163,11 +158,44 @@ def compute_exposure(
         store.mkdir(parents=True, exist_ok=True)
         _write_manifest(store, {**manifest, "complete": False})
     try:
-        return _run_job(retriever, queries, store, manifest, doc_ids, opts, eng, progress)
+        todo = _shards_to_compute(store, manifest)
+
+        def write_inputs() -> None:  # the query set and the documents: a partial store describes itself
+            if not ((store / "queries.parquet").exists() and (store / "documents.parquet").exists()):
+                _write_inputs(store, queries, doc_ids)
+
+        # the local engine's writer thread writes them before its first shard, while the first batch
+        # is retrieved, and each shard's index piece beside the shard; other engines ignore the sink
+        local = isinstance(eng, LocalEngine) and bool(todo)
+        if not local:
+            write_inputs()
+        lex = doc_ids.lexical_rank() if hasattr(retriever, "search_batch") and todo else None
+        job = ShardJob(retriever, queries, store, depth, opts.shard_size, opts.batch_size or opts.shard_size,
+                       doc_ids, lex, progress, IndexWriter(store, len(doc_ids), depth, opts.shard_size,
+                                                           write_inputs if local else None),
+                       pairs_in_memory=opts.pairs_in_memory)
+        if progress:
+            progress(job.n_done(todo), len(queries))
+        res = eng.compute(job, todo) if todo else ComputedShards()
+        write_inputs()  # (an engine that left the sink)
+        # a query set read from disk stays there: the store reads its own copy when asked
+        return _completed(store, manifest, res, doc_ids, opts, None if queries.on_disk else queries)
     except BaseException:
         if created and not _committed_shards(store):
             _clear_store(store)  # nothing finished: a rerun (with other arguments too) starts afresh
         raise
+
+
+def _engine_and_options(engine: str | ShardEngine, depth: int, options: ExposureOptions | None,
+                        keywords: dict) -> tuple[ShardEngine, ExposureOptions]:
+    """``compute_exposure``'s engine and options, checked (``keywords``: its own)."""
+    eng = resolve_engine(engine, keywords.pop("address", None), keywords.pop("engine_options", None))
+    if depth < 1:
+        raise LimelightError(f"depth must be ≥ 1, got {depth}")
+    unknown = sorted(set(keywords) - _OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"compute_exposure() got an unexpected keyword argument {unknown[0]!r}")
+    return eng, dataclasses.replace(options or ExposureOptions(), **keywords)
 
 
 def _documents_of(retriever, doc_ids: IdMap | None) -> IdMap:
@@ -274,38 +302,27 @@ def _missing_shards(store: Path, n_shards: int) -> list[int]:
     return todo
 
 
-def _run_job(retriever, queries: Queries, store: Path, manifest: dict, doc_ids: IdMap,
-             opts: ExposureOptions, engine: ShardEngine, progress: Progress | None) -> ExposureStore:
-    """The shards still missing from ``store`` (by ``engine``), then its index and manifest."""
-    nq, depth = len(queries), int(manifest["depth"])
+def _shards_to_compute(store: Path, manifest: dict) -> list[int]:
+    """The shards still missing from ``store`` (the store marked incomplete while they are
+    computed; what a killed job left half-written removed; the query statistics and lookup
+    tables of an earlier run removed when they no longer cover every shard)."""
     if json.loads((store / "manifest.json").read_text()).get("complete"):
         _write_manifest(store, {**manifest, "complete": False})  # being completed again
     todo = _missing_shards(store, int(manifest["n_shards"]))
-    if todo:  # the statistics and lookup tables of an earlier run (if any) no longer cover every shard
+    if todo:
         (store / QUERY_STATS).unlink(missing_ok=True)
         remove_lookup_tables(store)
-    has_batch = hasattr(retriever, "search_batch")
+    return todo
 
-    def write_inputs() -> None:  # the query set and the documents: a partial store describes itself
-        if not ((store / "queries.parquet").exists() and (store / "documents.parquet").exists()):
-            _write_inputs(store, queries, doc_ids)
 
-    # the local engine's writer thread writes them before its first shard, while the first batch
-    # is retrieved, and each shard's index piece beside the shard; other engines ignore the sink
-    local = isinstance(engine, LocalEngine) and bool(todo)
-    if not local:
-        write_inputs()
-    job = ShardJob(retriever, queries, store, depth, opts.shard_size, opts.batch_size or opts.shard_size,
-                   doc_ids, doc_ids.lexical_rank() if has_batch and todo else None, progress,
-                   IndexWriter(store, len(doc_ids), depth, opts.shard_size, write_inputs if local else None),
-                   pairs_in_memory=opts.pairs_in_memory)
-    if progress:
-        progress(job.n_done(todo), nq)
-    res = engine.compute(job, todo) if todo else ComputedShards()
-    write_inputs()  # (an engine that left the sink)
+def _completed(store: Path, manifest: dict, res: ComputedShards, doc_ids: IdMap,
+               opts: ExposureOptions, queries: Queries | None) -> ExposureStore:
+    """The store once every shard is written: its index and manifest (``opts.load``), with the
+    pairs computed in this call kept in memory for analysis and ``queries`` (``None``: the store
+    reads its own copy)."""
+    nq, depth = int(manifest["n_queries"]), int(manifest["depth"])
     t0 = time.perf_counter()
-    # a query set read from disk stays there: the store reads its own copy when asked
-    st = ExposureStore(store, {**manifest, "complete": False}, None if queries.on_disk else queries, doc_ids)
+    st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
     st.pairs_in_memory = opts.pairs_in_memory  # (the store's analyses keep to the job's budget)
     if res.pairs is not None:  # computed in this call: keep the pairs in memory for analysis
         st._pairs = res.pairs

@@ -27,6 +27,7 @@ def _sha(parts: Sequence[bytes]) -> str:
 
 
 _JOIN_BATCH = 1 << 16
+_EMPTY = "the query set is empty"
 
 
 class _Joined:
@@ -81,14 +82,29 @@ def ids_fingerprint(ids: IdMap) -> str:
     return _sha_stream([_Joined(ids.strings)])
 
 
-def queries_fingerprint(queries: Queries) -> str:
+def queries_fingerprint(queries: Queries, *, check: bool = False) -> str:
     """A fingerprint of a query set: ids, texts and weights, in order (hashed a batch at a
-    time: the same digest as hashing them joined)."""
+    time: the same digest as hashing them joined). ``check``: also ``validate_queries``'s check,
+    in the same pass (the weights read once): how an exposure job checks its query set, once,
+    as it takes its fingerprint (``limelight.audit.job.ExposureJob``)."""
+    if check and len(queries) == 0:
+        raise LimelightError(_EMPTY)
+    if check:
+        queries.check_nonempty()
+
+    def weights():
+        s = 0
+        for w in queries.column_batches("weight", _JOIN_BATCH):
+            w = np.ascontiguousarray(w, dtype="<f8")
+            if check and (i := _first_bad_weight(w)) >= 0:
+                raise _weight_error(queries.ids[s + i], w[i])
+            s += len(w)
+            yield w.tobytes()
+
     return _sha_stream([
         _Joined(lambda: queries.column_batches("qid", _JOIN_BATCH)),
         _Joined(lambda: queries.column_batches("text", _JOIN_BATCH)),
-        _Bytes(8 * len(queries), lambda: (np.ascontiguousarray(w, dtype="<f8").tobytes()
-                                          for w in queries.column_batches("weight", _JOIN_BATCH))),
+        _Bytes(8 * len(queries), weights),
     ])
 
 
@@ -115,14 +131,21 @@ def validate_queries(queries: Queries) -> None:
     """Raise a one-line ``LimelightError`` for an empty query set, an empty query text or a
     weight that is missing, negative or not finite (duplicate ids cannot exist in an IdMap)."""
     if len(queries) == 0:
-        raise LimelightError("the query set is empty")
+        raise LimelightError(_EMPTY)
     queries.check_nonempty()
     s = 0
     for w in queries.column_batches("weight", 1 << 18):
         w = np.asarray(w, dtype=np.float64)
-        bad = ~np.isfinite(w) | (w < 0)
-        if bad.any():
-            i = s + int(np.flatnonzero(bad)[0])
-            raise LimelightError(f"query {queries.ids[i]!r}: weight must be a finite number ≥ 0, "
-                                 f"got {w[i - s]}")
+        if (i := _first_bad_weight(w)) >= 0:
+            raise _weight_error(queries.ids[s + i], w[i])
         s += len(w)
+
+
+def _first_bad_weight(w: np.ndarray) -> int:
+    """The position of the first weight of ``w`` that is missing, negative or not finite; -1."""
+    bad = ~np.isfinite(w) | (w < 0)
+    return int(np.flatnonzero(bad)[0]) if bad.any() else -1
+
+
+def _weight_error(qid: str, w: float) -> LimelightError:
+    return LimelightError(f"query {qid!r}: weight must be a finite number ≥ 0, got {w}")

@@ -284,14 +284,6 @@ class _PairBuffer:
         self.n_retrieved[:] = 0
         self.threshold[:] = np.nan
 
-    def add_batch(self, retriever, queries: Queries, b: int, be: int, doc_ids: IdMap,
-                  lex: np.ndarray | None) -> None:
-        """The rows of queries ``b:be`` under ``retriever`` (as ``batch_rows``), appended."""
-        if hasattr(retriever, "search_batch"):
-            self.add_topk(*_search_topk(retriever, queries, b, be, self.depth, doc_ids), b, lex)
-        else:
-            self.add_rows(_run_rows(retriever, queries, b, be, self.depth, doc_ids), b, be - b)
-
     def add_topk(self, docs: np.ndarray, scores: np.ndarray, q0: int, lex: np.ndarray) -> None:
         docs, scores, lex, off = _topk_inputs(docs, scores, lex, self.pos)
         n = len(docs)

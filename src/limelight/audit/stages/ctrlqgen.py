@@ -125,7 +125,7 @@ def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
     ``[ctrlqgen] generator`` names a trained model) for a seeded sample of entities, their exact
     exposure under the first system, and the effect on retrievability: r(d) and Gini under the
     log, under the generated queries, and under both (r is additive over queries)."""
-    from limelight.audit.job import ExposureJob, job_queries
+    from limelight.audit.job import ExposureJob
     from limelight.exposure.compute import ExposureOptions
     from limelight.exposure.retrievability import gini, retrievable_fraction
     from limelight.querygen.generator import generate_queries, generator_source, load_generator
@@ -143,8 +143,9 @@ def _ctrlqgen(audit: Audit, bar: Progress) -> dict:
         gen = generate_queries(coll, schema, intent, n=int(opts["n"]), generator=generator,
                                n_entities=min(int(opts["n_entities"]), len(coll)), seed=cfg.seed)
         n_gen[intent] = len(gen)
-        # the one job assembler; its store known by the retriever's own fingerprint, as before
-        job = ExposureJob(spec, job_queries(gen), audit.dir.path / "ctrlqgen" / intent,
+        # the one job assembler (it checks the queries); its store known by the retriever's own
+        # fingerprint, as before
+        job = ExposureJob(spec, gen, audit.dir.path / "ctrlqgen" / intent,
                           cfg.depth, cfg.shard_size, recorded=None,
                           pairs_in_memory=ExposureOptions.pairs_in_memory)
         st = job.run(audit.retriever(spec, query_vectors=False))
