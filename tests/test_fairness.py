@@ -143,6 +143,49 @@ def test_ideal_exposure_shares_ties():
     assert e.tolist() == pytest.approx([0.75, 0.1875, 0.75, 0.1875])
 
 
+@pytest.mark.parametrize("sorted_rows", [False, True])
+def test_ideal_exposure_is_the_same_over_any_blocks_of_queries(sorted_rows):
+    # ideal_exposure works over blocks of whole queries (its temporaries bounded: issue 53's
+    # demo peak); every block size, one query alone included, gives the same figures exactly
+    rng = np.random.default_rng(3)
+    nq, nd = 40, 25
+    key = np.unique(rng.integers(0, nq * nd, size=500))
+    key = key[(key // nd) % 7 != 3]  # some queries without merit
+    vals = rng.integers(1, 4, size=len(key)).astype(float)  # ties in every query
+    m = Merit.from_codes(key // nd, key % nd, vals, nq, nd, "t").matrix
+    if sorted_rows:  # the fast path: every query's values already descending
+        for i in range(nq):
+            m.data[m.indptr[i]:m.indptr[i + 1]] = np.sort(m.data[m.indptr[i]:m.indptr[i + 1]])[::-1]
+    else:
+        assert any((np.diff(m.data[m.indptr[i]:m.indptr[i + 1]]) > 0).any() for i in range(nq))
+    for disc in ("rbp:0.5", "dcg"):
+        whole = ideal_exposure(m, parse_discount(disc))
+        # a hand check of one query: each merit level's positions share their exposure
+        row = m.getrow(0).toarray()[0]
+        order = np.sort(row[row > 0])[::-1]
+        mu = parse_discount(disc).weights(np.arange(1, len(order) + 1))
+        want = {v: mu[order == v].mean() for v in set(order.tolist())}
+        got = whole.getrow(0).toarray()[0]
+        assert got[row > 0].tolist() == pytest.approx([want[v] for v in row[row > 0]])
+        for block in (1, 2, 7, 60, m.nnz, 1 << 20):
+            part = ideal_exposure(m, parse_discount(disc), block=block)
+            assert np.array_equal(part.data, whole.data) and np.array_equal(part.indices, whole.indices)
+            assert np.array_equal(part.indptr, whole.indptr)
+
+
+def test_merit_figures_do_not_depend_on_the_ranks_integer_type():
+    # the store's ranks are int16 (depth < 32767): the merit pass reads them as they are
+    rng = np.random.default_rng(4)
+    q, d, rank, w = _random_log(rng)
+    g = Groups.from_labels([[x] for x in rng.choice(list("uvw"), size=30)], "random")
+    key = np.unique(rng.integers(0, len(w), size=60) * 30 + rng.integers(0, 30, size=60))
+    merit = Merit.from_codes(key // 30, key % 30, rng.integers(1, 4, size=len(key)), len(w), 30, "r")
+    runs = [fairness_from_pairs(q, d, np.asarray(rank).astype(t), w, g, merit, "merit", n_boot=20).to_dict()
+            for t in (np.int16, np.int32, np.int64)]
+    assert runs[0] == runs[1] == runs[2]
+    assert runs[0]["summary"]["expected_exposure"]["EE-L"]["value"] > 0
+
+
 # ---- properties -------------------------------------------------------------------------------
 
 

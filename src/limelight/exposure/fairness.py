@@ -347,34 +347,59 @@ def _row_scale(m: sp.csr_matrix, s: np.ndarray) -> sp.csr_matrix:
     return m
 
 
-def ideal_exposure(merit: sp.csr_matrix, discount: Discount) -> sp.csr_matrix:
+def ideal_exposure(merit: sp.csr_matrix, discount: Discount, block: int = 1 << 20) -> sp.csr_matrix:
     """The ideal policy's expected exposure ε*_qd of every document with merit (same pattern as
     ``merit``): per query, documents ranked by merit, descending; the ``m`` documents of one merit
     level at 0-based positions ``b..b+m−1`` share their exposure, ε* = Σ_{i=b}^{b+m−1} μ(i) / m
     (for γ^i: (γ^b − γ^(b+m)) / (m (1 − γ)), Diaz et al. 2020 and diazf/expeval). Documents
-    without merit get nothing (the retrieval setting)."""
+    without merit get nothing (the retrieval setting). Computed over blocks of whole queries of
+    about ``block`` stored values each (each query's figures alone: the same for any block), so
+    that the temporaries stay small: over the Debian demo's 11 M reference pairs at once they
+    took 1.1 GB (the groups page's merit target, the demo's peak, issue 53)."""
     m = merit.tocsr()
     nnz = m.nnz
     if not nnz:
         return m.copy()
-    q = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
-    step = np.diff(m.data)
+    counts = np.diff(m.indptr)
+    cum = np.concatenate([[0.0], np.cumsum(discount.weights(np.arange(1, int(counts.max()) + 1)))])
+    out = np.empty(nnz)
+    r0, nrows = 0, m.shape[0]
+    while r0 < nrows:
+        r1 = max(r0 + 1, int(np.searchsorted(m.indptr, m.indptr[r0] + block, side="right")) - 1)
+        r1 = min(r1, nrows)
+        lo, hi = int(m.indptr[r0]), int(m.indptr[r1])
+        if hi > lo:
+            out[lo:hi] = _ideal_rows(m.indptr, m.data[lo:hi], counts, r0, r1, lo, cum)
+        r0 = r1
+    return sp.csr_matrix((out, m.indices.copy(), m.indptr.copy()), shape=m.shape)
+
+
+def _ideal_rows(indptr: np.ndarray, data: np.ndarray, counts: np.ndarray, r0: int, r1: int,
+                lo: int, cum: np.ndarray) -> np.ndarray:
+    """``ideal_exposure`` of rows ``r0..r1−1`` (their stored values ``data``, from ``lo``)."""
+    q = np.repeat(np.arange(r0, r1), counts[r0:r1])
+    step = np.diff(data)
     if (step[q[1:] == q[:-1]] <= 0).all():  # every row already by merit, descending
-        order = np.arange(nnz)
+        order = None
+        qs, vs = q, data
     else:
-        order = np.lexsort((-m.data, q))
-    qs, vs = q[order], m.data[order]
-    pos = np.arange(nnz) - m.indptr[qs]
-    new = np.ones(nnz, dtype=bool)
+        order = np.lexsort((-data, q))
+        qs, vs = q[order], data[order]
+    del q, step
+    pos = np.arange(lo, lo + len(data)) - indptr[qs]
+    new = np.ones(len(data), dtype=bool)
     new[1:] = (qs[1:] != qs[:-1]) | (vs[1:] != vs[:-1])
+    del qs, vs
     run = np.cumsum(new) - 1
     start = pos[new]
+    del pos, new
     size = np.bincount(run)
-    cum = np.concatenate([[0.0], np.cumsum(discount.weights(np.arange(1, int(pos.max()) + 2)))])
     per_run = (cum[start + size] - cum[start]) / size
-    out = np.empty(nnz)
+    if order is None:
+        return per_run[run]
+    out = np.empty(len(data))
     out[order] = per_run[run]
-    return sp.csr_matrix((out, m.indices.copy(), m.indptr.copy()), shape=m.shape)
+    return out
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -821,14 +846,26 @@ def _parts(d, rank, ptr, w, groups: Groups, merit: Merit | None, target: str, di
     scalars: dict[str, np.ndarray] = {"awrf": np.nan_to_num(aw, nan=0.0),
                                       "awrf_n": np.isfinite(aw).astype(np.float64)}
     if mm is not None:
-        mq = np.repeat(np.arange(nq), np.diff(mm.indptr))
-        mrank = _gather_by_query(ptr, d, np.asarray(rank, np.int64), mm.indptr.astype(np.int64),
+        # the five per-pair values, each written into its row of one array (not built side by
+        # side and stacked: over the Debian demo's 11 M merit pairs each is 92 MB)
+        vals = np.empty((5, mm.nnz))
+        vals[0] = mm.data
+        # each merit pair's rank in the store (0: not retrieved), in the ranks' own integer type
+        mrank = _gather_by_query(ptr, d, rank if rank.dtype.kind in "iu" else rank.astype(np.int64),
+                                 mm.indptr.astype(np.int64),
                                  mm.indices.astype(np.int64), groups.n_docs)
+        np.take(table(disc), mrank, out=vals[1])
+        vals[1] *= mm.data
+        np.take(table(ee_disc), mrank, out=vals[2])
+        del mrank
+        vals[3] = ideal_exposure(mm, ee_disc).data
         mtot = _rows(mm)
         per = np.divide(etot, mtot, out=np.zeros_like(etot), where=mtot > 0)
-        u, c, eps, star, tm = _group_sums(mq, mm.indices, np.arange(mm.nnz), np.stack([
-            mm.data, mm.data * table(disc)[mrank], table(ee_disc)[mrank],
-            ideal_exposure(mm, ee_disc).data, mm.data * per[mq]]), groups, nq, mm.indptr)
+        vals[4] = np.repeat(per, np.diff(mm.indptr))
+        vals[4] *= mm.data
+        u, c, eps, star, tm = _group_sums(None, mm.indices, np.arange(mm.nnz), vals, groups, nq,
+                                          mm.indptr)
+        del vals
         blocks["U"], blocks["C"] = u, c
         if target == "merit":  # E_q spread over the query's documents by merit
             blocks["T"] = tm
