@@ -33,6 +33,8 @@ install: $(STAMP) wordnet
 # the audit of the Debian catalog under the real query log (BM25, dense, hybrid) -> demo-out/,
 # with the configuration shipped inside the package (src/limelight/configs/debian.toml)
 DEMO_DB := sqlite:///$(CURDIR)/demo-out/portal.db
+# its processes write the bytecode of what they import, as `make test`'s do (WRITE_BYTECODE below)
+demo: export PYTHONDONTWRITEBYTECODE :=
 demo: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/limelight audit debian --out demo-out
 	# the portal over it (issue 54): an admin (a new password, printed once) and one owner account
