@@ -589,11 +589,10 @@ class _Walk:
     the table)."""
 
     def __init__(self, log: Path):
-        import limelight
         from limelight.data.queries import Queries
         from limelight.exposure.engine import ShardEngine
 
-        self.src = str(Path(limelight.__file__).parent) + "/"
+        self.src = str(_imported_src()) + "/"
         self.log, self.queries_cls, self.engine_cls = str(log), Queries, ShardEngine
         self.tracked: dict[int, object] = {}  # id → the table, a query set made from it, texts
         self.handed: dict = {}  # frame → its stop's name
@@ -682,6 +681,14 @@ class _Walk:
         return sorted(self.stops, key=self.first.get)
 
 
+def _imported_src() -> Path:
+    """The folder of the limelight being imported (the installed wheel's under `make test`, not
+    ``SRC``): where the tracer looks for the library's own frames."""
+    import limelight
+
+    return Path(limelight.__file__).parent
+
+
 def log_walk(tmp_path: Path, data_dir: Path) -> _Walk:
     """The walk of a 200-line query log through ``limelight exposure compute`` over adi, BM25."""
     import gzip
@@ -733,7 +740,7 @@ def test_the_walk_sees_a_layer_that_grows_back(tmp_path, data_dir, monkeypatch):
                  "    def f(retriever, queries, out, *args, **kw):\n"
                  "        validate_queries(queries)\n"
                  "        return real(retriever, queries, out, *args, **kw)\n"
-                 "    return f\n", str(SRC / "exposure" / "planted.py"), "exec"), ns)
+                 "    return f\n", str(_imported_src() / "exposure" / "planted.py"), "exec"), ns)
     monkeypatch.setattr(compute_mod, "compute_exposure", ns["through"](compute_mod.compute_exposure))
     walk = log_walk(tmp_path, data_dir)
     grown = [s for s in walk.order() if not walk.stops[s]]
