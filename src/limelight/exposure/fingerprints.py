@@ -87,9 +87,9 @@ def queries_fingerprint(queries: Queries, *, check: bool = False) -> str:
     time: the same digest as hashing them joined). ``check``: also ``validate_queries``'s check,
     in the same pass (the weights read once): how an exposure job checks its query set, once,
     as it takes its fingerprint (``limelight.audit.job.ExposureJob``)."""
-    if check and len(queries) == 0:
-        raise LimelightError(_EMPTY)
     if check:
+        if len(queries) == 0:
+            raise LimelightError(_EMPTY)
         queries.check_nonempty()
 
     def weights():
