@@ -173,18 +173,30 @@ def test_callable_retriever_and_task_errors(cluster, local_store, work):
         compute_exposure(bm25, qs, work / "bad3", address="127.0.0.1:6379")
 
 
-def _shard_workers() -> list[int]:
-    """Pids of Ray worker processes executing an exposure shard right now (Ray titles a busy
-    worker ``ray::<task name>``)."""
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if (p / "cmdline").read_bytes().startswith(b"ray::exposure_shard"):
-                    pids.append(int(p.name))
-            except OSError:
+def _kill_a_shard_worker(cluster) -> int | None:
+    """SIGKILL one of ``cluster``'s Ray worker processes executing an exposure shard right now
+    (Ray titles a busy worker ``ray::<task name>``); its pid, or None when none runs one. Only
+    the cluster's own processes are looked at (another cluster's workers, or a process that
+    reused the pid of a worker that just ended, are never signalled): the process is held by a
+    pidfd, its title read again through /proc while held, and the signal sent to that pidfd."""
+    me = {os.getpid(), os.getppid()}
+    for i in [0, *cluster.workers()]:
+        for pid in cluster.node_pids(i):
+            if pid in me:
                 continue
-    return pids
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # ended since the scan
+                continue
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::exposure_shard"):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    return pid
+            except OSError:  # ended while held: nothing to kill
+                continue
+            finally:
+                os.close(fd)
+    return None
 
 
 def test_killed_worker_process_job_completes_identically(cluster, log, work):
@@ -197,10 +209,9 @@ def test_killed_worker_process_job_completes_identically(cluster, log, work):
 
     def killer():
         while not stop.is_set() and not killed:
-            pids = _shard_workers()
-            if pids:
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
+            pid = _kill_a_shard_worker(cluster)
+            if pid is not None:
+                killed.append(pid)
             time.sleep(0.005)
 
     t = threading.Thread(target=killer, daemon=True)
