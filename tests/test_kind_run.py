@@ -92,7 +92,7 @@ def test_retrieved_run_gives_the_bm25_store_through_the_cli(cran, tmp_path):
     assert_same_store(ExposureStore.open(tmp_path / "s1"), cran.direct)
     assert summary["queries_with_results"] == 225 and summary["queries_without_results"] == 0
     settings = ExposureStore.open(tmp_path / "s1").manifest["settings"]
-    assert settings["model"] == "run" and settings["sha256"] == file_sha256(cran.run)
+    assert settings["kind"] == "run" and settings["sha256"] == file_sha256(cran.run)
     # gzipped, and the collection from the index's stored documents
     compute_cli(cran, tmp_path / "s2", "--run", cran.root / "bm25.run.gz", "--index", cran.idx)
     assert_same_store(ExposureStore.open(tmp_path / "s2"), cran.direct)
@@ -443,8 +443,9 @@ def test_exposure_compute_model_hybrid(tmp_path, data_dir):
                  "--out", tmp_path / "h", "--model", "hybrid", "--depth", 20, "--json")
     assert json.loads(res.output)["queries"] == 35
     st = ExposureStore.open(tmp_path / "h")
-    assert st.manifest["settings"]["model"] == "hybrid"
+    assert st.manifest["settings"]["kind"] == "hybrid"
     spec = System.from_model("hybrid")
+    assert System.from_recorded(st.manifest["settings"]) == spec
     want = compute_exposure(spec.open(tmp_path / "idx"), st.queries, tmp_path / "w", depth=20)
     assert_same_store(st, want)
 

@@ -1,13 +1,18 @@
 """One door (issue 55, item 2): ``limelight exposure compute`` and the audit's exposure stage run
 one job assembler (``limelight.audit.job.ExposureJob``), and every store they write is the store
-the previous code wrote: the same fingerprint, the same recorded settings, the same query and
-document fingerprints, the same pairs; the audit's ``results.json`` the same figures.
+the previous code wrote: the same fingerprint, the same query and document fingerprints, the same
+pairs; the audit's ``results.json`` the same figures. The recorded settings are the previous
+code's but for their dialect (issue 55, item 1, one settings form): a store of ``exposure
+compute`` records ``System.settings()`` (``kind``, as the audit's stores do) where it recorded
+the ``model`` form (``FINGERPRINTED``), which its fingerprint still hashes; a store written in
+that earlier form resumes and is read as before.
 
 The values below were recorded by the code of commit 2b2069a (before the two doors shared a job)
 on cranfield, BM25 and dense, under the first 300 lines of the shared query log plus 40 of them
 again (a log read through the on-disk query table, weights above 1): the audit first, then
 ``exposure compute`` over the audit's index folder (one dense encoding of the collection, taken
-from the embedding cache when a run before left it there)."""
+from the embedding cache when a run before left it there); the CLI stores' settings rewritten in
+the one form."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from _inproc import run_cli
 from limelight.audit.config import parse_config
 from limelight.audit.runner import AuditRunner
 from limelight.data.loaders import data_root
+from limelight.retrieval.spec import System
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,12 +45,12 @@ RECORDED: dict[str, tuple] = {'audit_bm25': ('95d3e43f988f590d8374adbc',
                  '1d030edf33e92851f42ec78665a18b17',
                  15000),
  'cli_bm25': ('ca70929dab02e8db00950ff7aa1d4f9f',
-              {'model': 'bm25', 'k1': 0.9, 'b': 0.4},
+              {'kind': 'bm25', 'b': 0.4, 'k1': 0.9},
               '46b6424c618396d3b96a415119e4c65f',
               '1d030edf33e92851f42ec78665a18b17',
               5338),
  'cli_dense': ('33a78ea5d6e6d81d511a288f348d9b69',
-               {'model': 'dense',
+               {'kind': 'dense',
                 'encoder': {'model': 'sentence-transformers/all-MiniLM-L6-v2',
                             'fingerprint': '6aed8a0dc1acfb56',
                             'dim': 384,
@@ -56,6 +62,10 @@ RECORDED: dict[str, tuple] = {'audit_bm25': ('95d3e43f988f590d8374adbc',
                '46b6424c618396d3b96a415119e4c65f',
                '1d030edf33e92851f42ec78665a18b17',
                15000)}
+#: the settings a CLI store recorded before the one form, exactly as the commit 2b2069a recorded
+#: them (without the dense encoder's identity, as in RECORDED): what its fingerprint hashes
+FINGERPRINTED: dict[str, dict] = {'cli_bm25': {'model': 'bm25', 'k1': 0.9, 'b': 0.4},
+                                  'cli_dense': {'model': 'dense'}}
 #: the audit's results.json (its query source, a temporary path, left out)
 RESULTS: dict = {'audit': 'rec',
  'quick': False,
@@ -159,7 +169,8 @@ def _store(folder: Path) -> tuple:
 
 def _index_fingerprint(index: Path, settings: dict) -> str:
     """The previous code's fingerprint of a store of ``exposure compute`` over ``index``, written
-    out: its metadata files, then the settings (without the encoder's identity). The dense
+    out: its metadata files, then the settings it recorded (``FINGERPRINTED``'s form, without the
+    encoder's identity). The dense
     index's metadata holds the installed model's path, so over an index with a dense part (a
     BM25 store's over the audit's index too) it is the environment's: checked by this formula,
     not by the value recorded here."""
@@ -204,7 +215,7 @@ def test_every_store_is_the_one_the_previous_code_wrote(doors):
     # index (the recorded values are this repository's .venv's: CI's wheel venv gives others)
     for model in ("bm25", "dense"):
         key = f"cli_{model}"
-        expected[key] = (_index_fingerprint(index, RECORDED[key][1]), *RECORDED[key][1:])
+        expected[key] = (_index_fingerprint(index, FINGERPRINTED[key]), *RECORDED[key][1:])
     assert stores == expected
     for model, summary in summaries.items():
         assert {k: v for k, v in summary.items() if k not in ("seconds", "store")} == SUMMARIES[model]
@@ -224,6 +235,43 @@ def test_exposure_compute_resumes_its_store(doors):
     last = sorted((store / "shards").glob("*.parquet"))[-1]
     last.unlink()
     res = run_cli("exposure", "compute", "--queries", work / "log.tsv", "--index", work / "audit" / "index",
+                  "--model", "bm25", "--out", store, "--depth", "50", "--shard-size", "128", "--json")
+    assert res.returncode == 0, res.stderr
+    assert last.exists() and _store(store) == stores["cli_bm25"]
+    summary = {k: v for k, v in json.loads(res.stdout).items() if k not in ("seconds", "store")}
+    assert summary == SUMMARIES["bm25"]
+
+
+def test_a_store_of_earlier_code_is_read_and_resumes(doors):
+    """A store as ``exposure compute`` wrote it before the one settings form (its manifest's
+    settings in the ``model`` form, with its index, and the encoder's identity for dense) keeps
+    its fingerprint; ``limelight eqi`` reopens its retriever from those settings (checked against
+    that fingerprint) and finds a new document's exposing queries as over today's store; a copy
+    missing a shard resumes under the same command into today's store, its settings now in the
+    one form."""
+    work, _, stores, _ = doors
+    index = work / "audit" / "index"
+    for model in ("bm25", "dense"):  # the one migration reads the earlier form to the same system
+        recorded = json.loads((work / f"s_{model}" / "manifest.json").read_text())
+        earlier = {**FINGERPRINTED[f"cli_{model}"], **{k: v for k, v in recorded["settings"].items()
+                                                      if k in ("encoder", "index")}}
+        system = System.from_recorded(earlier)
+        assert system == System.from_recorded(recorded["settings"]) == System.of(model)
+        assert system.fingerprint(index) == recorded["retriever"] == _index_fingerprint(index, FINGERPRINTED[f"cli_{model}"])
+    store = work / "earlier"
+    shutil.copytree(work / "s_bm25", store)
+    man = json.loads((store / "manifest.json").read_text())
+    man["settings"] = {**FINGERPRINTED["cli_bm25"], "index": str(index)}
+    (store / "manifest.json").write_text(json.dumps(man))
+    text = "the history of the united states oil industry, government home loan programs and veterans benefits"
+    got = [run_cli("eqi", "query", "--store", s, "--text", text, "--k", "20", "--json")
+           for s in (store, work / "s_bm25")]
+    assert got[0].returncode == 0, got[0].stderr
+    assert json.loads(got[0].stdout) == json.loads(got[1].stdout) and len(json.loads(got[0].stdout)) >= 5
+    (store / "manifest.json").write_text(json.dumps({**man, "complete": False}))
+    last = sorted((store / "shards").glob("*.parquet"))[-1]
+    last.unlink()
+    res = run_cli("exposure", "compute", "--queries", work / "log.tsv", "--index", index,
                   "--model", "bm25", "--out", store, "--depth", "50", "--shard-size", "128", "--json")
     assert res.returncode == 0, res.stderr
     assert last.exists() and _store(store) == stores["cli_bm25"]

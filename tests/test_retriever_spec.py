@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,14 +91,59 @@ def test_reranked_settings_as_the_audit_computes_them():
 
 @pytest.mark.parametrize("k1,b", [(DEFAULT_K1, DEFAULT_B), (1.2, 0.75), (1, 0.5)])
 def test_index_fingerprint_unchanged(index, k1, b):
+    """The fingerprint over an index hashes the settings as stores recorded them before the one
+    form (``model``); the settings recorded now are the one form, and both read back."""
     spec = System.from_model("bm25", k1, b)
-    settings = {"model": "bm25", "k1": k1, "b": b}
-    assert spec.store_settings() == settings
-    assert spec.fingerprint(index) == _legacy_fingerprint(index, settings)
+    earlier = {"model": "bm25", "k1": k1, "b": b}
+    assert spec.fingerprint(index) == _legacy_fingerprint(index, earlier)
     r, fp, st = open_fingerprinted(index, "bm25", k1=k1, b=b)
-    assert (fp, st) == (spec.fingerprint(index), settings)
-    assert System.from_store_settings({**st, "index": str(index)}) == spec
-    assert System.from_model("dense").store_settings() == {"model": "dense"}
+    assert (fp, st) == (spec.fingerprint(index), {"kind": "bm25", "k1": k1, "b": b})
+    assert System.from_recorded({**st, "index": str(index)}) == spec
+    assert System.from_recorded({**earlier, "index": str(index)}) == spec
+    assert System.from_model("dense").fingerprint(index) == _legacy_fingerprint(index, {"model": "dense"})
+
+
+# the model form stores of earlier code recorded, and the system it reads back to
+EARLIER = [({"model": "dense"}, System.of("dense")),
+           ({"model": "dense", "dense_model": "m", "max_seq_length": 64, "encoder": {"model": "m"}},
+            System.of("dense", model="m", max_seq_length=64)),
+           ({"model": "hybrid", "k1": 1.2, "b": 0.4, "rrf_k": 30}, System.of("hybrid", k1=1.2, rrf_k=30)),
+           ({"model": "hybrid", "k1": 0.9, "b": 0.4, "dense_model": "m"}, System.of("hybrid", model="m")),
+           ({"model": "reranked", "first": {"model": "bm25", "k1": 1.2, "b": 0.4}, "depth": 50,
+             "checkpoint_sha256": "ab"},
+            System.of("reranked", first=System.of("bm25", k1=1.2), checkpoint_sha256="ab", depth=50)),
+           ({"model": "run", "format": "auto", "match": "id", "path": "r.run", "unknown_docs": "error",
+             "sha256": "cd", "collection": "adi"}, System.of("run", path="r.run", sha256="cd")),
+           ({}, System.of("bm25"))]  # (no model: bm25, as it always was)
+
+
+@pytest.mark.parametrize("earlier,system", EARLIER)
+def test_settings_of_earlier_stores_read_back_with_their_fingerprints(index, earlier, system):
+    """The one migration (``System.from_recorded`` of settings without ``kind``): a store of
+    earlier code opens as the system it was computed with, and that system's fingerprint over the
+    index is the one the store recorded (the settings it recorded hashed, less the encoder's
+    identity and the index's path, which the fingerprint never held)."""
+    got = System.from_recorded(earlier)
+    assert got == system
+    assert System.from_recorded(got.settings()) == got
+    if earlier and got.registered.needs_index:  # (a run's store is known by its documents' ids)
+        hashed = {k: v for k, v in earlier.items() if k not in ("encoder", "index")}
+        assert got.fingerprint(index) == _legacy_fingerprint(index, hashed)
+
+
+def test_store_settings_is_deprecated():
+    """``store_settings`` and ``from_store_settings`` (the model form's, public in 0.2.0) still
+    work, warn, and name what replaces them; nothing of the library calls them."""
+    spec = System.of("hybrid", rrf_k=30, model="m")
+    with pytest.warns(DeprecationWarning, match="store_settings is deprecated: use System.settings"):
+        assert spec.store_settings() == {"model": "hybrid", "k1": 0.9, "b": 0.4, "rrf_k": 30,
+                                         "dense_model": "m"}
+    with pytest.warns(DeprecationWarning, match="use System.from_recorded"):
+        assert System.from_store_settings({"model": "hybrid", "rrf_k": 30, "dense_model": "m"}) == spec
+    src = Path(__file__).resolve().parents[1] / "src" / "limelight"
+    users = [str(p.relative_to(src)) for p in src.rglob("*.py")
+             if "store_settings" in p.read_text(encoding="utf-8") and p.name != "spec.py"]
+    assert users == []
 
 
 def test_open_is_the_retriever_of_before(index):

@@ -30,14 +30,16 @@ TEXTS = ["the quick brown fox", "a lazy dog sleeps", "quick dogs and foxes", "br
          "the dog and the fox are friends", "recipe for a quick lunch"]
 RUN = "q1 Q0 d0 1 2.5 t\nq1 Q0 d2 2 1.5 t\nq2 Q0 d1 1 3.0 t\n"
 
-# (the command line's system options, the store's recorded fingerprint, its recorded settings)
+# (the command line's system options, the store's recorded fingerprint, its recorded settings:
+# the fingerprints those of commit 5364d47, the settings in the one form, System.settings(), where
+# that code recorded the model form: {"model": "bm25", ...}, {"model": "run", ...})
 CLI_STORES = {
-    "default": ([], "a54be64fed4aa771014357878178ba1b", {"b": 0.4, "k1": 0.9, "model": "bm25"}),
+    "default": ([], "a54be64fed4aa771014357878178ba1b", {"b": 0.4, "k1": 0.9, "kind": "bm25"}),
     "flags": (["--model", "bm25", "--k1", "1.2", "--b", "0.75"], "483868c4c453389d2c2cf27d51d90bb3",
-              {"b": 0.75, "k1": 1.2, "model": "bm25"}),
-    "system_file": (["--system", "bm25.toml"], "c19f4084c94b77924ffc3ae0a9771e33", {"b": 0.4, "k1": 1, "model": "bm25"}),
+              {"b": 0.75, "k1": 1.2, "kind": "bm25"}),
+    "system_file": (["--system", "bm25.toml"], "c19f4084c94b77924ffc3ae0a9771e33", {"b": 0.4, "k1": 1, "kind": "bm25"}),
     "run": (["--run", "r.run"], "9ff4a38cf0a0c034fd2187bb",
-            {"format": "auto", "match": "id", "model": "run", "path": "r.run", "unknown_docs": "error",
+            {"format": "auto", "match": "id", "kind": "run", "path": "r.run", "unknown_docs": "error",
              "sha256": "566559fb629ace2544796426286bf605739c4fa448270885af2c42f3044f5f35"}),
 }
 
@@ -51,7 +53,8 @@ def index(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(CLI_STORES))
 def test_cli_store_fingerprints_are_the_recorded_ones(index, tmp_path, name):
-    """``limelight exposure compute`` records the fingerprint and settings it recorded before."""
+    """``limelight exposure compute`` records the fingerprint it recorded before, and the
+    system's settings in the one form; they read back to the system the options describe."""
     options, fingerprint, settings = CLI_STORES[name]
     (tmp_path / "q.tsv").write_text("q1\tquick fox\nq2\tlazy dog\n")
     (tmp_path / "bm25.toml").write_text('[system]\nkind = "bm25"\nk1 = 1\n')
@@ -63,6 +66,10 @@ def test_cli_store_fingerprints_are_the_recorded_ones(index, tmp_path, name):
     man = ExposureStore.open(tmp_path / "s").manifest
     recorded = {k: v for k, v in man["settings"].items() if k not in ("index", "collection")}
     assert (man["retriever"], recorded) == (fingerprint, settings)
+    system = System.from_recorded(man["settings"])  # the system of the options, read back
+    assert system.settings() == settings
+    if system.registered.needs_index:  # (a run's store is known by its documents' ids)
+        assert system.fingerprint(index) == fingerprint
 
 
 AUDIT = """
@@ -143,8 +150,9 @@ def test_one_parser_for_the_audit_table_and_the_system_file(tmp_path):
 
 
 def test_the_kind_is_resolved_once_and_recorded_settings_read_back(tmp_path):
-    """A system holds its registered kind (looked up when it is made, again after pickling); both
-    recorded forms of its settings (the audit's, a CLI store's) read back to it."""
+    """A system holds its registered kind (looked up when it is made, again after pickling); its
+    recorded settings read back to it: the one form (with a manifest's name, a store's encoder
+    and index beside it) and the form a CLI store of earlier code recorded (the one migration)."""
     (tmp_path / "r.run").write_text(RUN)
     cfg = parse_config(AUDIT, tmp_path / "audit.toml")
     for s in cfg.systems:
@@ -153,7 +161,8 @@ def test_the_kind_is_resolved_once_and_recorded_settings_read_back(tmp_path):
         assert back == s and back.registered is s.registered and back.name == s.name
         unnamed = replace(s, name=None)
         assert System.from_recorded({"name": s.name, **s.settings()}) == unnamed
-        assert System.from_recorded(s.store_settings()) == unnamed
+        assert System.from_recorded({**s.settings(), "encoder": {"model": "m"}, "index": "idx"}) == unnamed
+        assert System.from_recorded(s._fingerprint_form()) == unnamed  # (the earlier form)
     assert cfg.system("dense").uses_dense and cfg.system("hybrid").needs_dense
     assert not cfg.system("served").uses_dense and cfg.system("b2").params["k1"] == 1
 

@@ -14,13 +14,16 @@ the store it computes or resumes (:func:`limelight.exposure.compute.compute_expo
 The fingerprint is one function, :meth:`System.fingerprint`, over the index the job reads. The
 two doors keep the identities their stores recorded before they shared this job, so that every
 store written by earlier code resumes (a store computed with another fingerprint would be
-refused as "another index or retriever"):
+refused as "another index or retriever"). Both record the one settings form,
+:meth:`System.settings`:
 
 - the audit knows its index by its stage keys (``index_key``: the index stage's key, and the
-  query vectors' for a system that encodes queries) and records :meth:`System.settings`;
+  query vectors' for a system that encodes queries) and records the settings alone;
 - ``exposure compute`` knows its index by the index's files (``index_dir``), or a collection by
-  its document ids (``index_key={"documents": ...}``), and records the shorter
-  :meth:`System.store_settings` with where the documents came from (``where``).
+  its document ids (``index_key={"documents": ...}``), and records the settings with the dense
+  retriever's encoder identity (``encoder``) and where the documents came from (``where``).
+  A store earlier code computed recorded another form (``model``); it resumes all the same
+  (the fingerprint is unchanged) and is read by :meth:`System.from_recorded`.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from limelight.retrieval.systems import REMOTE
 #: holds one shard's pairs at a time, and what follows reads the store again (the same figures)
 PAIRS_IN_MEMORY = 1 << 22
 
-#: the settings forms a store records: the audit's (:meth:`System.settings`) and those of a
-#: store computed by ``limelight exposure compute`` (:meth:`System.store_settings`)
+#: what a store records beside :meth:`System.settings`: nothing (the audit's) or, for a store
+#: computed by ``limelight exposure compute``, the encoder's identity and ``where``
 RECORDED = ("audit", "store")
 
 
@@ -72,8 +75,8 @@ class ExposureJob:
     takes both, once, when it is made; ``store`` is the store's folder (new or resumed);
     ``index_dir`` the index the system opens over (``None`` for a kind that opens over none);
     ``index_key`` what the index (or collection) is known by when not by ``index_dir``'s files;
-    ``recorded`` the settings form (``RECORDED``; ``None``: none) and ``where`` what is recorded
-    beside it;
+    ``recorded`` what the store records (``RECORDED``: the settings, with ``where`` and the
+    encoder's identity for ``"store"``; ``None``: the retriever's name);
     ``engine``/``address``/``engine_options`` as ``compute_exposure`` takes them; ``journal``
     where a live service's answers are journaled (a remote kind in this process: a
     ``ShardedReplay``; ``None``: the kind's own opener journals, as in an audit)."""
@@ -136,15 +139,15 @@ class ExposureJob:
         return None
 
     def settings(self, retriever: Any = None) -> dict | None:
-        """The settings the store records (``recorded``'s form; ``where`` beside a store's, and
-        the opened dense retriever's encoder identity for a system over an index; ``None``:
-        the retriever's name, ``compute_exposure``'s default)."""
+        """The settings the store records (:meth:`System.settings`; for ``recorded="store"``,
+        with the opened dense retriever's encoder identity for a system over an index, and
+        ``where``; ``None``: the retriever's name, ``compute_exposure``'s default)."""
         if self.recorded is None:
             return None
         if self.recorded == "audit":
             return self.system.settings()
         over_index = self.system.registered.needs_index
-        return {**self.system.store_settings(retriever if over_index else None), **self.where}
+        return {**self.system.settings(retriever if over_index else None), **self.where}
 
     def shipped(self, retriever: Any):
         """The retriever as the engine runs it: a live service as a ``ShardedReplay`` journaling

@@ -1,7 +1,8 @@
 """``limelight eqi train|query|evaluate`` (exposing query identification).
 
-The store (``limelight exposure compute --index IDX``) records its index directory and model;
-the commands reopen them from there. Dense-space methods use all-MiniLM-L6-v2 embeddings of the
+The store (``limelight exposure compute --index IDX``) records its index directory and its
+system's settings (``System.settings``; a store of earlier code: the ``model`` form, read all the
+same by ``System.from_recorded``); the commands reopen them from there. Dense-space methods use all-MiniLM-L6-v2 embeddings of the
 store's queries and of the index's documents (cached under ``.cache/embeddings``).
 """
 
@@ -42,9 +43,8 @@ def _store_retriever(store):
     from limelight.errors import IndexMismatchError
     from limelight.retrieval.spec import System
 
-    st = store.manifest.get("settings", {})
-    _check_rescores(store, st.get("model", "bm25"))
-    spec = System.from_recorded(st)
+    spec = System.from_recorded(store.manifest.get("settings", {}))  # either form (earlier stores': model)
+    _check_rescores(store, spec.kind)
     retriever = spec.open(_index_dir(store))
     if spec.fingerprint(_index_dir(store)) != store.manifest.get("retriever"):
         raise IndexMismatchError(f"{store.path}: its index {_index_dir(store)} changed since the "

@@ -104,8 +104,8 @@ def _job_over(spec, out: Path, index: Path | None, collection: str | None, coll,
     and queries (the audit's exposure stage builds the same job): over ``index`` for a kind that
     needs one, its store known by the index's files; else over the collection ``coll``
     (``--collection`` or ``--index``'s documents), known by its document ids; the store records
-    ``store_settings`` and where the documents came from; a live service's answers journaled
-    beside the store."""
+    the system's ``settings`` and where the documents came from; a live service's answers
+    journaled beside the store."""
     from limelight.exposure.fingerprints import ids_fingerprint
     from limelight.retrieval.systems import REMOTE
 

@@ -244,13 +244,13 @@ def open_fingerprinted(index_dir: str | os.PathLike, model: str = "bm25", k1: fl
 
     The fingerprint hashes the index's metadata files, the model and its settings, so that an
     exposure store computed over another index (or with other settings) is recognised;
-    ``settings`` records the model (and k1, b for BM25; the encoder's identity for dense):
-    :meth:`System.fingerprint` and :meth:`System.store_settings`.
+    ``settings`` records the kind and its parameters (k1, b for BM25), with the encoder's
+    identity for dense: :meth:`System.fingerprint` and :meth:`System.settings` (``retriever``).
     """
     read_meta(index_dir)  # a clear error when it is not an index
     spec = System.from_model(model, k1, b)
     retriever = spec.open(index_dir, threads=threads)
-    return retriever, spec.fingerprint(index_dir), spec.store_settings(retriever)
+    return retriever, spec.fingerprint(index_dir), spec.settings(retriever)
 
 
 __all__ = ["FORMAT", "build_index", "index_size", "load_docs", "open_fingerprinted",

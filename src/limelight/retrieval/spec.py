@@ -4,19 +4,24 @@ One value for every door: the audit's ``[[systems]]`` tables and the CLI's ``--s
 (both read by :func:`limelight.audit.config.parse_systems`, the same keys), the CLI's
 ``--model``/``--k1``/``--b`` (:meth:`System.from_model`) and Python (:meth:`System.of`) build it.
 Its kind is looked up in the registry once, when it is made (:attr:`System.registered`).
-``RetrieverSpec`` is its former name: still importable, deprecated (it warns).
+``RetrieverSpec`` is its former name: still importable, deprecated (it warns); so are
+``store_settings`` and ``from_store_settings``, the earlier settings form's (0.2.0).
 
 A system is frozen, hashable and picklable (it travels to Ray workers as is). Over an index
 directory (``limelight index``; an audit's ``index/``):
 
 - ``spec.open(index_dir)`` builds the retriever;
-- ``spec.fingerprint(index_dir)`` identifies it: the index's metadata files and the settings,
-  which an exposure store records, so that a store computed over another index, or with other
-  settings, is recognised (``limelight exposure compute``); ``spec.fingerprint(index_key=KEY)``
+- ``spec.fingerprint(index_dir)`` identifies it: the index's metadata files and the settings
+  (in the form stores recorded before they recorded ``settings()``, so that every store keeps
+  its fingerprint: ``_fingerprint_form``), so that a store computed over another index, or with
+  other settings, is recognised (``limelight exposure compute``); ``spec.fingerprint(index_key=KEY)``
   is the same identity where the index is known by a key instead (the audit's exposure stores:
   the one formula of both);
-- ``spec.settings()`` describes it as JSON (the audit records and hashes it);
-  ``spec.store_settings()`` is the shorter form a store computed by the CLI records.
+- ``spec.settings()`` describes it as JSON: ``{"kind": ..., parameters...}``, the one form
+  every store records (the audit's, and with the encoder's identity and where the documents
+  came from, a store computed by ``limelight exposure compute``) and every reader reads back
+  (:meth:`System.from_recorded`; it also reads the ``model`` form that stores written by
+  earlier code record, see :func:`_from_earlier_store_form`).
 
 Shipped kinds and their parameters (defaults from :mod:`limelight.retrieval.defaults` filled in)::
 
@@ -185,35 +190,24 @@ class System:
                    None if checkpoint is None else str(checkpoint), sha)
 
     @classmethod
-    def from_store_settings(cls, settings: Mapping[str, Any]) -> System:
-        """The spec of a store's recorded ``settings`` (:meth:`store_settings`; the keys it does
-        not know, such as ``index`` or ``encoder``, are ignored)."""
-        kind = settings.get("model", "bm25")
-        declared = get_kind(kind).params if kind in kind_names() else {}
-        if "first" in declared:  # a re-ranker over a first stage
-            first = cls.from_store_settings(settings.get("first") or {})
-            return cls.of(kind, first=first, checkpoint_sha256=settings.get("checkpoint_sha256"),
-                          depth=settings.get("depth"))
-        if kind not in models() and kind in kind_names():  # a kind that is no first stage (run, ...)
-            return cls.of(kind, **{k: settings[k] for k in get_kind(kind).params if k in settings})
-        if kind not in models():
-            raise LimelightError(f"unknown model {kind!r} ({', '.join(models())})")
-        params = {k: settings[k] for k in get_kind(kind).params if k in settings and k != "model"}
-        if "dense_model" in settings and "model" in declared:
-            params["model"] = settings["dense_model"]
-        return cls.of(kind, **params)
-
-    @classmethod
     def from_recorded(cls, settings: Mapping[str, Any]) -> System:
-        """The system of settings as they were recorded, in either form: an audit's
-        (:meth:`settings`, which say ``kind``; keys that are no parameter, such as the
-        manifest's ``name``, are ignored) or a store's computed by ``limelight exposure
-        compute`` (:meth:`store_settings`, which say ``model``). What a service reads."""
+        """The system of settings as a store or an audit recorded them: :meth:`settings`'s form
+        (``kind``; keys that are no parameter, such as the manifest's ``name``, a store's
+        ``encoder``, ``index`` or ``collection``, are ignored). Settings without ``kind`` are
+        those a store computed by ``limelight exposure compute`` of earlier code recorded
+        (``model``): read by the one migration, :func:`_from_earlier_store_form`. What the
+        service, ``limelight eqi`` and a resumed store's reader use."""
         if "kind" not in settings:
-            return cls.from_store_settings(settings)
+            return _from_earlier_store_form(settings)
         declared = get_kind(settings["kind"]).params
         return cls.from_settings({k: v for k, v in settings.items()
                                   if k in declared or k in ("kind", "checkpoint_sha256", "first_settings")})
+
+    @classmethod
+    def from_store_settings(cls, settings: Mapping[str, Any]) -> System:
+        """Deprecated (it warns): :meth:`from_recorded`, which reads this form too."""
+        _deprecated("System.from_store_settings", "System.from_recorded")
+        return cls.from_recorded(settings)
 
     # ---- description -------------------------------------------------------------------------
     def param(self, name: str, default: Any = None) -> Any:
@@ -237,30 +231,45 @@ class System:
         opens over (its ``built`` parts: the dense index when :attr:`needs_dense`)."""
         return not self.needs_dense or "dense" in meta.get("built", ["bm25"])
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self, retriever: Any = None) -> dict[str, Any]:
         """Kind and parameters with defaults filled in; a reranked spec adds its checkpoint's
         hash and its first stage's settings (``first_settings``): what the audit records and
         its stage keys cover, so that a changed first stage or a retrained checkpoint reruns
-        what depends on it."""
+        what depends on it. The one settings form (:meth:`from_recorded` reads it back).
+
+        With the opened ``retriever`` of a dense system (one that holds an encoder; a hybrid
+        holds none itself), its encoder's identity is added under ``encoder``: what a store
+        computed by ``limelight exposure compute`` records, so that vectors of another encoder
+        variant are refused (``ExactReverse``)."""
         p = dict(self.params)
         kind = self.registered
         if "checkpoint" in kind.params:
             p["checkpoint_sha256"] = self.checkpoint_sha256
         if "first" in kind.params:
             p["first_settings"] = self.first.settings() if self.first is not None else None
-        return {"kind": self.kind, **{k: p[k] for k in sorted(p)}}
+        return {"kind": self.kind, **{k: p[k] for k in sorted(p)}, **_encoder_of(retriever)}
 
     def store_settings(self, retriever: Any = None) -> dict[str, Any]:
-        """What a store computed with this spec by ``limelight exposure compute`` records (and
-        :meth:`fingerprint` hashes): ``{"model", "k1", "b"}`` (bm25, hybrid) or ``{"model":
-        "dense"}``, with the parameters the command line cannot set added when they differ from
-        the defaults; the opened dense ``retriever``'s encoder identity (``encoder``) when given.
-        A kind that cannot be a first stage (``run``, a service) records all its parameters."""
+        """Deprecated (it warns): the ``model`` form stores of earlier code recorded; stores
+        now record :meth:`settings` (``settings(retriever)``)."""
+        _deprecated("System.store_settings", "System.settings")
+        return {**self._fingerprint_form(), **_encoder_of(retriever)}
+
+    def _fingerprint_form(self) -> dict[str, Any]:
+        """What :meth:`fingerprint` hashes over an index directory: the ``model`` form that
+        ``limelight exposure compute`` recorded before stores recorded :meth:`settings`. Kept
+        byte for byte, for the fingerprint only, so that the stores earlier code computed keep
+        their fingerprints (a store with another one is refused as computed with "another
+        index or retriever"): ``{"model", "k1", "b"}`` (bm25, hybrid) or ``{"model": "dense"}``,
+        with the parameters the command line cannot set added when they differ from the
+        defaults (``dense_model`` for the dense model); a re-ranker's first stage in this form
+        under ``first``; a kind that cannot be a first stage (``run``, a service) all its
+        parameters. :func:`_from_earlier_store_form` reads it back."""
         p = dict(self.params)
         declared = self.registered.params
         if "first" in declared:  # a re-ranker over a first stage
             return {"model": self.kind,
-                    "first": self.first.store_settings() if self.first is not None else None,
+                    "first": self.first._fingerprint_form() if self.first is not None else None,
                     "depth": p["depth"], "checkpoint_sha256": self.checkpoint_sha256}
         if not self.registered.has(FIRST_STAGE):  # another kind (run, a service, a plugin's): its parameters
             return {"model": self.kind, **{k: p[k] for k in sorted(p)}}
@@ -273,17 +282,13 @@ class System:
             out["dense_model"] = p["model"]
         if "max_seq_length" in p:
             out["max_seq_length"] = p["max_seq_length"]
-        encoder = getattr(retriever, "encoder", None)
-        if encoder is not None:  # a dense retriever (a hybrid holds one, it has none itself):
-            # recorded, so that vectors of another encoder variant are refused
-            out["encoder"] = encoder.identity()
         return out
 
     def fingerprint(self, index_dir: str | os.PathLike | None = None, *,
                     index_key: Any = None) -> str:
         """This retriever's identity over ``index_dir``: a hash of the index's metadata files
-        (``meta.json``, ``bm25/*.json``, ``dense/*.json``) and :meth:`store_settings` (what
-        ``limelight exposure compute`` records). With ``index_key`` instead (a JSON-able value
+        (``meta.json``, ``bm25/*.json``, ``dense/*.json``) and :meth:`_fingerprint_form` (the
+        settings in the form earlier stores were fingerprinted by: their fingerprints stay). With ``index_key`` instead (a JSON-able value
         that identifies the index, e.g. the audit's stage keys): the hash of ``("retriever",
         index_key, settings())``, as the audit's exposure stores record it."""
         if (index_dir is None) == (index_key is None):
@@ -301,7 +306,7 @@ class System:
             if f.is_file():
                 h.update(f.name.encode())
                 h.update(f.read_bytes())
-        h.update(json.dumps(self.store_settings(), sort_keys=True).encode())
+        h.update(json.dumps(self._fingerprint_form(), sort_keys=True).encode())
         return h.hexdigest()[:32]
 
     # ---- opening -----------------------------------------------------------------------------
@@ -328,6 +333,43 @@ class System:
             if not self.index_holds(meta):
                 raise LimelightError(f"{root}: has no dense index (rebuild with `limelight index --dense`)")
         return kind.open(self, root, name=name, threads=threads, encoder=encoder, **context)
+
+
+def _encoder_of(retriever: Any) -> dict[str, Any]:
+    """``{"encoder": identity}`` of an opened retriever that holds a dense encoder, else ``{}``."""
+    encoder = getattr(retriever, "encoder", None)
+    return {} if encoder is None else {"encoder": encoder.identity()}
+
+
+def _from_earlier_store_form(settings: Mapping[str, Any]) -> System:
+    """The one migration of recorded settings: the system of the ``model`` form a store
+    computed by ``limelight exposure compute`` of earlier code recorded (what
+    :meth:`System._fingerprint_form` still writes for the fingerprint): ``{"model": "bm25",
+    "k1", "b"}``, ``{"model": "dense", "dense_model", "max_seq_length"}``, a hybrid's
+    ``rrf_k``/``fusion_depth`` when not the defaults, a re-ranker's first stage in this form under
+    ``first`` with ``depth`` and ``checkpoint_sha256``, another kind's parameters as they are
+    (keys that are none, such as ``index`` or ``encoder``, ignored; no ``model``: bm25). Such a
+    store opens, is served and resumes as before: its fingerprint is the system's
+    (:meth:`System.fingerprint`). :meth:`System.from_recorded` calls it; nothing else does."""
+    kind = settings.get("model", "bm25")
+    if kind not in kind_names():
+        raise LimelightError(f"unknown model {kind!r} ({', '.join(models())})")
+    declared = get_kind(kind).params
+    if "first" in declared:  # a re-ranker over a first stage
+        return System.of(kind, first=_from_earlier_store_form(settings.get("first") or {}),
+                         checkpoint_sha256=settings.get("checkpoint_sha256"), depth=settings.get("depth"))
+    params = {k: settings[k] for k in declared if k in settings}
+    if get_kind(kind).has(FIRST_STAGE):  # the dense model was recorded as dense_model
+        params = {k: v for k, v in params.items() if k != "model"}
+        if "dense_model" in settings and "model" in declared:
+            params["model"] = settings["dense_model"]
+    return System.of(kind, **params)
+
+
+def _deprecated(old: str, new: str) -> None:
+    import warnings
+
+    warnings.warn(f"{old} is deprecated: use {new} (one settings form)", DeprecationWarning, stacklevel=3)
 
 
 def __getattr__(name: str):

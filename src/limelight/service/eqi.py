@@ -79,8 +79,8 @@ def prepare(service, sysm) -> None:
 
 def system_kind(sysm) -> str:
     """The kind of a served system (``bm25``, ``dense``, ``hybrid``, ``run``, ...), from its
-    recorded settings (:meth:`~limelight.retrieval.spec.System.from_recorded`: an audit's manifest
-    or a store made by ``limelight exposure compute``)."""
+    recorded settings (the audit's manifest: :meth:`~limelight.retrieval.spec.System.settings`,
+    read back by :meth:`~limelight.retrieval.spec.System.from_recorded`)."""
     from limelight.retrieval.spec import System
 
     return System.from_recorded(sysm.settings).kind
