@@ -277,3 +277,12 @@ def test_a_store_of_earlier_code_is_read_and_resumes(doors):
     assert last.exists() and _store(store) == stores["cli_bm25"]
     summary = {k: v for k, v in json.loads(res.stdout).items() if k not in ("seconds", "store")}
     assert summary == SUMMARIES["bm25"]
+    # such a store computed with other settings is refused naming the parameter that differs,
+    # not the two forms' keys
+    other = work / "earlier-other"
+    shutil.copytree(work / "s_bm25", other)
+    (other / "manifest.json").write_text(json.dumps(man))
+    res = run_cli("exposure", "compute", "--queries", work / "log.tsv", "--index", index, "--model",
+                  "bm25", "--k1", "1.2", "--out", other, "--depth", "50", "--shard-size", "128")
+    assert res.returncode == 2, res.stderr
+    assert "another index or retriever (k1 0.9 → 1.2)" in res.stderr, res.stderr

@@ -267,7 +267,8 @@ def _mismatch_message(store: Path, old: dict, new: dict, diff: list[str]) -> str
     details = []
     for k in diff:
         if k == "retriever":
-            so, sn = old.get("settings") or {}, new.get("settings") or {}
+            sn = new.get("settings") or {}
+            so = _in_the_one_form(old.get("settings") or {}, sn)
             changed = [f"{x} {so.get(x)!r} → {sn.get(x)!r}" for x in sorted(set(so) | set(sn))
                        if so.get(x) != sn.get(x)]
             details.append(", ".join(changed) if changed else "same settings, the index or retriever changed")
@@ -281,6 +282,22 @@ def _mismatch_message(store: Path, old: dict, new: dict, diff: list[str]) -> str
             details.append(f"{k} {old.get(k)} → {new[k]}")
     return (f"{store}: this exposure store was computed with {' and '.join(what)} "
             f"({'; '.join(details)}); use another --out or remove it")
+
+
+def _in_the_one_form(old: dict, new: dict) -> dict:
+    """A store's recorded settings in the form this job's are (``System.settings``): those of a
+    store of earlier code (the ``model`` form) read by the one migration, so that a refusal
+    names the parameters that differ, not the two forms' keys. Keys that are no setting but the
+    job records too (the encoder's identity, where the documents came from) are kept."""
+    if "kind" in old or "kind" not in new or "model" not in old:
+        return old
+    from limelight.retrieval.spec import System
+
+    try:
+        migrated = System.from_recorded(old).settings()
+    except LimelightError:  # a kind no longer registered: name the keys as they are
+        return old
+    return {**{k: v for k, v in old.items() if k in new and k not in migrated}, **migrated}
 
 
 def _missing_shards(store: Path, n_shards: int) -> list[int]:
