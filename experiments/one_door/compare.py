@@ -30,9 +30,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-sys.path.insert(0, str(HERE.parents[0]))
-from _shared import splice_section  # noqa: E402
-
 DOC = HERE.parents[1] / "docs" / "architecture.md"
 BEGIN = "### Figures before and after"
 END = "<!-- end: figures before and after -->"
@@ -129,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     text = section()
     if args.write_docs:
+        # imported here, not at the top: the tests import this module, and their own _shared
+        # module is already in sys.modules under that name
+        sys.path.insert(0, str(HERE.parents[0]))
+        from _shared import splice_section
+
         DOC.write_text(splice_section(DOC.read_text(), text, BEGIN, END))
         print(f"wrote the section of {DOC}")
     else:
