@@ -145,6 +145,31 @@ def test_callable_retriever_in_another_query_order(movies, ref, tmp_path):
     assert index_files(st.path) == index_files(ref.path)
 
 
+def test_a_writer_killed_mid_shard_leaves_no_temporary_file(movies, ref, tmp_path):
+    """A shard's writer killed while writing it, its task run again (what Ray does when it loses a
+    worker): the half-written temporary file it left beside the shard is gone once the job ends,
+    and the store is the one of a job that lost nothing."""
+    retriever, fp, qs = movies
+    store = tmp_path / "store"
+    left = []
+
+    class KilledOnce:  # the second shard's first writer dies after writing part of its file
+        doc_ids = retriever.doc_ids
+
+        def search_batch(self, texts, k):
+            if not left and (store / "shards").is_dir():
+                tmp = store / "shards" / ".part-00001.parquet.0b1c2d3e.tmp"
+                tmp.write_bytes(b"PAR1 half a shard")
+                left.append(tmp)
+            return retriever.search_batch(texts, k)
+
+    st = compute_exposure(KilledOnce(), qs, store, depth=20, shard_size=400, fingerprint=fp)
+    assert left and not left[0].exists()
+    assert sorted(p.name for p in (store / "shards").iterdir()) == \
+        sorted(p.name for p in (ref.path / "shards").iterdir())
+    same_store(st.path, ref.path)
+
+
 # ---- the first layout ------------------------------------------------------------------------------
 
 

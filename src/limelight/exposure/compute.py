@@ -300,14 +300,21 @@ def _in_the_one_form(old: dict, new: dict) -> dict:
     return {**{k: v for k, v in old.items() if k in new and k not in migrated}, **migrated}
 
 
+def _remove_half_written(store: Path) -> None:
+    """Remove the shard and index files a killed writer left half-written (``.*.tmp``, as
+    ``atomic_path`` names them): before a job computes the shards a store lacks, and once every
+    shard is written (a Ray worker killed while writing a shard leaves its temporary file beside
+    the shard its retried task wrote)."""
+    for stale in [*(store / "shards").glob(".*.tmp"), *(store / INDEX_DIR).glob(".*.tmp")]:
+        stale.unlink(missing_ok=True)
+
+
 def _missing_shards(store: Path, n_shards: int) -> list[int]:
     """The shards ``store`` lacks, after removing what a killed job left half-written (and the
     index pieces of the missing shards)."""
-    shards = store / "shards"
-    shards.mkdir(exist_ok=True)
+    (store / "shards").mkdir(exist_ok=True)
     (store / INDEX_DIR).mkdir(exist_ok=True)
-    for stale in [*shards.glob(".*.tmp"), *(store / INDEX_DIR).glob(".*.tmp")]:  # killed mid-write
-        stale.unlink(missing_ok=True)
+    _remove_half_written(store)
     for stale in store.glob(".*.tmp"):  # the query statistics half-written; a first-layout database
         if stale.is_file():
             _remove_db(stale)
@@ -339,6 +346,7 @@ def _completed(store: Path, manifest: dict, res: ComputedShards, doc_ids: IdMap,
     reads its own copy)."""
     nq, depth = int(manifest["n_queries"]), int(manifest["depth"])
     t0 = time.perf_counter()
+    _remove_half_written(store)  # every writer of this job has ended
     st = ExposureStore(store, {**manifest, "complete": False}, queries, doc_ids)
     st.pairs_in_memory = opts.pairs_in_memory  # (the store's analyses keep to the job's budget)
     if res.pairs is not None:  # computed in this call: keep the pairs in memory for analysis
