@@ -9,6 +9,8 @@ that no role's request, however odd, breaks the server."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import _portal_support as support
 import pytest
 import schemathesis
@@ -51,14 +53,20 @@ def test_no_role_gets_a_server_error(portal, label, role):
     schema, tokens = portal
     op = next(op for op in (r.ok() for r in schema.get_all_operations()) if op.label == label)
     statuses = []
+    prefix = op.path.split("{", 1)[0]  # the operation's fixed part: /api/queries/ of /api/queries/{qid}
 
     @given(case=op.as_strategy())
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     def run(case):
         response = case.call_and_validate(headers=tokens[role], checks=[not_a_server_error])
-        statuses.append(response.status_code)
+        # a path parameter of dot segments ("../x") is resolved by the client to another path
+        # (/api/x: "no page at /api/x"; /api: a page): that path's answer, not this operation's
+        elsewhere = not urlsplit(str(response.request.url)).path.startswith(prefix)
+        statuses.append((response.status_code, elsewhere))
 
     run()
-    assert statuses and max(statuses) < 500
+    assert statuses and max(code for code, _ in statuses) < 500
     if role == "anonymous" and label not in ("GET /api/info", "GET /api/search", "GET /api/me"):
-        assert set(statuses) <= {401, 413, 422}, (label, sorted(set(statuses)))  # refused before the route
+        # refused before the route (the requests the client sent elsewhere aside)
+        refused = {code for code, elsewhere in statuses if not elsewhere}
+        assert refused <= {401, 413, 422}, (label, sorted(set(statuses)))
