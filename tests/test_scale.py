@@ -179,11 +179,8 @@ def _kill_a_shard_worker(cluster) -> int | None:
     the cluster's own processes are looked at (another cluster's workers, or a process that
     reused the pid of a worker that just ended, are never signalled): the process is held by a
     pidfd, its title read again through /proc while held, and the signal sent to that pidfd."""
-    me = {os.getpid(), os.getppid()}
     for i in [0, *cluster.workers()]:
-        for pid in cluster.node_pids(i):
-            if pid in me:
-                continue
+        for pid in cluster.node_pids(i):  # (the nodes' descendants: never this process)
             try:
                 fd = os.pidfd_open(pid)
             except OSError:  # ended since the scan

@@ -354,12 +354,13 @@ def _from_earlier_store_form(settings: Mapping[str, Any]) -> System:
     kind = settings.get("model", "bm25")
     if kind not in kind_names():
         raise LimelightError(f"unknown model {kind!r} ({', '.join(models())})")
-    declared = get_kind(kind).params
+    registered = get_kind(kind)
+    declared = registered.params
     if "first" in declared:  # a re-ranker over a first stage
         return System.of(kind, first=_from_earlier_store_form(settings.get("first") or {}),
                          checkpoint_sha256=settings.get("checkpoint_sha256"), depth=settings.get("depth"))
     params = {k: settings[k] for k in declared if k in settings}
-    if get_kind(kind).has(FIRST_STAGE):  # the dense model was recorded as dense_model
+    if registered.has(FIRST_STAGE):  # the dense model was recorded as dense_model
         params = {k: v for k, v in params.items() if k != "model"}
         if "dense_model" in settings and "model" in declared:
             params["model"] = settings["dense_model"]
